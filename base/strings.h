@@ -1,0 +1,35 @@
+// Small string helpers shared by every library: splitting, trimming, did-you-mean suggestions.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace spark {
+
+std::vector<std::string> Split(std::string_view text, char sep, bool skip_empty = false);
+std::string_view Trim(std::string_view text);
+std::string Join(const std::vector<std::string>& parts, std::string_view sep);
+bool StartsWith(std::string_view text, std::string_view prefix);
+bool EndsWith(std::string_view text, std::string_view suffix);
+
+// Levenshtein distance between a and b.
+size_t EditDistance(std::string_view a, std::string_view b);
+
+// The candidate closest to `word` when it is close enough to be a likely typo
+// (distance <= max(1, word.size() / 3)); nullopt otherwise.
+std::optional<std::string> ClosestMatch(std::string_view word,
+                                        const std::vector<std::string>& candidates);
+
+// " (did you mean 'x'?)" or "" when nothing is close.
+std::string DidYouMean(std::string_view word, const std::vector<std::string>& candidates);
+
+// "1.5 GiB", "312 MiB", "17 B".
+std::string HumanBytes(uint64_t bytes);
+
+// Parses a decimal integer that must fill the whole string.
+std::optional<int64_t> ParseInt(std::string_view text);
+
+}  // namespace spark

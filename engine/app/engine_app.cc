@@ -1,0 +1,44 @@
+#include <cstdio>
+#include <cstdlib>
+
+#include "base/logging.h"
+#include "base/version.h"
+#include "engine/app/engine_command.h"
+
+namespace spark::engine {
+
+int ReportEngineError(const Status& status) {
+  std::fprintf(stderr, "spark-engine: %s\n", status.message().c_str());
+  return kExitFailed;
+}
+
+int RunSparkEngine(int argc, char** argv) {
+  CLI::App app{"spark-engine: the tensor-parallel LLM engine of sparkctl (one process per GPU).",
+               "spark-engine"};
+  app.set_version_flag("--version", std::string("spark-engine ") + kVersion);
+  app.require_subcommand(1);
+  app.fallthrough();
+  EngineContext context;
+  app.add_option("--log-level", context.log_level,
+                 "trace, debug, info, warn (default), error or off; also SPARK_LOG_LEVEL");
+  for (const EngineCommand& command : EngineCommandTable()) command.register_fn(app, context);
+  app.parse_complete_callback([&] {
+    if (context.log_level.empty()) {
+      const char* env = std::getenv("SPARK_LOG_LEVEL");
+      context.log_level = env ? env : "warn";
+    }
+    Status s = InitLogging({.level = context.log_level});
+    if (!s.ok()) throw CLI::ValidationError("--log-level", s.message());
+  });
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return kExitFailed;
+  }
+  return context.exit_code;
+}
+
+}  // namespace spark::engine

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs every Debian package sparkctl needs to build, test and run the simulator.
+# Idempotent: packages already present are left alone. Needs root (or sudo).
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config git ca-certificates
+  libssh-dev libyaml-cpp-dev libboost-dev nlohmann-json3-dev libspdlog-dev libfmt-dev
+  libgtest-dev libgmock-dev libcli11-dev libssl-dev
+  rdma-core libibverbs-dev libgloo-dev
+  wireguard-tools wireguard-go openssh-server openssh-client iproute2 iputils-ping netplan.io
+  procps psmisc util-linux kmod curl python3 python3-venv python3-pip
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if [ "${#missing[@]}" -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,16 @@
+#include "sparkctl/cli/command_table.h"
+
+#include "sparkctl/cli/families.h"
+
+namespace spark::cli {
+
+std::span<const CommandFamily> CommandTable() {
+  // One row per command family, in the order --help lists them.
+  static constexpr CommandFamily kTable[] = {
+      {"profile", RegisterProfileCommands},
+      {"cluster", RegisterClusterCommands},
+  };
+  return kTable;
+}
+
+}  // namespace spark::cli
