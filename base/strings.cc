@@ -45,17 +45,21 @@ bool EndsWith(std::string_view text, std::string_view suffix) {
 }
 
 size_t EditDistance(std::string_view a, std::string_view b) {
-  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  // Optimal string alignment: insertions, deletions, substitutions and adjacent transpositions
+  // ("rign" -> "ring" is one edit), the typos people make in config keys.
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
   for (size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
     for (size_t j = 1; j <= b.size(); ++j) {
-      size_t sub = prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1);
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, sub});
+      size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+      }
     }
-    std::swap(prev, cur);
   }
-  return prev[b.size()];
+  return d[a.size()][b.size()];
 }
 
 std::optional<std::string> ClosestMatch(std::string_view word,
@@ -63,6 +67,12 @@ std::optional<std::string> ClosestMatch(std::string_view word,
   size_t limit = std::max<size_t>(1, word.size() / 3);
   std::optional<std::string> best;
   size_t best_distance = limit + 1;
+  // A key that is a prefix of a known one ("identity" for "identity_file") is a likely match.
+  if (word.size() >= 3) {
+    for (const auto& c : candidates) {
+      if (c.size() > word.size() && StartsWith(c, word)) return c;
+    }
+  }
   for (const auto& c : candidates) {
     size_t d = EditDistance(word, c);
     if (d < best_distance) {

@@ -15,11 +15,12 @@ std::string Join(const std::vector<std::string>& parts, std::string_view sep);
 bool StartsWith(std::string_view text, std::string_view prefix);
 bool EndsWith(std::string_view text, std::string_view suffix);
 
-// Levenshtein distance between a and b.
+// Edit distance between a and b, counting an adjacent transposition as one edit.
 size_t EditDistance(std::string_view a, std::string_view b);
 
 // The candidate closest to `word` when it is close enough to be a likely typo
-// (distance <= max(1, word.size() / 3)); nullopt otherwise.
+// (a known name that starts with `word`, or distance <= max(1, word.size() / 3)); nullopt
+// otherwise.
 std::optional<std::string> ClosestMatch(std::string_view word,
                                         const std::vector<std::string>& candidates);
 

@@ -9,7 +9,8 @@ packages=(
   libgtest-dev libgmock-dev libcli11-dev libssl-dev
   rdma-core libibverbs-dev libgloo-dev
   wireguard-tools wireguard-go openssh-server openssh-client iproute2 iputils-ping netplan.io
-  procps psmisc util-linux kmod curl python3 python3-venv python3-pip
+  iptables
+  ninja-build procps psmisc util-linux kmod curl python3 python3-venv python3-pip
 )
 
 missing=()

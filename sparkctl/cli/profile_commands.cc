@@ -1,0 +1,92 @@
+// `sparkctl profile check FILE...` and `sparkctl profile show FILE [--json]`.
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sparkctl/cli/families.h"
+#include "sparkctl/cli/json_yaml.h"
+#include "sparkctl/profile/profile_json.h"
+#include "sparkctl/profile/profile_yaml.h"
+
+namespace spark::cli {
+namespace {
+
+struct CheckOptions {
+  std::vector<std::string> files;
+  bool json = false;
+};
+
+int RunCheck(const CheckOptions& options) {
+  int failed = 0;
+  nlohmann::ordered_json results = nlohmann::ordered_json::array();
+  for (const std::string& file : options.files) {
+    auto profile = profile::LoadProfileFile(file);
+    if (profile.ok()) {
+      results.push_back({{"file", file}, {"ok", true}, {"name", profile->name}});
+      if (!options.json) std::printf("ok      %s (%s)\n", file.c_str(), profile->name.c_str());
+    } else {
+      ++failed;
+      results.push_back({{"file", file}, {"ok", false}, {"error", profile.status().message()}});
+      if (!options.json) {
+        std::printf("FAILED  %s\n", file.c_str());
+        std::fprintf(stderr, "%s\n", profile.status().message().c_str());
+      }
+    }
+  }
+  if (options.json) {
+    nlohmann::ordered_json out = {{"schema", "sparkctl-profile-check/v1"},
+                                  {"ok", failed == 0},
+                                  {"results", results}};
+    std::printf("%s\n", out.dump(2).c_str());
+  } else {
+    std::printf("%zu profile(s) checked, %d failed\n", options.files.size(), failed);
+  }
+  return failed == 0 ? kExitOk : kExitFailed;
+}
+
+struct ShowOptions {
+  std::string file;
+  bool json = false;
+};
+
+int RunShow(const ShowOptions& options) {
+  auto profile = profile::LoadProfileFile(options.file);
+  if (!profile.ok()) return ReportError(profile.status());
+  nlohmann::ordered_json json = profile::ToJson(*profile);
+  if (options.json) {
+    std::printf("%s\n", json.dump(2).c_str());
+  } else {
+    std::printf("# %s, fully resolved (defaults filled)\n%s", options.file.c_str(),
+                JsonToYamlText(json).c_str());
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+void RegisterProfileCommands(CLI::App& parent, CommandContext& context) {
+  CLI::App* profile = parent.add_subcommand("profile", "Validate and inspect model profiles");
+  profile->require_subcommand(1);
+
+  auto check = std::make_shared<CheckOptions>();
+  CLI::App* c = profile->add_subcommand(
+      "check", "Validate profiles; every problem is reported as file:line:column: key: message");
+  c->add_option("files", check->files, "Profile files (YAML, schema sparkctl-profile/v1)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  c->add_flag("--json", check->json, "Machine-readable result");
+  SetExample(c, "sparkctl profile check profiles/*.yaml");
+  c->callback([check, &context] { context.exit_code = RunCheck(*check); });
+
+  auto show = std::make_shared<ShowOptions>();
+  CLI::App* s = profile->add_subcommand("show", "Print a profile with every default filled in");
+  s->add_option("file", show->file, "Profile file")->required();
+  s->add_flag("--json", show->json, "JSON instead of YAML");
+  SetExample(s, "sparkctl profile show profiles/qwen3-tiny-demo.yaml --json");
+  s->callback([show, &context] { context.exit_code = RunShow(*show); });
+}
+
+}  // namespace spark::cli

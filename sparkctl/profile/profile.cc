@@ -1,0 +1,192 @@
+#include "sparkctl/profile/profile.h"
+
+#include <cctype>
+#include <set>
+
+#include "base/strings.h"
+#include "netplan/ipv4.h"
+
+namespace spark::profile {
+namespace {
+
+bool IsHex(std::string_view s) {
+  for (char c : s) {
+    if (!std::isxdigit(static_cast<unsigned char>(c))) return false;
+  }
+  return true;
+}
+
+bool IsEnvName(std::string_view s) {
+  if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
+  for (char c : s) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_')) return false;
+  }
+  return true;
+}
+
+bool IsLoopback(std::string_view bind) {
+  if (bind == "localhost" || bind == "::1") return true;
+  auto ip = netplan::Ipv4::Parse(bind);
+  return ip && (ip->value >> 24) == 127;
+}
+
+void ValidateModel(const ModelSpec& m, FieldErrors* errors) {
+  if (m.repository.empty()) {
+    errors->Add("model.repository", "required (e.g. deepseek-ai/DeepSeek-V4.1-Flash)");
+  } else if (m.repository.find('/') == std::string::npos) {
+    errors->Add("model.repository", "'" + m.repository + "' should be owner/name");
+  }
+  if (m.revision.size() < 7 || m.revision.size() > 40 || !IsHex(m.revision)) {
+    errors->Add("model.revision", "'" + m.revision +
+                                      "' is not a pinned commit (7 to 40 hex digits); branch names "
+                                      "such as 'main' move and are not accepted");
+  }
+  if (m.path.empty() || m.path[0] != '/') {
+    errors->Add("model.path", "must be an absolute path on every node (got '" + m.path + "')");
+  }
+  if (m.size_gib < 0) errors->Add("model.size_gib", "must not be negative");
+}
+
+void ValidateTopology(const TopologySpec& t, FieldErrors* errors) {
+  if (t.nodes < netplan::MinNodes(t.kind) || t.nodes > netplan::MaxNodes(t.kind)) {
+    errors->Add("topology.nodes",
+                std::to_string(t.nodes) + " nodes do not make a " +
+                    std::string(netplan::TopologyName(t.kind)) + " (" +
+                    std::to_string(netplan::MinNodes(t.kind)) + ".." +
+                    std::to_string(netplan::MaxNodes(t.kind)) + " nodes)");
+  }
+  if (t.gpus_per_node < 1 || t.gpus_per_node > 8) {
+    errors->Add("topology.gpus_per_node", "out of range (1..8; a DGX Spark has 1)");
+  }
+}
+
+void ValidateHost(const HostSpec& h, FieldErrors* errors) {
+  std::set<std::string> allowed(h.kernel_allow.begin(), h.kernel_allow.end());
+  for (size_t i = 0; i < h.kernel_deny.size(); ++i) {
+    const KernelDeny& d = h.kernel_deny[i];
+    std::string path = "host.kernel.deny[" + std::to_string(i) + "]";
+    if (d.release.empty()) errors->Add(path + ".release", "required");
+    if (d.reason.empty()) errors->Add(path + ".reason", "required: say why this kernel is denied");
+    if (d.fix.empty()) errors->Add(path + ".fix", "required: say what the user should do");
+    if (allowed.count(d.release)) {
+      errors->Add(path + ".release", d.release + " is both allowed and denied");
+    }
+  }
+  if (h.min_cma_mib < 0) errors->Add("host.min_cma_mib", "must not be negative");
+  if (h.memlock != "unlimited" && !ParseInt(h.memlock)) {
+    errors->Add("host.memlock", "'" + h.memlock + "' must be 'unlimited' or a size in KiB");
+  }
+  if (h.min_free_memory_gib < 0) errors->Add("host.min_free_memory_gib", "must not be negative");
+}
+
+void ValidateEngine(const EngineSpec& e, const TopologySpec& t, FieldErrors* errors) {
+  if (e.backend != "auto" && e.backend != "cuda" && e.backend != "cpu") {
+    errors->Add("engine.backend",
+                "'" + e.backend + "' is not a backend (auto, cuda, cpu)" +
+                    DidYouMean(e.backend, {"auto", "cuda", "cpu"}));
+  }
+  int gpus = t.nodes * t.gpus_per_node;
+  if (e.tp < 1 || gpus % e.tp != 0) {
+    errors->Add("engine.tp", "tp " + std::to_string(e.tp) + " must divide the " +
+                                 std::to_string(gpus) + " GPUs of the topology (" +
+                                 std::to_string(t.nodes) + " nodes x " +
+                                 std::to_string(t.gpus_per_node) + ")");
+  }
+  if (e.context_length < 16 || e.context_length > (int64_t{1} << 24)) {
+    errors->Add("engine.context_length", "out of range (16..16777216)");
+  }
+  if (e.max_running_requests < 1 || e.max_running_requests > 4096) {
+    errors->Add("engine.max_running_requests", "out of range (1..4096)");
+  }
+  const KvCacheSpec& kv = e.kv_cache;
+  if (kv.tokens.has_value() == kv.memory_fraction.has_value()) {
+    errors->Add("engine.kv_cache", "give exactly one budget: tokens or memory_fraction");
+  }
+  // Not compared with context_length: models with compressed attention (DeepSeek-V4) keep far
+  // fewer cache entries than tokens, and field deployments run 1M context on 1,000,000 tokens.
+  if (kv.tokens && *kv.tokens < 1) errors->Add("engine.kv_cache.tokens", "must be positive");
+  if (kv.memory_fraction && (*kv.memory_fraction <= 0 || *kv.memory_fraction > 0.9)) {
+    errors->Add("engine.kv_cache.memory_fraction",
+                "must be in (0, 0.9]: unified memory wedges the host when exhausted");
+  }
+  if (e.chunked_prefill < 0 || e.chunked_prefill > e.context_length) {
+    errors->Add("engine.chunked_prefill", "must be 0 (off) or 1..context_length");
+  }
+  const std::vector<std::string> methods = {"none", "mtp", "dspark"};
+  if (e.speculative.method != "none" && e.speculative.method != "mtp" &&
+      e.speculative.method != "dspark") {
+    errors->Add("engine.speculative.method", "'" + e.speculative.method +
+                                                 "' is not a method (none, mtp, dspark)" +
+                                                 DidYouMean(e.speculative.method, methods));
+  } else if (e.speculative.method != "none" &&
+             (e.speculative.num_tokens < 1 || e.speculative.num_tokens > 16)) {
+    errors->Add("engine.speculative.num_tokens", "must be 1..16 when a method is set");
+  }
+  const std::vector<std::string> parsers = {"", "deepseek_v4", "qwen3"};
+  for (auto [key, value] : {std::pair{"reasoning_parser", &e.reasoning_parser},
+                            std::pair{"tool_parser", &e.tool_parser}}) {
+    if (!value->empty() && *value != "deepseek_v4" && *value != "qwen3") {
+      errors->Add(std::string("engine.") + key,
+                  "'" + *value + "' is not a parser (deepseek_v4, qwen3)" + DidYouMean(*value, parsers));
+    }
+  }
+}
+
+void ValidateApi(const ApiSpec& a, FieldErrors* errors) {
+  if (a.port < 1 || a.port > 65535) errors->Add("api.port", "out of range (1..65535)");
+  if (a.bind.empty()) errors->Add("api.bind", "must not be empty");
+  if (!IsLoopback(a.bind) && a.key_file.empty()) {
+    errors->Add("api.key_file", "required when api.bind (" + a.bind +
+                                    ") is not a loopback address: the endpoint must not be open");
+  }
+}
+
+}  // namespace
+
+std::string_view KvCacheDtypeName(KvCacheDtype dtype) {
+  switch (dtype) {
+    case KvCacheDtype::kAuto: return "auto";
+    case KvCacheDtype::kFp8: return "fp8";
+    case KvCacheDtype::kBf16: return "bf16";
+    case KvCacheDtype::kFp16: return "fp16";
+    case KvCacheDtype::kFp32: return "fp32";
+  }
+  return "?";
+}
+
+std::optional<KvCacheDtype> ParseKvCacheDtype(std::string_view name) {
+  for (auto d : {KvCacheDtype::kAuto, KvCacheDtype::kFp8, KvCacheDtype::kBf16,
+                 KvCacheDtype::kFp16, KvCacheDtype::kFp32}) {
+    if (KvCacheDtypeName(d) == name) return d;
+  }
+  return std::nullopt;
+}
+
+void ApplyDefaults(Profile* p) {
+  if (p->model.served_name.empty() && !p->model.repository.empty()) {
+    size_t slash = p->model.repository.rfind('/');
+    p->model.served_name =
+        slash == std::string::npos ? p->model.repository : p->model.repository.substr(slash + 1);
+  }
+}
+
+void Validate(const Profile& p, FieldErrors* errors) {
+  if (p.schema != kProfileSchema) {
+    errors->Add("schema", "unsupported schema '" + p.schema + "'; this sparkctl reads " +
+                              std::string(kProfileSchema));
+  }
+  if (p.name.empty()) errors->Add("name", "required");
+  ValidateModel(p.model, errors);
+  ValidateTopology(p.topology, errors);
+  ValidateHost(p.host, errors);
+  ValidateEngine(p.engine, p.topology, errors);
+  ValidateApi(p.api, errors);
+  for (const auto& [name, value] : p.env) {
+    if (!IsEnvName(name)) errors->Add("env." + name, "not a valid environment variable name");
+    if (name == "PYTORCH_CUDA_ALLOC_CONF" && value.find("expandable_segments:True") != std::string::npos) {
+      errors->Add("env." + name, "expandable_segments:True gives NaN logits on GB10; remove it");
+    }
+  }
+}
+
+}  // namespace spark::profile

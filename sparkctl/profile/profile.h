@@ -1,0 +1,110 @@
+// Profile: the declarative description of one model served on one cluster shape
+// (schema sparkctl-profile/v1, reference in docs/profiles.md).
+//
+// Plain structs with in-class defaults and one Validate(); parsing from YAML lives in
+// profile_yaml.h, JSON rendering in profile_json.h. CLI flags override fields after loading and
+// the result is validated again.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/field_errors.h"
+#include "netplan/cluster_spec.h"
+
+namespace spark::profile {
+
+inline constexpr char kProfileSchema[] = "sparkctl-profile/v1";
+
+struct ModelSpec {
+  std::string repository;   // "deepseek-ai/DeepSeek-V4.1-Flash" (required)
+  std::string revision;     // pinned commit, 7..40 hex digits (required)
+  std::string path;         // where every node keeps its copy (required, absolute)
+  std::string manifest;     // checksum manifest; relative paths are relative to the profile
+  std::string served_name;  // name clients use in "model"; default: last part of repository
+  double size_gib = 0;      // on-disk size, for DISK.FREE; 0 = take it from the manifest
+};
+
+struct TopologySpec {
+  netplan::TopologyKind kind = netplan::TopologyKind::kSingle;
+  int nodes = 1;
+  int gpus_per_node = 1;
+};
+
+// A kernel that must not be used, with the reason and the fix preflight prints.
+struct KernelDeny {
+  std::string release;
+  std::string reason;
+  std::string fix;
+};
+
+struct HostSpec {
+  std::vector<std::string> kernel_allow;  // empty: any kernel not denied
+  std::vector<KernelDeny> kernel_deny;
+  std::vector<std::string> kernel_cmdline;  // options `host pin` adds, e.g. "kho=off"
+  int min_cma_mib = 64;                     // CMA.NONZERO fails below this
+  std::string memlock = "unlimited";        // "unlimited" or a size in KiB
+  double min_free_memory_gib = 8;           // MEMORY.HEADROOM after the model is loaded
+};
+
+enum class KvCacheDtype { kAuto, kFp8, kBf16, kFp16, kFp32 };
+
+struct KvCacheSpec {
+  KvCacheDtype dtype = KvCacheDtype::kAuto;
+  // Exactly one of the two budgets: a token count per rank, or a fraction of the GPU memory
+  // left after weights (never "all free memory": unified memory wedges the host when exhausted).
+  std::optional<int64_t> tokens;
+  std::optional<double> memory_fraction;
+};
+
+struct SpeculativeSpec {
+  std::string method = "none";  // none, mtp, dspark
+  int num_tokens = 0;           // draft tokens per step (method != none)
+};
+
+struct EngineSpec {
+  std::string backend = "auto";  // auto (cuda when a GPU is present), cuda, cpu
+  int tp = 1;
+  int64_t context_length = 32768;
+  int max_running_requests = 8;
+  KvCacheSpec kv_cache;
+  int chunked_prefill = 2048;  // tokens per prefill chunk; 0 disables chunking
+  bool prefix_caching = true;
+  SpeculativeSpec speculative;
+  std::string reasoning_parser;  // "", deepseek_v4, qwen3
+  std::string tool_parser;       // "", deepseek_v4, qwen3
+};
+
+struct ApiSpec {
+  int port = 8000;
+  std::string bind = "127.0.0.1";
+  std::string key_file;  // required when bind is not a loopback address
+};
+
+struct Profile {
+  std::string schema = kProfileSchema;
+  std::string name;
+  std::string description;
+  ModelSpec model;
+  TopologySpec topology;
+  HostSpec host;
+  EngineSpec engine;
+  ApiSpec api;
+  std::map<std::string, std::string> env;  // extra environment for every engine rank
+
+  std::string source_file;  // where it was loaded from (not part of the schema)
+};
+
+std::string_view KvCacheDtypeName(KvCacheDtype dtype);
+std::optional<KvCacheDtype> ParseKvCacheDtype(std::string_view name);
+
+// Fills derived defaults (served_name from repository). Idempotent.
+void ApplyDefaults(Profile* profile);
+
+// Checks ranges and cross-field rules (tp divides nodes x GPUs, topology node counts, exactly one
+// KV budget, an API key for non-loopback binds, ...).
+void Validate(const Profile& profile, FieldErrors* errors);
+
+}  // namespace spark::profile

@@ -1,0 +1,165 @@
+#include "sparkctl/profile/profile_yaml.h"
+
+#include <filesystem>
+
+#include "base/strings.h"
+#include "base/yaml_reader.h"
+
+namespace spark::profile {
+namespace {
+
+void ReadModel(YamlReader* r, const YAML::Node& node, ModelSpec* m) {
+  YamlMap map(r, node, "model");
+  map.Required("repository", &m->repository);
+  map.Required("revision", &m->revision);
+  map.Required("path", &m->path);
+  map.Optional("manifest", &m->manifest);
+  map.Optional("served_name", &m->served_name);
+  map.Optional("size_gib", &m->size_gib);
+  map.RejectUnknown();
+}
+
+void ReadTopology(YamlReader* r, const YAML::Node& node, TopologySpec* t) {
+  YamlMap map(r, node, "topology");
+  std::string kind;
+  if (map.Required("kind", &kind)) {
+    auto parsed = netplan::ParseTopology(kind);
+    if (parsed) {
+      t->kind = *parsed;
+    } else {
+      r->AddError("topology.kind", "'" + kind + "' is not a topology (single, pair, ring, line, switched)" +
+                                       DidYouMean(kind, {"single", "pair", "ring", "line", "switched"}));
+    }
+  }
+  map.Required("nodes", &t->nodes);
+  map.Optional("gpus_per_node", &t->gpus_per_node);
+  map.RejectUnknown();
+}
+
+void ReadKernel(YamlReader* r, const YAML::Node& node, HostSpec* h) {
+  YamlMap map(r, node, "host.kernel");
+  map.Optional("allow", &h->kernel_allow);
+  map.Optional("cmdline", &h->kernel_cmdline);
+  YAML::Node deny = map.ChildSeq("deny", false);
+  for (size_t i = 0; deny.IsDefined() && i < deny.size(); ++i) {
+    KernelDeny d;
+    YamlMap entry(r, deny[i], "host.kernel.deny[" + std::to_string(i) + "]");
+    entry.Required("release", &d.release);
+    entry.Required("reason", &d.reason);
+    entry.Required("fix", &d.fix);
+    entry.RejectUnknown();
+    h->kernel_deny.push_back(std::move(d));
+  }
+  map.RejectUnknown();
+}
+
+void ReadHost(YamlReader* r, const YAML::Node& node, HostSpec* h) {
+  YamlMap map(r, node, "host");
+  YAML::Node kernel = map.ChildMap("kernel", false);
+  if (kernel.IsDefined()) ReadKernel(r, kernel, h);
+  map.Optional("min_cma_mib", &h->min_cma_mib);
+  map.Optional("memlock", &h->memlock);
+  map.Optional("min_free_memory_gib", &h->min_free_memory_gib);
+  map.RejectUnknown();
+}
+
+void ReadKvCache(YamlReader* r, const YAML::Node& node, KvCacheSpec* kv) {
+  YamlMap map(r, node, "engine.kv_cache");
+  std::string dtype;
+  if (map.Optional("dtype", &dtype)) {
+    auto parsed = ParseKvCacheDtype(dtype);
+    if (parsed) {
+      kv->dtype = *parsed;
+    } else {
+      r->AddError("engine.kv_cache.dtype", "'" + dtype + "' is not a KV cache dtype (auto, fp8, bf16, fp16, fp32)" +
+                                               DidYouMean(dtype, {"auto", "fp8", "bf16", "fp16", "fp32"}));
+    }
+  }
+  int64_t tokens = 0;
+  if (map.Optional("tokens", &tokens)) kv->tokens = tokens;
+  double fraction = 0;
+  if (map.Optional("memory_fraction", &fraction)) kv->memory_fraction = fraction;
+  map.RejectUnknown();
+}
+
+void ReadEngine(YamlReader* r, const YAML::Node& node, EngineSpec* e) {
+  YamlMap map(r, node, "engine");
+  map.Optional("backend", &e->backend);
+  map.Required("tp", &e->tp);
+  map.Optional("context_length", &e->context_length);
+  map.Optional("max_running_requests", &e->max_running_requests);
+  YAML::Node kv = map.ChildMap("kv_cache", true);
+  if (kv.IsDefined()) ReadKvCache(r, kv, &e->kv_cache);
+  map.Optional("chunked_prefill", &e->chunked_prefill);
+  map.Optional("prefix_caching", &e->prefix_caching);
+  YAML::Node spec = map.ChildMap("speculative", false);
+  if (spec.IsDefined()) {
+    YamlMap s(r, spec, "engine.speculative");
+    s.Optional("method", &e->speculative.method);
+    s.Optional("num_tokens", &e->speculative.num_tokens);
+    s.RejectUnknown();
+  }
+  map.Optional("reasoning_parser", &e->reasoning_parser);
+  map.Optional("tool_parser", &e->tool_parser);
+  map.RejectUnknown();
+}
+
+void ReadApi(YamlReader* r, const YAML::Node& node, ApiSpec* a) {
+  YamlMap map(r, node, "api");
+  map.Optional("port", &a->port);
+  map.Optional("bind", &a->bind);
+  map.Optional("key_file", &a->key_file);
+  map.RejectUnknown();
+}
+
+Result<Profile> Read(YamlReader reader) {
+  Profile p;
+  p.source_file = reader.file();
+  YamlMap root(&reader, reader.root(), "");
+  root.Required("schema", &p.schema);
+  root.Required("name", &p.name);
+  root.Optional("description", &p.description);
+  YAML::Node model = root.ChildMap("model", true);
+  if (model.IsDefined()) ReadModel(&reader, model, &p.model);
+  YAML::Node topology = root.ChildMap("topology", true);
+  if (topology.IsDefined()) ReadTopology(&reader, topology, &p.topology);
+  YAML::Node host = root.ChildMap("host", false);
+  if (host.IsDefined()) ReadHost(&reader, host, &p.host);
+  YAML::Node engine = root.ChildMap("engine", true);
+  if (engine.IsDefined()) ReadEngine(&reader, engine, &p.engine);
+  YAML::Node api = root.ChildMap("api", false);
+  if (api.IsDefined()) ReadApi(&reader, api, &p.api);
+  root.Optional("env", &p.env);
+  root.RejectUnknown();
+  // Semantic checks run only on a document whose shape was right, so each mistake is reported
+  // once, at the place it was made.
+  if (reader.ok()) {
+    ApplyDefaults(&p);
+    FieldErrors errors;
+    Validate(p, &errors);
+    reader.AddAll(errors);
+  }
+  SPARK_RETURN_IF_ERROR(reader.ToStatus());
+  return p;
+}
+
+}  // namespace
+
+Result<Profile> LoadProfileFile(const std::string& path) {
+  SPARK_ASSIGN_OR_RETURN(YamlReader reader, YamlReader::FromFile(path));
+  return Read(std::move(reader));
+}
+
+Result<Profile> ParseProfile(const std::string& text, const std::string& file) {
+  SPARK_ASSIGN_OR_RETURN(YamlReader reader, YamlReader::FromString(text, file));
+  return Read(std::move(reader));
+}
+
+std::string ResolvedManifestPath(const Profile& profile) {
+  if (profile.model.manifest.empty()) return "";
+  std::filesystem::path manifest(profile.model.manifest);
+  if (manifest.is_absolute() || profile.source_file.empty()) return manifest.string();
+  return (std::filesystem::path(profile.source_file).parent_path() / manifest).lexically_normal();
+}
+
+}  // namespace spark::profile

@@ -1,0 +1,155 @@
+#include "sparkctl/profile/profile_yaml.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+
+#include "sparkctl/profile/profile_json.h"
+
+namespace spark::profile {
+namespace {
+
+// A valid profile; each malformed case below edits one thing. Line numbers in the expectations
+// refer to this text (line 1 = "schema: ...").
+constexpr char kGood[] = R"(schema: sparkctl-profile/v1
+name: test
+model:
+  repository: owner/model
+  revision: 0123456789abcdef0123456789abcdef01234567
+  path: /models/m
+topology:
+  kind: ring
+  nodes: 4
+engine:
+  tp: 4
+  context_length: 4096
+  kv_cache:
+    tokens: 8192
+api:
+  port: 8000
+)";
+
+std::string Replace(std::string text, const std::string& from, const std::string& to) {
+  size_t at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  if (at != std::string::npos) text.replace(at, from.size(), to);
+  return text;
+}
+
+TEST(ProfileYamlTest, GoodProfileLoadsWithDefaults) {
+  auto p = ParseProfile(kGood, "p.yaml");
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->model.served_name, "model");
+  EXPECT_EQ(p->engine.tp, 4);
+  EXPECT_EQ(p->engine.chunked_prefill, 2048);
+  EXPECT_TRUE(p->engine.prefix_caching);
+  EXPECT_EQ(p->api.bind, "127.0.0.1");
+  EXPECT_EQ(p->topology.kind, netplan::TopologyKind::kRing);
+  EXPECT_EQ(ToJson(*p)["engine"]["kv_cache"]["tokens"], 8192);
+}
+
+struct BadCase {
+  const char* name;
+  std::string text;
+  std::string expected;  // substring of the error: "p.yaml:L:C: key: message"
+};
+
+std::vector<BadCase> BadCases() {
+  const std::string g = kGood;
+  return {
+      {"UnknownTopKey", g + "enigne:\n  tp: 2\n", "p.yaml:17:1: enigne: unknown key (did you mean 'engine'?)"},
+      {"UnknownNestedKey", Replace(g, "  tp: 4\n", "  tp: 4\n  max_runing_requests: 3\n"),
+       "p.yaml:12:3: engine.max_runing_requests: unknown key (did you mean 'max_running_requests'?)"},
+      {"MissingRequiredKey", Replace(g, "  tp: 4\n", ""), "p.yaml:11:3: engine.tp: missing required key"},
+      {"MissingSection", Replace(g, "topology:\n  kind: ring\n  nodes: 4\n", ""),
+       "p.yaml:1:1: topology: missing required section"},
+      {"WrongTypeInt", Replace(g, "tp: 4", "tp: four"), "p.yaml:11:7: engine.tp: expected an integer, found 'four'"},
+      {"WrongTypeFloatForInt", Replace(g, "tp: 4", "tp: 2.5"), "p.yaml:11:7: engine.tp: expected an integer"},
+      {"WrongTypeBool", Replace(g, "  tp: 4\n", "  tp: 4\n  prefix_caching: maybe\n"),
+       "p.yaml:12:19: engine.prefix_caching: expected true or false, found 'maybe'"},
+      {"SectionIsScalar", Replace(g, "api:\n  port: 8000\n", "api: 8000\n"),
+       "p.yaml:15:6: api: expected a mapping of keys, found '8000'"},
+      {"ListExpected", g + "host:\n  kernel:\n    allow: 6.17.0\n",
+       "p.yaml:19:12: host.kernel.allow: expected a list of strings, found '6.17.0'"},
+      {"BadTopologyKind", Replace(g, "kind: ring", "kind: rign"),
+       "p.yaml:8:3: topology.kind: 'rign' is not a topology (single, pair, ring, line, switched) (did you mean 'ring'?)"},
+      {"TpDoesNotDivide", Replace(g, "tp: 4", "tp: 3"), "p.yaml:11:3: engine.tp: tp 3 must divide the 4 GPUs"},
+      {"RingTooSmall", Replace(g, "nodes: 4", "nodes: 2"), "p.yaml:9:3: topology.nodes: 2 nodes do not make a ring (3..8 nodes)"},
+      {"UnpinnedRevision", Replace(g, "revision: 0123456789abcdef0123456789abcdef01234567", "revision: main"),
+       "p.yaml:5:3: model.revision: 'main' is not a pinned commit"},
+      {"RelativeModelPath", Replace(g, "path: /models/m", "path: models/m"),
+       "p.yaml:6:3: model.path: must be an absolute path"},
+      {"TwoKvBudgets", Replace(g, "    tokens: 8192\n", "    tokens: 8192\n    memory_fraction: 0.5\n"),
+       "p.yaml:13:3: engine.kv_cache: give exactly one budget"},
+      {"KvFractionTooHigh", Replace(g, "    tokens: 8192\n", "    memory_fraction: 0.95\n"),
+       "p.yaml:14:5: engine.kv_cache.memory_fraction: must be in (0, 0.9]"},
+      {"BadKvDtype", Replace(g, "    tokens: 8192\n", "    tokens: 8192\n    dtype: fp9\n"),
+       "p.yaml:15:5: engine.kv_cache.dtype: 'fp9' is not a KV cache dtype"},
+      {"PortOutOfRange", Replace(g, "port: 8000", "port: 70000"), "p.yaml:16:3: api.port: out of range (1..65535)"},
+      {"OpenBindWithoutKey", Replace(g, "  port: 8000\n", "  port: 8000\n  bind: 0.0.0.0\n"),
+       "api.key_file: required when api.bind (0.0.0.0) is not a loopback address"},
+      {"WrongSchema", Replace(g, "sparkctl-profile/v1", "sparkctl-profile/v9"),
+       "p.yaml:1:1: schema: unsupported schema 'sparkctl-profile/v9'"},
+      {"DuplicateKey", Replace(g, "  tp: 4\n", "  tp: 4\n  tp: 2\n"), "p.yaml:12:3: engine.tp: duplicate key"},
+      {"DenyWithoutFix", g + "host:\n  kernel:\n    deny:\n      - release: 7.0.0-1019-nvidia\n        reason: CMA is 0\n",
+       "p.yaml:20:9: host.kernel.deny[0].fix: missing required key"},
+      {"BadEnvName", g + "env:\n  1BAD: x\n", "p.yaml:18:3: env.1BAD: not a valid environment variable name"},
+      {"NanTrapInEnv", g + "env:\n  PYTORCH_CUDA_ALLOC_CONF: expandable_segments:True\n",
+       "p.yaml:18:3: env.PYTORCH_CUDA_ALLOC_CONF: expandable_segments:True gives NaN logits on GB10"},
+      {"BadParser", Replace(g, "  tp: 4\n", "  tp: 4\n  tool_parser: deepsek_v4\n"),
+       "p.yaml:12:3: engine.tool_parser: 'deepsek_v4' is not a parser (deepseek_v4, qwen3) (did you mean 'deepseek_v4'?)"},
+      {"SyntaxError", Replace(g, "  tp: 4\n", "  tp: [4\n"), "p.yaml:"},
+      {"EmptyDocument", "", "p.yaml:1:1: the document is empty"},
+  };
+}
+
+class ProfileBadCaseTest : public testing::TestWithParam<BadCase> {};
+
+TEST_P(ProfileBadCaseTest, NamesKeyLineAndColumn) {
+  const BadCase& c = GetParam();
+  auto p = ParseProfile(c.text, "p.yaml");
+  ASSERT_FALSE(p.ok()) << "expected an error containing: " << c.expected;
+  EXPECT_EQ(p.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(p.status().message().find(c.expected), std::string::npos)
+      << "got: " << p.status().message() << "\nwanted: " << c.expected;
+}
+
+INSTANTIATE_TEST_SUITE_P(Malformed, ProfileBadCaseTest, testing::ValuesIn(BadCases()),
+                         [](const testing::TestParamInfo<BadCase>& info) { return info.param.name; });
+
+TEST(ProfileYamlTest, ReportsEveryUnknownKeyAtOnce) {
+  std::string text = std::string(kGood) + "foo: 1\nbar: 2\n";
+  auto p = ParseProfile(text, "p.yaml");
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("p.yaml:17:1: foo: unknown key"), std::string::npos);
+  EXPECT_NE(p.status().message().find("p.yaml:18:1: bar: unknown key"), std::string::npos);
+}
+
+TEST(ProfileYamlTest, MissingFileIsNotFound) {
+  auto p = LoadProfileFile("/nonexistent/profile.yaml");
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(p.status().message().find("/nonexistent/profile.yaml"), std::string::npos);
+}
+
+TEST(ProfileYamlTest, ManifestResolvesRelativeToProfile) {
+  std::string text = Replace(kGood, "  path: /models/m\n", "  path: /models/m\n  manifest: checkpoints/x.json\n");
+  auto p = ParseProfile(text, "/etc/sparkctl/profiles/p.yaml");
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(ResolvedManifestPath(*p), "/etc/sparkctl/profiles/checkpoints/x.json");
+}
+
+TEST(ShippedProfilesTest, AllValidate) {
+  int count = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(SPARK_SOURCE_DIR "/profiles")) {
+    if (entry.path().extension() != ".yaml") continue;
+    ++count;
+    auto p = LoadProfileFile(entry.path().string());
+    EXPECT_TRUE(p.ok()) << entry.path() << ": " << p.status().ToString();
+  }
+  EXPECT_GE(count, 4);
+}
+
+}  // namespace
+}  // namespace spark::profile
