@@ -1,0 +1,143 @@
+#include "engine/runtime/engine.h"
+
+#include <algorithm>
+#include <string>
+
+namespace spark::engine::runtime {
+
+Result<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options, ModelRunner* runner) {
+  SPARK_RETURN_IF_ERROR(options.scheduler.Validate());
+  if (options.blocks.num_blocks < 1 || options.blocks.block_size < 1) {
+    return InvalidArgumentError("engine: num_blocks and block_size must be >= 1");
+  }
+  if (runner == nullptr || runner->vocab_size() < 1) {
+    return InvalidArgumentError("engine: a model runner with a vocabulary is required");
+  }
+  return std::unique_ptr<Engine>(new Engine(options, runner));
+}
+
+Engine::Engine(const EngineOptions& options, ModelRunner* runner)
+    : options_(options),
+      runner_(runner),
+      blocks_(options.blocks),
+      scheduler_(options.scheduler, &blocks_) {}
+
+Status Engine::AddRequest(uint64_t id, std::vector<int32_t> prompt, const SamplingParams& params) {
+  const std::string who = "request " + std::to_string(id) + ": ";
+  SPARK_RETURN_IF_ERROR(params.Validate().WithContext("request " + std::to_string(id)));
+  if (sequences_.count(id) > 0) return AlreadyExistsError(who + "id already in use");
+  if (prompt.empty()) return InvalidArgumentError(who + "empty prompt");
+  const int max_len = options_.scheduler.max_model_len;
+  if (static_cast<int>(prompt.size()) >= max_len) {
+    return InvalidArgumentError(who + "prompt of " + std::to_string(prompt.size()) +
+                                " tokens leaves no room under max_model_len " +
+                                std::to_string(max_len));
+  }
+  for (int32_t t : prompt) {
+    if (t < 0 || t >= runner_->vocab_size()) {
+      return InvalidArgumentError(who + "token " + std::to_string(t) + " outside the vocabulary");
+    }
+  }
+  const int blocks_needed =
+      (static_cast<int>(prompt.size()) + blocks_.block_size()) / blocks_.block_size();
+  if (blocks_needed > blocks_.num_blocks()) {
+    return ResourceExhaustedError(who + "prompt needs " + std::to_string(blocks_needed) +
+                                  " KV blocks, the cache has " +
+                                  std::to_string(blocks_.num_blocks()));
+  }
+  const uint64_t seed = params.seed.value_or(options_.seed + id);
+  auto seq = std::make_unique<Sequence>(id, std::move(prompt), params, seed);
+  scheduler_.Add(seq.get());
+  sequences_.emplace(id, std::move(seq));
+  return Status::Ok();
+}
+
+Status Engine::FinishRequest(uint64_t id, FinishReason reason) {
+  auto it = sequences_.find(id);
+  if (it == sequences_.end()) return NotFoundError("request " + std::to_string(id) + " unknown");
+  if (it->second->status() != SequenceStatus::kFinished)
+    scheduler_.Finish(it->second.get(), reason);
+  sequences_.erase(it);
+  return Status::Ok();
+}
+
+const Sequence* Engine::Find(uint64_t id) const {
+  auto it = sequences_.find(id);
+  return it == sequences_.end() ? nullptr : it->second.get();
+}
+
+Result<std::vector<TokenOutput>> Engine::Step() {
+  std::vector<TokenOutput> outputs;
+  SchedulerOutput out = scheduler_.Schedule();
+  for (Sequence* seq : out.out_of_memory) {
+    outputs.push_back({seq->id(), false, 0, 0.0f, {}, true, seq->finish_reason()});
+  }
+  if (!out.plan.entries.empty()) {
+    SPARK_ASSIGN_OR_RETURN(std::vector<float> logits, runner_->Run(out.plan));
+    scheduler_.Commit(out);
+    SPARK_RETURN_IF_ERROR(SampleRows(out, logits, &outputs));
+    ++num_steps_;
+  }
+  DropFinished();
+  return outputs;
+}
+
+Status Engine::SampleRows(const SchedulerOutput& out, const std::vector<float>& logits,
+                          std::vector<TokenOutput>* outputs) {
+  const size_t vocab = static_cast<size_t>(runner_->vocab_size());
+  if (logits.size() != vocab * out.plan.num_logits_rows()) {
+    return InternalError("model runner returned " + std::to_string(logits.size()) +
+                         " logits, expected " + std::to_string(out.plan.num_logits_rows()) +
+                         " rows of " + std::to_string(vocab));
+  }
+  size_t row = 0;
+  for (size_t i = 0; i < out.scheduled.size(); ++i) {
+    Sequence* seq = out.scheduled[i].seq;
+    if (seq->num_output_tokens() == 0) prompt_tokens_computed_ += out.scheduled[i].num_new_tokens;
+    if (!out.plan.entries[i].needs_logits) continue;
+    std::span<const float> r(logits.data() + row++ * vocab, vocab);
+    SPARK_ASSIGN_OR_RETURN(
+        SampleResult s, Sample(r, seq->params(), seq->prompt_ids(), seq->output_ids(), seq->rng()));
+    seq->AppendToken(s.token);
+    TokenOutput o{seq->id(), true, s.token, s.logprob, std::move(s.top_logprobs), false, {}};
+    o.finish_reason = CheckStop(*seq);
+    if (o.finish_reason != FinishReason::kNone) {
+      scheduler_.Finish(seq, o.finish_reason);
+      o.finished = true;
+    }
+    outputs->push_back(std::move(o));
+  }
+  return Status::Ok();
+}
+
+FinishReason Engine::CheckStop(const Sequence& seq) const {
+  const int32_t t = seq.last_token();
+  const SamplingParams& p = seq.params();
+  if (!p.ignore_eos && t == options_.eos_token_id) return FinishReason::kStop;
+  if (std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), t) != p.stop_token_ids.end()) {
+    return FinishReason::kStop;
+  }
+  if (seq.num_output_tokens() >= p.max_tokens) return FinishReason::kLength;
+  if (seq.num_tokens() >= options_.scheduler.max_model_len) return FinishReason::kLength;
+  return FinishReason::kNone;
+}
+
+void Engine::DropFinished() {
+  std::erase_if(sequences_,
+                [](const auto& kv) { return kv.second->status() == SequenceStatus::kFinished; });
+}
+
+EngineStats Engine::stats() const {
+  EngineStats s;
+  s.num_running = scheduler_.num_running();
+  s.num_waiting = scheduler_.num_waiting();
+  s.kv_usage = blocks_.usage();
+  s.prefix_queries = blocks_.prefix_queries();
+  s.prefix_hits = blocks_.prefix_hits();
+  s.num_preemptions = scheduler_.num_preemptions();
+  s.num_steps = num_steps_;
+  s.prompt_tokens_computed = prompt_tokens_computed_;
+  return s;
+}
+
+}  // namespace spark::engine::runtime

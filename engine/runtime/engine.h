@@ -1,0 +1,89 @@
+// Engine: the step loop of rank 0. Requests come in with AddRequest; each Step() asks the
+// scheduler for a StepPlan, runs it through the ModelRunner, samples one token for every
+// sequence whose logits came back, applies stop tokens and max_tokens, and returns the new
+// tokens. Stop strings are matched by the caller on detokenized text (stop_strings.h), who then
+// calls FinishRequest. Finished sequences are dropped after the step that reports them.
+// Thread-safety: none; one thread drives the engine (the server queues requests to it).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "base/status.h"
+#include "engine/runtime/block_manager.h"
+#include "engine/runtime/model_runner.h"
+#include "engine/runtime/sampler.h"
+#include "engine/runtime/scheduler.h"
+#include "engine/runtime/sequence.h"
+
+namespace spark::engine::runtime {
+
+struct EngineOptions {
+  SchedulerOptions scheduler;
+  BlockManagerOptions blocks;
+  // The model's end-of-sequence token; -1 = none.
+  int32_t eos_token_id = -1;
+  // Seeds requests that bring no seed (each gets engine_seed + its id).
+  uint64_t seed = 0;
+};
+
+// One new token of one sequence, or the news that it finished without one.
+struct TokenOutput {
+  uint64_t seq_id = 0;
+  bool has_token = false;
+  int32_t token = 0;
+  float logprob = 0.0f;
+  std::vector<TokenLogprob> top_logprobs;
+  bool finished = false;
+  FinishReason finish_reason = FinishReason::kNone;
+};
+
+struct EngineStats {
+  int num_running = 0;
+  int num_waiting = 0;
+  float kv_usage = 0.0f;
+  uint64_t prefix_queries = 0;
+  uint64_t prefix_hits = 0;
+  uint64_t num_preemptions = 0;
+  uint64_t num_steps = 0;
+  uint64_t prompt_tokens_computed = 0;  // Prefill tokens actually run (cache hits excluded).
+};
+
+class Engine {
+ public:
+  // InvalidArgument for inconsistent options.
+  static Result<std::unique_ptr<Engine>> Create(const EngineOptions& options, ModelRunner* runner);
+
+  // InvalidArgument (bad params, empty or too long prompt, token out of vocabulary),
+  // AlreadyExists (id in use), ResourceExhausted (prompt larger than the whole KV cache).
+  Status AddRequest(uint64_t id, std::vector<int32_t> prompt, const SamplingParams& params);
+  // Ends a request now (stop string matched, client gone). NotFound for an unknown id.
+  Status FinishRequest(uint64_t id, FinishReason reason);
+  // One scheduling + forward + sampling round. Errors come from the model runner.
+  Result<std::vector<TokenOutput>> Step();
+
+  bool HasUnfinished() const { return scheduler_.HasWork(); }
+  const Sequence* Find(uint64_t id) const;
+  EngineStats stats() const;
+
+ private:
+  Engine(const EngineOptions& options, ModelRunner* runner);
+
+  Status SampleRows(const SchedulerOutput& out, const std::vector<float>& logits,
+                    std::vector<TokenOutput>* outputs);
+  // kNone, or why `seq` stops after its last token.
+  FinishReason CheckStop(const Sequence& seq) const;
+  void DropFinished();
+
+  const EngineOptions options_;
+  ModelRunner* runner_;
+  BlockManager blocks_;
+  Scheduler scheduler_;
+  std::map<uint64_t, std::unique_ptr<Sequence>> sequences_;
+  uint64_t num_steps_ = 0;
+  uint64_t prompt_tokens_computed_ = 0;
+};
+
+}  // namespace spark::engine::runtime

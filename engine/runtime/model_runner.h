@@ -1,0 +1,26 @@
+// ModelRunner: what the engine loop calls to run one StepPlan through the model. The real one
+// (engine/model + a backend) writes each entry's tokens into the KV blocks of its block table
+// and returns logits; tests substitute fakes. With tensor parallelism, rank 0's runner
+// broadcasts the plan first (plan_broadcast.h) and every rank runs the same forward.
+// Thread-safety: called from the engine thread only.
+#pragma once
+
+#include <vector>
+
+#include "base/status.h"
+#include "engine/runtime/step_plan.h"
+
+namespace spark::engine::runtime {
+
+class ModelRunner {
+ public:
+  virtual ~ModelRunner() = default;
+
+  virtual int vocab_size() const = 0;
+
+  // Runs the plan. Returns plan.num_logits_rows() rows of vocab_size() logits, row-major, in the
+  // order of the entries that have needs_logits. On ranks other than 0 the rows may be empty.
+  virtual Result<std::vector<float>> Run(const StepPlan& plan) = 0;
+};
+
+}  // namespace spark::engine::runtime

@@ -1,0 +1,36 @@
+// The step executor shared by all ranks: rank 0's engine runs a BroadcastingModelRunner, which
+// sends every StepPlan to the other ranks before running its own forward; every other rank
+// sits in RunWorkerLoop, receiving plans and running the same forward, until rank 0 sends a
+// shutdown plan. The forwards meet in the model's all-reduces/all-gathers.
+// Thread-safety: one thread per rank, as the Communicator.
+#pragma once
+
+#include "base/status.h"
+#include "engine/comm/communicator.h"
+#include "engine/runtime/model_runner.h"
+
+namespace spark::engine::runtime {
+
+// Rank 0 (root): serialises *plan and broadcasts it. Others: replaces *plan with the one
+// received. DataLoss for a malformed plan; communicator errors pass through.
+Status BroadcastPlan(comm::Communicator& comm, StepPlan* plan);
+
+class BroadcastingModelRunner : public ModelRunner {
+ public:
+  BroadcastingModelRunner(comm::Communicator* comm, ModelRunner* local)
+      : comm_(comm), local_(local) {}
+
+  int vocab_size() const override { return local_->vocab_size(); }
+  Result<std::vector<float>> Run(const StepPlan& plan) override;
+  // Tells the workers to leave RunWorkerLoop.
+  Status Shutdown();
+
+ private:
+  comm::Communicator* comm_;
+  ModelRunner* local_;
+};
+
+// Runs plans from rank 0 until a shutdown plan. Returns the first error (the rank stops).
+Status RunWorkerLoop(comm::Communicator& comm, ModelRunner& runner);
+
+}  // namespace spark::engine::runtime

@@ -1,0 +1,50 @@
+// Sampler: turns one row of logits into the next token of one sequence, on the CPU.
+//
+// Order: raw logits -> logprobs (reported, from the raw logits) ; penalties (repetition over
+// prompt+output, then presence/frequency over output) -> greedy argmax when temperature == 0,
+// else / temperature -> softmax -> top-k -> top-p -> min-p -> draw with the sequence's own RNG.
+// The same seed and inputs always give the same token.
+// Thread-safety: free functions; the RNG passed in is the caller's.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <span>
+#include <vector>
+
+#include "base/status.h"
+#include "engine/runtime/sampling_params.h"
+
+namespace spark::engine::runtime {
+
+struct TokenLogprob {
+  int32_t token = 0;
+  float logprob = 0.0f;
+  friend bool operator==(const TokenLogprob&, const TokenLogprob&) = default;
+};
+
+struct SampleResult {
+  int32_t token = 0;
+  float logprob = 0.0f;                    // When params.logprobs or top_logprobs > 0.
+  std::vector<TokenLogprob> top_logprobs;  // params.top_logprobs entries, most likely first.
+};
+
+// The penalised logits (a copy): repetition penalty over prompt and output tokens, then
+// presence and frequency penalties over output tokens.
+std::vector<float> ApplyPenalties(std::span<const float> logits, const SamplingParams& params,
+                                  std::span<const int32_t> prompt, std::span<const int32_t> output);
+
+// log_softmax of `logits`.
+std::vector<float> LogSoftmax(std::span<const float> logits);
+
+// The distribution sampled from (temperature > 0): penalised, scaled, masked by top-k, top-p
+// and min-p, renormalised; masked tokens have probability 0.
+std::vector<float> SamplingProbs(std::span<const float> logits, const SamplingParams& params,
+                                 std::span<const int32_t> prompt, std::span<const int32_t> output);
+
+// Draws a token. InvalidArgument for empty logits or a non-finite row.
+Result<SampleResult> Sample(std::span<const float> logits, const SamplingParams& params,
+                            std::span<const int32_t> prompt, std::span<const int32_t> output,
+                            std::mt19937_64& rng);
+
+}  // namespace spark::engine::runtime

@@ -1,0 +1,144 @@
+#include "engine/runtime/scheduler.h"
+
+#include <algorithm>
+#include <string>
+
+namespace spark::engine::runtime {
+
+Status SchedulerOptions::Validate() const {
+  if (max_num_seqs < 1) return InvalidArgumentError("scheduler: max_num_seqs must be >= 1");
+  if (max_num_batched_tokens < 1) {
+    return InvalidArgumentError("scheduler: max_num_batched_tokens must be >= 1");
+  }
+  if (max_model_len < 1) return InvalidArgumentError("scheduler: max_model_len must be >= 1");
+  if (!enable_chunked_prefill && max_num_batched_tokens < max_model_len) {
+    return InvalidArgumentError("scheduler: without chunked prefill, max_num_batched_tokens (" +
+                                std::to_string(max_num_batched_tokens) +
+                                ") must be >= max_model_len (" + std::to_string(max_model_len) +
+                                ")");
+  }
+  return Status::Ok();
+}
+
+Scheduler::Scheduler(const SchedulerOptions& options, BlockManager* blocks)
+    : options_(options), blocks_(blocks) {}
+
+void Scheduler::Add(Sequence* seq) {
+  seq->set_status(SequenceStatus::kWaiting);
+  waiting_.push_back(seq);
+}
+
+SchedulerOutput Scheduler::Schedule() {
+  SchedulerOutput out;
+  int budget = ScheduleRunning(options_.max_num_batched_tokens, &out);
+  if (out.preempted.empty()) budget = AdmitWaiting(budget, &out);
+  out.plan = MakePlan(out.scheduled);
+  return out;
+}
+
+int Scheduler::ScheduleRunning(int budget, SchedulerOutput* out) {
+  for (size_t i = 0; i < running_.size() && budget > 0;) {
+    Sequence* seq = running_[i];
+    const int n = std::min(seq->num_uncomputed_tokens(), budget);
+    if (!MakeRoom(i, n, out)) continue;      // running_[i] left; i now points past the end or on.
+    blocks_->Append(*seq, n).IgnoreError();  // MakeRoom guaranteed the blocks.
+    out->scheduled.push_back({seq, n});
+    budget -= n;
+    ++i;
+  }
+  return budget;
+}
+
+bool Scheduler::MakeRoom(size_t index, int n, SchedulerOutput* out) {
+  Sequence* seq = running_[index];
+  while (!blocks_->CanAppend(*seq, n)) {
+    if (running_.size() == 1) {  // Alone and still too big: it can never fit.
+      Finish(seq, FinishReason::kLength);
+      out->out_of_memory.push_back(seq);
+      return false;
+    }
+    Sequence* victim = running_.back();
+    running_.pop_back();
+    Preempt(victim);
+    out->preempted.push_back(victim);
+    if (victim == seq) return false;
+  }
+  return true;
+}
+
+void Scheduler::Preempt(Sequence* seq) {
+  blocks_->Free(*seq);
+  seq->set_num_computed_tokens(0);
+  seq->set_num_cached_tokens(0);
+  seq->set_status(SequenceStatus::kWaiting);
+  seq->CountPreemption();
+  ++num_preemptions_;
+  waiting_.push_front(seq);
+}
+
+int Scheduler::AdmitWaiting(int budget, SchedulerOutput* out) {
+  while (!waiting_.empty() && budget > 0 &&
+         static_cast<int>(running_.size()) < options_.max_num_seqs) {
+    Sequence* seq = waiting_.front();
+    const int hit = blocks_->MatchPrefix(*seq);
+    seq->set_num_computed_tokens(hit);
+    const int n = std::min(seq->num_uncomputed_tokens(), budget);
+    const bool whole = n == seq->num_uncomputed_tokens();
+    if ((!options_.enable_chunked_prefill && !whole) || !blocks_->CanAppend(*seq, n)) {
+      blocks_->Free(*seq);  // Gives back the prefix blocks; they stay cached.
+      seq->set_num_computed_tokens(0);
+      if (!running_.empty()) break;
+      // Nothing else holds blocks, so it can never fit: end it rather than wait forever.
+      waiting_.pop_front();
+      seq->Finish(FinishReason::kLength);
+      out->out_of_memory.push_back(seq);
+      continue;
+    }
+    blocks_->Append(*seq, n).IgnoreError();  // CanAppend checked above.
+    blocks_->RecordPrefixLookup(seq->num_tokens(), hit);
+    seq->set_num_cached_tokens(hit);
+    seq->set_status(SequenceStatus::kRunning);
+    waiting_.pop_front();
+    running_.push_back(seq);
+    out->scheduled.push_back({seq, n});
+    budget -= n;
+  }
+  return budget;
+}
+
+StepPlan Scheduler::MakePlan(const std::vector<ScheduledSequence>& scheduled) {
+  StepPlan plan;
+  plan.step = step_++;
+  for (const ScheduledSequence& s : scheduled) {
+    const Sequence& seq = *s.seq;
+    const int start = seq.num_computed_tokens();
+    StepPlanEntry e;
+    e.seq_id = seq.id();
+    e.start_pos = start;
+    e.token_ids.assign(seq.token_ids().begin() + start,
+                       seq.token_ids().begin() + start + s.num_new_tokens);
+    e.block_table = seq.block_table();
+    e.needs_logits = start + s.num_new_tokens == seq.num_tokens();
+    plan.entries.push_back(std::move(e));
+  }
+  return plan;
+}
+
+void Scheduler::Commit(const SchedulerOutput& output) {
+  for (const ScheduledSequence& s : output.scheduled) {
+    if (s.seq->status() != SequenceStatus::kRunning) continue;
+    s.seq->set_num_computed_tokens(s.seq->num_computed_tokens() + s.num_new_tokens);
+    blocks_->CommitComputed(*s.seq);
+  }
+}
+
+void Scheduler::Finish(Sequence* seq, FinishReason reason) {
+  auto it = std::find(running_.begin(), running_.end(), seq);
+  if (it != running_.end()) running_.erase(it);
+  auto wit = std::find(waiting_.begin(), waiting_.end(), seq);
+  if (wit != waiting_.end()) waiting_.erase(wit);
+  blocks_->Free(*seq);
+  seq->Finish(reason);
+}
+
+}  // namespace spark::engine::runtime

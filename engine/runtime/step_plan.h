@@ -1,0 +1,46 @@
+// StepPlan: what every rank runs in one engine step. Rank 0's scheduler makes it and
+// broadcasts it (Serialize -> comm::BroadcastBytes -> Deserialize); every rank then runs the
+// same forward. One entry per scheduled sequence: the tokens to run this step (a prefill
+// chunk or one decode token), the position of the first one, the block table covering all of
+// its positions, and whether rank 0 needs logits for its last token.
+// Wire format (little-endian, see docs/engine-runtime.md): header, then entries.
+// Thread-safety: a value.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "base/status.h"
+
+namespace spark::engine::runtime {
+
+enum class StepCommand : uint8_t {
+  kRun = 0,       // Run the entries.
+  kShutdown = 1,  // Workers leave their loop; no entries.
+};
+
+struct StepPlanEntry {
+  uint64_t seq_id = 0;
+  std::vector<int32_t> token_ids;
+  int32_t start_pos = 0;
+  std::vector<int32_t> block_table;
+  bool needs_logits = false;
+
+  friend bool operator==(const StepPlanEntry&, const StepPlanEntry&) = default;
+};
+
+struct StepPlan {
+  StepCommand command = StepCommand::kRun;
+  uint64_t step = 0;
+  std::vector<StepPlanEntry> entries;
+
+  int num_tokens() const;
+  int num_logits_rows() const;
+  std::vector<uint8_t> Serialize() const;
+  // DataLoss for a truncated or malformed buffer, naming the offset.
+  static Result<StepPlan> Deserialize(const std::vector<uint8_t>& bytes);
+
+  friend bool operator==(const StepPlan&, const StepPlan&) = default;
+};
+
+}  // namespace spark::engine::runtime
