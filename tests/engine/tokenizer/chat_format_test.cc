@@ -1,0 +1,106 @@
+// Compares the C++ chat formats with the prompts Python jinja2 renders from the real templates
+// (scripts/fixtures/make_chat_fixtures.py), and checks request parsing and format detection.
+#include <gtest/gtest.h>
+
+#include "engine/tokenizer/chat_format.h"
+#include "engine/tokenizer/py_json.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "tests/engine/tokenizer/fixture_util.h"
+
+namespace spark::tokenizer {
+namespace {
+
+using nlohmann::ordered_json;
+using testing::FixtureDir;
+using testing::ReadJson;
+
+constexpr const char* kDeepSeekBos = "<｜begin▁of▁sentence｜>";
+
+class ChatFormatFixtureTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ChatFormatFixtureTest, RenderMatchesJinja) {
+  const ordered_json fixture = ReadJson(FixtureDir() / "chat" / (GetParam() + ".json"));
+  Result<std::unique_ptr<ChatFormat>> format = MakeChatFormat(GetParam(), kDeepSeekBos);
+  ASSERT_TRUE(format.ok()) << format.status().ToString();
+  ASSERT_GE(fixture["cases"].size(), 20u);
+  for (const auto& c : fixture["cases"]) {
+    Result<ChatRequest> request = ParseChatRequest(c["request"]);
+    ASSERT_TRUE(request.ok()) << c["name"] << ": " << request.status().ToString();
+    Result<std::string> prompt = (*format)->Render(*request);
+    ASSERT_TRUE(prompt.ok()) << c["name"] << ": " << prompt.status().ToString();
+    EXPECT_EQ(*prompt, c["prompt"].get<std::string>()) << "conversation " << c["name"];
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, ChatFormatFixtureTest,
+                         ::testing::Values("deepseek_v3", "deepseek_v4", "qwen3"));
+
+TEST(ChatFormatTest, DetectsFormatOfRealTemplates) {
+  for (const auto& [dir, want] : {std::pair{"deepseek_v3", "deepseek_v3"}, {"qwen3", "qwen3"}}) {
+    const auto path = testing::RealTokenizerDir(dir) / "tokenizer_config.json";
+    if (!std::filesystem::exists(path)) GTEST_SKIP() << "real tokenizer not found at " << path;
+    const std::string chat_template = ReadJson(path)["chat_template"];
+    Result<std::string> name = DetectChatFormat(chat_template);
+    ASSERT_TRUE(name.ok()) << name.status().ToString();
+    EXPECT_EQ(*name, want);
+  }
+}
+
+TEST(ChatFormatTest, DetectsV4StyleAndRejectsUnknown) {
+  std::ifstream in(FixtureDir() / "chat" / "deepseek_v4.jinja");
+  const std::string v4((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_EQ(DetectChatFormat(v4).value_or(""), "deepseek_v4");
+  EXPECT_EQ(DetectChatFormat("{{ messages }}").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(MakeChatFormat("llama", "").status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(ChatFormatTest, ParseRequestNamesBadKey) {
+  const auto bad_role = ordered_json::parse(R"({"messages": [{"role": "robot", "content": "x"}]})");
+  Result<ChatRequest> r = ParseChatRequest(bad_role);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("messages[0].role"), std::string::npos) << r.status().message();
+  const auto bad_call = ordered_json::parse(
+      R"({"messages": [{"role": "assistant", "content": null, "tool_calls": [{"type": "function"}]}]})");
+  r = ParseChatRequest(bad_call);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("messages[0].tool_calls[0]"), std::string::npos);
+  EXPECT_FALSE(ParseChatRequest(ordered_json::parse(R"({"messages": []})")).ok());
+}
+
+TEST(ChatFormatTest, ParseRequestJoinsTextParts) {
+  const auto body = ordered_json::parse(
+      R"({"messages": [{"role": "developer", "content": "sys"}, {"role": "user", "content":
+          [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}]})");
+  Result<ChatRequest> r = ParseChatRequest(body);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->messages[0].role, "system");
+  EXPECT_EQ(*r->messages[1].content, "a\nb");
+}
+
+TEST(ChatFormatTest, MarkersNameStopTokens) {
+  auto qwen = MakeChatFormat("qwen3", "");
+  ASSERT_TRUE(qwen.ok());
+  EXPECT_EQ((*qwen)->markers().stop_tokens.front(), "<|im_end|>");
+  EXPECT_EQ((*qwen)->markers().tool_call_begin, "<tool_call>");
+  auto ds = MakeChatFormat("deepseek_v4", kDeepSeekBos);
+  ASSERT_TRUE(ds.ok());
+  EXPECT_EQ((*ds)->markers().stop_tokens.front(), "<｜end▁of▁sentence｜>");
+  EXPECT_EQ((*ds)->markers().think_end, "</think>");
+}
+
+// Expected strings are what Python's json.dumps(x, ensure_ascii=False) prints.
+TEST(PyJsonTest, MatchesPythonJsonDumps) {
+  const std::pair<const char*, const char*> kCases[] = {
+      {R"({"b": 1, "a": [true, null, "x"]})", R"({"b": 1, "a": [true, null, "x"]})"},
+      {"[0.5, 1.0, 1e-07, 1e+16, 123456789012345.0, -2.5e-05, 0.0001]",
+       "[0.5, 1.0, 1e-07, 1e+16, 123456789012345.0, -2.5e-05, 0.0001]"},
+      {R"(["é😀", "q\"b\\t\t\u0001"])", R"(["é😀", "q\"b\\t\t\u0001"])"},
+      {"{}", "{}"},
+  };
+  for (const auto& [input, want] : kCases) {
+    EXPECT_EQ(PyJsonDumps(ordered_json::parse(input)), want) << input;
+  }
+}
+
+}  // namespace
+}  // namespace spark::tokenizer
