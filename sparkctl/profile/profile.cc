@@ -45,6 +45,7 @@ void ValidateModel(const ModelSpec& m, FieldErrors* errors) {
     errors->Add("model.path", "must be an absolute path on every node (got '" + m.path + "')");
   }
   if (m.size_gib < 0) errors->Add("model.size_gib", "must not be negative");
+  if (m.resident_gib_per_node < 0) errors->Add("model.resident_gib_per_node", "must not be negative");
 }
 
 void ValidateTopology(const TopologySpec& t, FieldErrors* errors) {

@@ -25,6 +25,9 @@ struct ModelSpec {
   std::string manifest;     // checksum manifest; relative paths are relative to the profile
   std::string served_name;  // name clients use in "model"; default: last part of repository
   double size_gib = 0;      // on-disk size, for DISK.FREE; 0 = take it from the manifest
+  // Memory the loaded weights take on each node (tables kept on disk, such as DeepSeek-V4.1's
+  // Engram, excluded); 0 = size_gib / topology.nodes. For MEMORY.HEADROOM.
+  double resident_gib_per_node = 0;
 };
 
 struct TopologySpec {

@@ -16,6 +16,7 @@ void ReadModel(YamlReader* r, const YAML::Node& node, ModelSpec* m) {
   map.Optional("manifest", &m->manifest);
   map.Optional("served_name", &m->served_name);
   map.Optional("size_gib", &m->size_gib);
+  map.Optional("resident_gib_per_node", &m->resident_gib_per_node);
   map.RejectUnknown();
 }
 
