@@ -1,0 +1,128 @@
+// Backend: the compute operations a model forward needs, over fp32 buffers in the backend's
+// memory (host memory for the CPU backend, device memory for a CUDA backend later).
+//
+// Shapes are row-major; a "row" is one token. Small integer inputs (token ids, positions, KV
+// slots, block tables) are passed as host spans; a device backend copies them itself. Every op
+// is a plain function of its inputs, so each has a CPU reference to test a device version
+// against (the llm.c pattern). Ops do not fail once their inputs are valid; the model layer
+// validates batches before calling them.
+// Thread-safety: a Backend runs one op at a time (the rank's engine thread calls it); the CPU
+// backend parallelises inside each op.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+
+namespace spark::engine::backend {
+
+// A move-only block of `size` floats in backend memory.
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(float* data, size_t size, std::function<void(float*)> release)
+      : data_(data), size_(size), release_(std::move(release)) {}
+  ~Buffer() { Reset(); }
+  Buffer(Buffer&& other) noexcept { *this = std::move(other); }
+  Buffer& operator=(Buffer&& other) noexcept;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  float* data() { return data_; }
+  const float* data() const { return data_; }
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+
+ private:
+  void Reset();
+  float* data_ = nullptr;
+  size_t size_ = 0;
+  std::function<void(float*)> release_;
+};
+
+// One sequence of a paged-attention call: its new tokens are rows [query_start, query_start +
+// query_len) of q; its KV cache holds context_len tokens (earlier ones plus the new ones, which
+// are the last query_len), token j at slot block_table[j / block_size] * block_size + j %
+// block_size.
+struct AttentionSequence {
+  int64_t query_start = 0;
+  int64_t query_len = 0;
+  int64_t context_len = 0;
+  std::span<const int32_t> block_table;
+};
+
+struct AttentionShape {
+  int num_heads = 0;     // query heads held by this rank
+  int num_kv_heads = 0;  // KV heads held by this rank; num_heads % num_kv_heads == 0
+  int head_dim = 0;
+  int block_size = 0;  // tokens per KV block
+  float scale = 1.0f;  // softmax scale, usually head_dim^-0.5
+};
+
+// The routed experts of one MoE layer held by this rank. Expert e (global id) is local when
+// expert_begin <= e < expert_begin + gate_up.size(); other experts contribute nothing here (their
+// rank adds them in the all-reduce). gate_up[i] is [2 * intermediate, hidden] (gate rows then up
+// rows), down[i] is [hidden, intermediate].
+struct MoeExperts {
+  int num_experts = 0;  // global count, the router's width
+  int top_k = 0;
+  bool norm_topk_prob = false;
+  int intermediate = 0;  // per expert, on this rank
+  int expert_begin = 0;
+  std::vector<const float*> gate_up;
+  std::vector<const float*> down;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual std::string name() const = 0;
+
+  // ResourceExhausted when the memory is not there.
+  virtual Result<Buffer> Allocate(size_t count) = 0;
+  virtual void Upload(std::span<const float> host, float* dst) = 0;
+  virtual void Download(const float* src, std::span<float> host) = 0;
+
+  // out[t] = table[ids[t] - row_begin] when the id is in [row_begin, row_begin + rows), else 0
+  // (vocabulary-parallel embedding: the all-reduce afterwards fills in the other ranks' rows).
+  virtual void Embedding(const float* table, int64_t row_begin, int64_t rows, int hidden,
+                         std::span<const int32_t> ids, float* out) = 0;
+  // out[r] = x[r] / sqrt(mean(x[r]^2) + eps) * weight, for `rows` rows of `dim`; out may be x.
+  virtual void RmsNorm(const float* x, const float* weight, int64_t rows, int dim, float eps,
+                       float* out) = 0;
+  // out[rows, out_features] = x[rows, in_features] * w[out_features, in_features]^T.
+  virtual void Linear(const float* x, int64_t rows, int in_features, const float* w,
+                      int out_features, float* out) = 0;
+  // Rotates x [tokens, heads, head_dim] in place by each token's position: pairs (i, i + d/2)
+  // (the "rotate half" layout), frequency theta^(-2i/d).
+  virtual void Rope(float* x, std::span<const int32_t> positions, int heads, int head_dim,
+                    double theta) = 0;
+  // x[i] += y[i].
+  virtual void Add(float* x, const float* y, size_t count) = 0;
+  // out[r, i] = silu(gate_up[r, i]) * gate_up[r, inter + i].
+  virtual void SiluMul(const float* gate_up, int64_t rows, int inter, float* out) = 0;
+
+  // Stores k and v rows [tokens, kv_width] at cache slots (slot * kv_width).
+  virtual void WriteKv(const float* k, const float* v, std::span<const int64_t> slots, int kv_width,
+                       float* k_cache, float* v_cache) = 0;
+  // Causal attention of each sequence's new tokens over its cached context; q and out are
+  // [tokens, num_heads * head_dim]. Query i of a sequence sits at position
+  // context_len - query_len + i and sees cache positions <= its own.
+  virtual void PagedAttention(const float* q, std::span<const AttentionSequence> sequences,
+                              const float* k_cache, const float* v_cache,
+                              const AttentionShape& shape, float* out) = 0;
+
+  // out[rows, hidden] = sum over the top-k experts (softmax of router_logits) held by this rank
+  // of weight * down(silu(gate) * up)(x).
+  virtual void Moe(const float* x, int64_t rows, int hidden, const float* router_logits,
+                   const MoeExperts& experts, float* out) = 0;
+};
+
+}  // namespace spark::engine::backend

@@ -1,0 +1,254 @@
+#include "engine/backend/cpu/cpu_backend.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+namespace spark::engine::backend::cpu {
+namespace {
+
+// Weight rows per tile of Linear: 16 rows x 4096 inputs x 4 B = 256 KiB, about one L2.
+constexpr int kRowTile = 16;
+
+}  // namespace
+
+float Dot(const float* a, const float* b, int n) {
+  // Eight independent partial sums let the compiler vectorise without -ffast-math.
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int j = 0; j < 8; ++j) acc[j] += a[i + j] * b[i + j];
+  }
+  float sum = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+  for (; i < n; ++i) sum += a[i] * b[i];
+  return sum;
+}
+
+CpuBackend::CpuBackend(int threads) : pool_(threads) {}
+
+Result<Buffer> CpuBackend::Allocate(size_t count) {
+  if (count == 0) return Buffer();
+  const size_t bytes = (count * sizeof(float) + 63) / 64 * 64;
+  void* p = std::aligned_alloc(64, bytes);
+  if (p == nullptr) {
+    return ResourceExhaustedError("cpu backend: cannot allocate " + std::to_string(bytes) +
+                                  " bytes; use a smaller model, fewer KV blocks or more ranks");
+  }
+  std::memset(p, 0, bytes);
+  return Buffer(static_cast<float*>(p), count, [](float* f) { std::free(f); });
+}
+
+void CpuBackend::Upload(std::span<const float> host, float* dst) {
+  std::memcpy(dst, host.data(), host.size_bytes());
+}
+
+void CpuBackend::Download(const float* src, std::span<float> host) {
+  std::memcpy(host.data(), src, host.size_bytes());
+}
+
+void CpuBackend::Embedding(const float* table, int64_t row_begin, int64_t rows, int hidden,
+                           std::span<const int32_t> ids, float* out) {
+  for (size_t t = 0; t < ids.size(); ++t) {
+    const int64_t row = ids[t] - row_begin;
+    float* dst = out + t * hidden;
+    if (row >= 0 && row < rows) {
+      std::memcpy(dst, table + row * hidden, hidden * sizeof(float));
+    } else {
+      std::fill(dst, dst + hidden, 0.0f);
+    }
+  }
+}
+
+void CpuBackend::RmsNorm(const float* x, const float* weight, int64_t rows, int dim, float eps,
+                         float* out) {
+  pool_.ParallelFor(rows, 64, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float* xr = x + r * dim;
+      float* o = out + r * dim;
+      const float inv = 1.0f / std::sqrt(Dot(xr, xr, dim) / static_cast<float>(dim) + eps);
+      for (int i = 0; i < dim; ++i) o[i] = weight[i] * (xr[i] * inv);
+    }
+  });
+}
+
+void CpuBackend::Linear(const float* x, int64_t rows, int in_features, const float* w,
+                        int out_features, float* out) {
+  // Threads split the weight rows in tiles of kRowTile; every token row passes over a tile while
+  // it is in cache, so each weight is read from memory once per call (decode is bandwidth-bound).
+  const int64_t tiles = (out_features + kRowTile - 1) / kRowTile;
+  pool_.ParallelFor(tiles, 1, [&](int64_t tile_begin, int64_t tile_end) {
+    for (int64_t tile = tile_begin; tile < tile_end; ++tile) {
+      const int o_begin = static_cast<int>(tile * kRowTile);
+      const int o_end = std::min(out_features, o_begin + kRowTile);
+      for (int64_t r = 0; r < rows; ++r) {
+        const float* xr = x + r * in_features;
+        float* outr = out + r * out_features;
+        for (int o = o_begin; o < o_end; ++o) {
+          outr[o] = Dot(xr, w + static_cast<int64_t>(o) * in_features, in_features);
+        }
+      }
+    }
+  });
+}
+
+void CpuBackend::Rope(float* x, std::span<const int32_t> positions, int heads, int head_dim,
+                      double theta) {
+  const int half = head_dim / 2;
+  // As transformers computes it, in fp32: inv_freq = 1 / theta^(2i/d); angle = pos * inv_freq.
+  std::vector<float> inv_freq(half);
+  for (int i = 0; i < half; ++i) {
+    inv_freq[i] = 1.0f / std::pow(static_cast<float>(theta),
+                                  static_cast<float>(2 * i) / static_cast<float>(head_dim));
+  }
+  const int64_t tokens = static_cast<int64_t>(positions.size());
+  pool_.ParallelFor(tokens, 16, [&](int64_t begin, int64_t end) {
+    std::vector<float> cos(half), sin(half);
+    for (int64_t t = begin; t < end; ++t) {
+      for (int i = 0; i < half; ++i) {
+        const float angle = static_cast<float>(positions[t]) * inv_freq[i];
+        cos[i] = std::cos(angle);
+        sin[i] = std::sin(angle);
+      }
+      for (int h = 0; h < heads; ++h) {
+        float* v = x + (t * heads + h) * head_dim;
+        for (int i = 0; i < half; ++i) {
+          const float a = v[i], b = v[i + half];
+          v[i] = a * cos[i] - b * sin[i];
+          v[i + half] = b * cos[i] + a * sin[i];
+        }
+      }
+    }
+  });
+}
+
+void CpuBackend::Add(float* x, const float* y, size_t count) {
+  for (size_t i = 0; i < count; ++i) x[i] += y[i];
+}
+
+void CpuBackend::SiluMul(const float* gate_up, int64_t rows, int inter, float* out) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* g = gate_up + r * 2 * inter;
+    const float* u = g + inter;
+    float* o = out + r * inter;
+    for (int i = 0; i < inter; ++i) o[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+  }
+}
+
+void CpuBackend::WriteKv(const float* k, const float* v, std::span<const int64_t> slots,
+                         int kv_width, float* k_cache, float* v_cache) {
+  for (size_t t = 0; t < slots.size(); ++t) {
+    std::memcpy(k_cache + slots[t] * kv_width, k + t * kv_width, kv_width * sizeof(float));
+    std::memcpy(v_cache + slots[t] * kv_width, v + t * kv_width, kv_width * sizeof(float));
+  }
+}
+
+void CpuBackend::PagedAttention(const float* q, std::span<const AttentionSequence> sequences,
+                                const float* k_cache, const float* v_cache,
+                                const AttentionShape& shape, float* out) {
+  // One work item per (query row, head); rows of all sequences are numbered together.
+  std::vector<int> row_seq;
+  for (size_t s = 0; s < sequences.size(); ++s) {
+    row_seq.resize(sequences[s].query_start + sequences[s].query_len, static_cast<int>(s));
+  }
+  const int hd = shape.head_dim, heads = shape.num_heads;
+  const int group = shape.num_heads / shape.num_kv_heads;
+  const int kv_width = shape.num_kv_heads * hd;
+  const int64_t items = static_cast<int64_t>(row_seq.size()) * heads;
+  pool_.ParallelFor(items, 4, [&](int64_t begin, int64_t end) {
+    std::vector<float> scores;
+    std::vector<float> acc(hd);
+    for (int64_t item = begin; item < end; ++item) {
+      const int64_t row = item / heads;
+      const int h = static_cast<int>(item % heads);
+      const AttentionSequence& seq = sequences[row_seq[row]];
+      const int64_t visible = seq.context_len - seq.query_len + (row - seq.query_start) + 1;
+      const float* qv = q + (row * heads + h) * hd;
+      const int64_t kv_offset = static_cast<int64_t>(h / group) * hd;
+      scores.resize(visible);
+      float max_score = -INFINITY;
+      for (int64_t j = 0; j < visible; ++j) {
+        const int64_t slot =
+            static_cast<int64_t>(seq.block_table[j / shape.block_size]) * shape.block_size +
+            j % shape.block_size;
+        scores[j] = Dot(qv, k_cache + slot * kv_width + kv_offset, hd) * shape.scale;
+        max_score = std::max(max_score, scores[j]);
+      }
+      float sum = 0;
+      for (int64_t j = 0; j < visible; ++j) sum += scores[j] = std::exp(scores[j] - max_score);
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      for (int64_t j = 0; j < visible; ++j) {
+        const int64_t slot =
+            static_cast<int64_t>(seq.block_table[j / shape.block_size]) * shape.block_size +
+            j % shape.block_size;
+        const float* vv = v_cache + slot * kv_width + kv_offset;
+        const float p = scores[j] / sum;
+        for (int d = 0; d < hd; ++d) acc[d] += p * vv[d];
+      }
+      std::copy(acc.begin(), acc.end(), out + (row * heads + h) * hd);
+    }
+  });
+}
+
+void RouteTopK(const float* logits, int num_experts, int top_k, bool norm_topk_prob, int* ids,
+               float* weights) {
+  std::vector<float> probs(logits, logits + num_experts);
+  const float max_logit = *std::max_element(probs.begin(), probs.end());
+  float sum = 0;
+  for (float& p : probs) sum += p = std::exp(p - max_logit);
+  for (float& p : probs) p /= sum;
+  std::vector<int> order(num_experts);
+  for (int e = 0; e < num_experts; ++e) order[e] = e;
+  std::partial_sort(order.begin(), order.begin() + top_k, order.end(), [&](int a, int b) {
+    return probs[a] > probs[b] || (probs[a] == probs[b] && a < b);
+  });
+  float chosen = 0;
+  for (int i = 0; i < top_k; ++i) chosen += probs[order[i]];
+  for (int i = 0; i < top_k; ++i) {
+    ids[i] = order[i];
+    weights[i] = norm_topk_prob ? probs[order[i]] / chosen : probs[order[i]];
+  }
+}
+
+void CpuBackend::Moe(const float* x, int64_t rows, int hidden, const float* router_logits,
+                     const MoeExperts& experts, float* out) {
+  const int k = experts.top_k;
+  std::vector<int> ids(rows * k);
+  std::vector<float> weights(rows * k);
+  for (int64_t r = 0; r < rows; ++r) {
+    RouteTopK(router_logits + r * experts.num_experts, experts.num_experts, k,
+              experts.norm_topk_prob, &ids[r * k], &weights[r * k]);
+  }
+  std::fill(out, out + rows * hidden, 0.0f);
+  const int inter = experts.intermediate;
+  std::vector<float> xs, gate_up, act, y;
+  for (size_t local = 0; local < experts.gate_up.size(); ++local) {
+    const int expert = experts.expert_begin + static_cast<int>(local);
+    std::vector<int64_t> picked_rows;
+    std::vector<float> picked_weights;
+    for (int64_t i = 0; i < rows * k; ++i) {
+      if (ids[i] != expert) continue;
+      picked_rows.push_back(i / k);
+      picked_weights.push_back(weights[i]);
+    }
+    const int64_t n = static_cast<int64_t>(picked_rows.size());
+    if (n == 0) continue;
+    xs.resize(n * hidden);
+    for (int64_t i = 0; i < n; ++i) {
+      std::memcpy(&xs[i * hidden], x + picked_rows[i] * hidden, hidden * sizeof(float));
+    }
+    gate_up.resize(n * 2 * inter);
+    act.resize(n * inter);
+    y.resize(n * hidden);
+    Linear(xs.data(), n, hidden, experts.gate_up[local], 2 * inter, gate_up.data());
+    SiluMul(gate_up.data(), n, inter, act.data());
+    Linear(act.data(), n, inter, experts.down[local], hidden, y.data());
+    for (int64_t i = 0; i < n; ++i) {
+      float* o = out + picked_rows[i] * hidden;
+      for (int d = 0; d < hidden; ++d) o[d] += picked_weights[i] * y[i * hidden + d];
+    }
+  }
+}
+
+}  // namespace spark::engine::backend::cpu

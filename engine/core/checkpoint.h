@@ -1,0 +1,50 @@
+// A Hugging Face checkpoint directory: model.safetensors, or the shards listed by
+// model.safetensors.index.json ("weight_map": tensor name -> shard file). Tensors are found by
+// name across shards and read as fp32, whole or one slice, so each tensor-parallel rank reads
+// only its part of each weight.
+// Thread-safety: after Open, all const methods may be called from any thread.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "engine/core/safetensors.h"
+
+namespace spark::engine::core {
+
+class Checkpoint {
+ public:
+  // Opens every shard of `dir` and validates the index against them. NotFound when the
+  // directory has neither file; DataLoss for a bad index or shard (file and tensor named).
+  static Result<std::unique_ptr<Checkpoint>> Open(const std::string& dir);
+
+  const std::string& dir() const { return dir_; }
+  size_t shard_count() const { return files_.size(); }
+
+  bool Has(const std::string& name) const;
+
+  // NotFound naming the checkpoint directory when no shard holds `name`.
+  Result<const TensorInfo*> Info(const std::string& name) const;
+
+  // NotFound, or InvalidArgument naming the file, the tensor and both shapes when the full
+  // tensor's shape is not `shape`.
+  Status CheckShape(const std::string& name, const std::vector<int64_t>& shape) const;
+
+  // The tensor (or slice) as fp32. NotFound, InvalidArgument (slice outside the shape), and,
+  // when `expected_shape` is given, InvalidArgument if the slice has another shape.
+  Result<std::vector<float>> Read(const std::string& name, const TensorSlice& slice = {},
+                                  const std::vector<int64_t>& expected_shape = {}) const;
+
+ private:
+  Status OpenIndex(const std::string& index_path);
+  Result<const SafetensorsFile*> FileFor(const std::string& name) const;
+
+  std::string dir_;
+  std::vector<std::unique_ptr<SafetensorsFile>> files_;
+  std::map<std::string, size_t> tensor_file_;  // tensor name -> index into files_
+};
+
+}  // namespace spark::engine::core

@@ -1,0 +1,98 @@
+#include "engine/core/dtype.h"
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+namespace spark::engine::core {
+
+std::string_view DTypeName(DType dtype) {
+  switch (dtype) {
+    case DType::kF32:
+      return "F32";
+    case DType::kBF16:
+      return "BF16";
+    case DType::kF16:
+      return "F16";
+    case DType::kF8E4M3:
+      return "F8_E4M3";
+  }
+  return "?";
+}
+
+size_t DTypeSize(DType dtype) {
+  switch (dtype) {
+    case DType::kF32:
+      return 4;
+    case DType::kBF16:
+      return 2;
+    case DType::kF16:
+      return 2;
+    case DType::kF8E4M3:
+      return 1;
+  }
+  return 0;
+}
+
+Result<DType> ParseDType(std::string_view name) {
+  for (DType d : {DType::kF32, DType::kBF16, DType::kF16, DType::kF8E4M3}) {
+    if (name == DTypeName(d)) return d;
+  }
+  return InvalidArgumentError("unsupported dtype '" + std::string(name) +
+                              "' (supported: F32, BF16, F16, F8_E4M3)");
+}
+
+float Bf16ToFloat(uint16_t bits) { return std::bit_cast<float>(uint32_t{bits} << 16); }
+
+float F16ToFloat(uint16_t bits) {
+  const uint32_t sign = uint32_t{bits & 0x8000u} << 16;
+  const uint32_t exp = (bits >> 10) & 0x1F;
+  const uint32_t mant = bits & 0x3FF;
+  float magnitude;
+  if (exp == 0) {
+    magnitude = std::ldexp(static_cast<float>(mant), -24);  // zero or subnormal
+  } else if (exp == 31) {
+    magnitude =
+        mant ? std::numeric_limits<float>::quiet_NaN() : std::numeric_limits<float>::infinity();
+  } else {
+    return std::bit_cast<float>(sign | ((exp + 112) << 23) | (mant << 13));
+  }
+  return sign ? -magnitude : magnitude;
+}
+
+float F8E4M3ToFloat(uint8_t bits) {
+  const bool negative = bits & 0x80;
+  const int exp = (bits >> 3) & 0xF;
+  const int mant = bits & 0x7;
+  float magnitude;
+  if (exp == 0xF && mant == 0x7) {
+    magnitude = std::numeric_limits<float>::quiet_NaN();
+  } else if (exp == 0) {
+    magnitude = std::ldexp(static_cast<float>(mant), -9);  // subnormal: mant/8 * 2^-6
+  } else {
+    magnitude = std::ldexp(1.0f + static_cast<float>(mant) / 8.0f, exp - 7);
+  }
+  return negative ? -magnitude : magnitude;
+}
+
+void ConvertToFloat(DType dtype, const void* src, size_t count, float* dst) {
+  const auto* bytes = static_cast<const uint8_t*>(src);
+  switch (dtype) {
+    case DType::kF32:
+      std::memcpy(dst, src, count * sizeof(float));
+      return;
+    case DType::kBF16:
+    case DType::kF16:
+      for (size_t i = 0; i < count; ++i) {
+        const uint16_t bits = static_cast<uint16_t>(bytes[2 * i] | (bytes[2 * i + 1] << 8));
+        dst[i] = dtype == DType::kBF16 ? Bf16ToFloat(bits) : F16ToFloat(bits);
+      }
+      return;
+    case DType::kF8E4M3:
+      for (size_t i = 0; i < count; ++i) dst[i] = F8E4M3ToFloat(bytes[i]);
+      return;
+  }
+}
+
+}  // namespace spark::engine::core

@@ -1,0 +1,42 @@
+// PagedKvCache: the K and V memory of every layer on this rank, cut into blocks of block_size
+// tokens. Layout per layer: [num_blocks, block_size, kv_width] with kv_width = this rank's KV
+// heads x head_dim, so slot s (= block * block_size + offset) starts at s * kv_width. Which
+// blocks a sequence owns is the runtime block manager's business (it fills block tables).
+// Thread-safety: none; owned by the rank's engine thread.
+#pragma once
+
+#include <vector>
+
+#include "base/status.h"
+#include "engine/backend/backend.h"
+
+namespace spark::engine::model {
+
+struct KvCacheSpec {
+  int num_layers = 0;
+  int kv_width = 0;  // floats per token per layer for K (and again for V) on this rank
+
+  // Bytes one token occupies across all layers (K and V) — for memory budgets.
+  int64_t bytes_per_token() const { return int64_t{2} * num_layers * kv_width * 4; }
+};
+
+class PagedKvCache {
+ public:
+  // ResourceExhausted when the backend cannot hold it; InvalidArgument for non-positive sizes.
+  static Result<PagedKvCache> Create(backend::Backend& backend, const KvCacheSpec& spec,
+                                     int64_t num_blocks, int block_size);
+
+  int64_t num_blocks() const { return num_blocks_; }
+  int block_size() const { return block_size_; }
+  const KvCacheSpec& spec() const { return spec_; }
+  float* k(int layer) { return k_[layer].data(); }
+  float* v(int layer) { return v_[layer].data(); }
+
+ private:
+  KvCacheSpec spec_;
+  int64_t num_blocks_ = 0;
+  int block_size_ = 0;
+  std::vector<backend::Buffer> k_, v_;
+};
+
+}  // namespace spark::engine::model

@@ -1,0 +1,33 @@
+#include "engine/model/model.h"
+
+#include "engine/core/checkpoint.h"
+#include "engine/model/qwen3_model.h"
+
+namespace spark::engine::model {
+
+Result<std::unique_ptr<Model>> LoadModel(const std::string& dir, backend::Backend& backend,
+                                         comm::Communicator* comm, const ModelOptions& options) {
+  SPARK_ASSIGN_OR_RETURN(core::ModelConfig config, core::LoadModelConfig(dir));
+  if (options.shard.size > 1 && comm == nullptr) {
+    return InvalidArgumentError("tensor parallelism of " + std::to_string(options.shard.size) +
+                                " needs a communicator");
+  }
+  if (comm != nullptr &&
+      (comm->world_size() != options.shard.size || comm->rank() != options.shard.rank)) {
+    return InvalidArgumentError(
+        "communicator is rank " + std::to_string(comm->rank()) + " of " +
+        std::to_string(comm->world_size()) + " but the model shard is rank " +
+        std::to_string(options.shard.rank) + " of " + std::to_string(options.shard.size));
+  }
+  SPARK_ASSIGN_OR_RETURN(auto ckpt, core::Checkpoint::Open(dir));
+  if (config.model_type == "qwen3" || config.model_type == "qwen3_moe") {
+    SPARK_ASSIGN_OR_RETURN(Qwen3Weights weights, LoadQwen3Weights(*ckpt, config, options.shard,
+                                                                  options.moe_sharding, backend));
+    return std::unique_ptr<Model>(
+        new Qwen3Model(std::move(config), std::move(weights), backend, comm, options));
+  }
+  return UnimplementedError(dir + "/config.json: model_type '" + config.model_type +
+                            "' has no implementation");
+}
+
+}  // namespace spark::engine::model

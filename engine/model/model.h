@@ -1,0 +1,54 @@
+// Model: one rank's part of a transformer, loaded from a checkpoint directory, that turns a
+// ForwardBatch into logits. The runtime (scheduler, block manager, sampler) talks to models only
+// through this interface, so each architecture (Qwen3, Qwen3-MoE, DeepSeek-V4 next) is one
+// implementation and each backend (CPU now, CUDA later) serves all of them.
+//
+// Tensor parallelism: every rank loads only its shards (see tp_shard.h) and calls Forward with the
+// same batch; the collectives go through the Communicator. Each rank gets the full logits.
+// Thread-safety: a Model is used by one thread (its rank's engine thread).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "engine/backend/backend.h"
+#include "engine/comm/communicator.h"
+#include "engine/core/model_config.h"
+#include "engine/model/forward_batch.h"
+#include "engine/model/kv_cache.h"
+#include "engine/model/tp_shard.h"
+
+namespace spark::engine::model {
+
+struct ModelOptions {
+  // This rank's place in the tensor-parallel group; {0, 1} = no parallelism.
+  TpShard shard;
+  // How routed experts are split across ranks (default: inside each expert).
+  MoeSharding moe_sharding = MoeSharding::kInsideExperts;
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+
+  virtual const core::ModelConfig& config() const = 0;
+  // What this rank's KV cache must hold per token and layer.
+  virtual KvCacheSpec kv_cache_spec() const = 0;
+
+  // Runs the batch, writing its K/V into `cache`, and returns logits [batch.num_logit_rows(),
+  // vocab_size] in host memory. InvalidArgument for a malformed batch; the communicator's
+  // errors (Unavailable, DeadlineExceeded) when a peer rank fails.
+  virtual Status Forward(const ForwardBatch& batch, PagedKvCache& cache,
+                         std::vector<float>* logits) = 0;
+};
+
+// Reads config.json and this rank's shards from `dir` and returns the model for its
+// model_type. `comm` may be null only when options.shard.size == 1; `backend` and `comm` must
+// outlive the model. NotFound/DataLoss/InvalidArgument from the checkpoint (file and tensor
+// named), Unimplemented for an unsupported model_type.
+Result<std::unique_ptr<Model>> LoadModel(const std::string& dir, backend::Backend& backend,
+                                         comm::Communicator* comm, const ModelOptions& options);
+
+}  // namespace spark::engine::model

@@ -1,0 +1,173 @@
+#include "engine/model/qwen3_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace spark::engine::model {
+
+// Activations of one forward step, sized for its token count.
+struct Qwen3Model::Workspace {
+  int64_t n = 0;
+  backend::Buffer h, x, q, k, v, attn, tmp, gate_up, act, router;
+};
+
+Qwen3Model::Qwen3Model(core::ModelConfig config, Qwen3Weights weights, backend::Backend& backend,
+                       comm::Communicator* comm, const ModelOptions& options)
+    : config_(std::move(config)),
+      w_(std::move(weights)),
+      backend_(backend),
+      comm_(comm),
+      options_(options) {}
+
+KvCacheSpec Qwen3Model::kv_cache_spec() const {
+  return {config_.num_layers, static_cast<int>(w_.kv_heads.size) * config_.head_dim};
+}
+
+Status Qwen3Model::AllReduce(float* data, size_t count) {
+  if (options_.shard.size == 1) return Status::Ok();
+  return comm_->AllReduceSum(data, count);
+}
+
+Status Qwen3Model::Forward(const ForwardBatch& batch, PagedKvCache& cache,
+                           std::vector<float>* logits) {
+  SPARK_RETURN_IF_ERROR(batch.Validate(cache.block_size(), cache.num_blocks(), config_.vocab_size));
+  if (cache.spec().kv_width != kv_cache_spec().kv_width ||
+      cache.spec().num_layers != config_.num_layers) {
+    return InvalidArgumentError("kv cache was made for another model or rank (KV width " +
+                                std::to_string(cache.spec().kv_width) + ", expected " +
+                                std::to_string(kv_cache_spec().kv_width) + ")");
+  }
+  const int64_t n = batch.num_tokens();
+  const int64_t hidden = config_.hidden_size, hd = config_.head_dim;
+  const int64_t inter = std::max(w_.dense_inter, w_.expert_inter);
+  Workspace ws;
+  ws.n = n;
+  for (auto [buffer, width] : {std::pair{&ws.h, hidden},
+                               {&ws.x, hidden},
+                               {&ws.tmp, hidden},
+                               {&ws.q, w_.heads.size * hd},
+                               {&ws.attn, w_.heads.size * hd},
+                               {&ws.k, w_.kv_heads.size * hd},
+                               {&ws.v, w_.kv_heads.size * hd},
+                               {&ws.gate_up, 2 * inter},
+                               {&ws.act, inter},
+                               {&ws.router, int64_t{config_.moe.num_experts}}}) {
+    SPARK_ASSIGN_OR_RETURN(*buffer, backend_.Allocate(static_cast<size_t>(n * width)));
+  }
+  backend_.Embedding(w_.embed.data(), w_.vocab.begin, w_.vocab.size, config_.hidden_size,
+                     batch.token_ids, ws.h.data());
+  SPARK_RETURN_IF_ERROR(AllReduce(ws.h.data(), n * hidden));
+  for (int layer = 0; layer < config_.num_layers; ++layer) {
+    SPARK_RETURN_IF_ERROR(Attention(layer, batch, cache, ws));
+    SPARK_RETURN_IF_ERROR(Mlp(layer, n, ws));
+  }
+  return Logits(batch, ws, logits);
+}
+
+Status Qwen3Model::Attention(int layer, const ForwardBatch& batch, PagedKvCache& cache,
+                             Workspace& ws) {
+  const Qwen3LayerWeights& l = w_.layers[layer];
+  const int64_t n = ws.n;
+  const int hidden = config_.hidden_size, hd = config_.head_dim;
+  const int heads = static_cast<int>(w_.heads.size), kv_heads = static_cast<int>(w_.kv_heads.size);
+  backend_.RmsNorm(ws.h.data(), l.input_norm.data(), n, hidden, config_.rms_norm_eps, ws.x.data());
+  backend_.Linear(ws.x.data(), n, hidden, l.q.data(), heads * hd, ws.q.data());
+  backend_.Linear(ws.x.data(), n, hidden, l.k.data(), kv_heads * hd, ws.k.data());
+  backend_.Linear(ws.x.data(), n, hidden, l.v.data(), kv_heads * hd, ws.v.data());
+  backend_.RmsNorm(ws.q.data(), l.q_norm.data(), n * heads, hd, config_.rms_norm_eps, ws.q.data());
+  backend_.RmsNorm(ws.k.data(), l.k_norm.data(), n * kv_heads, hd, config_.rms_norm_eps,
+                   ws.k.data());
+  backend_.Rope(ws.q.data(), batch.positions, heads, hd, config_.rope_theta);
+  backend_.Rope(ws.k.data(), batch.positions, kv_heads, hd, config_.rope_theta);
+  backend_.WriteKv(ws.k.data(), ws.v.data(), batch.slots, kv_heads * hd, cache.k(layer),
+                   cache.v(layer));
+  std::vector<backend::AttentionSequence> seqs;
+  int64_t start = 0;
+  for (const BatchSequence& s : batch.sequences) {
+    seqs.push_back({start, s.query_len, s.context_len, s.block_table});
+    start += s.query_len;
+  }
+  const backend::AttentionShape shape{heads, kv_heads, hd, cache.block_size(),
+                                      1.0f / std::sqrt(static_cast<float>(hd))};
+  backend_.PagedAttention(ws.q.data(), seqs, cache.k(layer), cache.v(layer), shape, ws.attn.data());
+  backend_.Linear(ws.attn.data(), n, heads * hd, l.o.data(), hidden, ws.tmp.data());
+  SPARK_RETURN_IF_ERROR(AllReduce(ws.tmp.data(), n * hidden));
+  backend_.Add(ws.h.data(), ws.tmp.data(), n * hidden);
+  return Status::Ok();
+}
+
+Status Qwen3Model::Mlp(int layer, int64_t n, Workspace& ws) {
+  const Qwen3LayerWeights& l = w_.layers[layer];
+  const int hidden = config_.hidden_size;
+  backend_.RmsNorm(ws.h.data(), l.post_attention_norm.data(), n, hidden, config_.rms_norm_eps,
+                   ws.x.data());
+  if (l.mlp == core::MlpType::kMoe) {
+    const int experts = config_.moe.num_experts;
+    backend_.Linear(ws.x.data(), n, hidden, l.router.data(), experts, ws.router.data());
+    backend::MoeExperts moe{experts,
+                            config_.moe.top_k,
+                            config_.moe.norm_topk_prob,
+                            w_.expert_inter,
+                            w_.expert_begin,
+                            {},
+                            {}};
+    for (size_t e = 0; e < l.expert_gate_up.size(); ++e) {
+      moe.gate_up.push_back(l.expert_gate_up[e].data());
+      moe.down.push_back(l.expert_down[e].data());
+    }
+    backend_.Moe(ws.x.data(), n, hidden, ws.router.data(), moe, ws.tmp.data());
+  } else {
+    const int inter = w_.dense_inter;
+    backend_.Linear(ws.x.data(), n, hidden, l.gate_up.data(), 2 * inter, ws.gate_up.data());
+    backend_.SiluMul(ws.gate_up.data(), n, inter, ws.act.data());
+    backend_.Linear(ws.act.data(), n, inter, l.down.data(), hidden, ws.tmp.data());
+  }
+  SPARK_RETURN_IF_ERROR(AllReduce(ws.tmp.data(), n * hidden));
+  backend_.Add(ws.h.data(), ws.tmp.data(), n * hidden);
+  return Status::Ok();
+}
+
+Status Qwen3Model::Logits(const ForwardBatch& batch, Workspace& ws, std::vector<float>* logits) {
+  const int hidden = config_.hidden_size;
+  const int64_t rows = batch.num_logit_rows();
+  // Final norm of the rows that need logits: every token, or each sequence's last.
+  int64_t end = 0;
+  for (int64_t r = 0, s = 0; r < rows; ++r) {
+    int64_t src = r;
+    if (!batch.all_logits) src = (end += batch.sequences[s++].query_len) - 1;
+    backend_.RmsNorm(ws.h.data() + src * hidden, w_.final_norm.data(), 1, hidden,
+                     config_.rms_norm_eps, ws.x.data() + r * hidden);
+  }
+  const int64_t padded = options_.shard.VocabPadded(config_.vocab_size);
+  SPARK_ASSIGN_OR_RETURN(backend::Buffer local, backend_.Allocate(rows * padded));
+  std::vector<float> local_host(rows * padded);
+  if (w_.vocab.size > 0) {
+    SPARK_ASSIGN_OR_RETURN(backend::Buffer part, backend_.Allocate(rows * w_.vocab.size));
+    backend_.Linear(ws.x.data(), rows, hidden, w_.lm_head_data(), static_cast<int>(w_.vocab.size),
+                    part.data());
+    std::vector<float> part_host(rows * w_.vocab.size);
+    backend_.Download(part.data(), part_host);
+    for (int64_t r = 0; r < rows; ++r) {
+      std::copy_n(&part_host[r * w_.vocab.size], w_.vocab.size, &local_host[r * padded]);
+    }
+  }
+  const int world = options_.shard.size;
+  const int64_t vocab = config_.vocab_size;
+  logits->assign(rows * vocab, 0.0f);
+  if (world == 1) {
+    for (int64_t r = 0; r < rows; ++r)
+      std::copy_n(&local_host[r * padded], vocab, &(*logits)[r * vocab]);
+    return Status::Ok();
+  }
+  std::vector<float> gathered(world * rows * padded);
+  SPARK_RETURN_IF_ERROR(comm_->AllGather(local_host.data(), local_host.size(), gathered.data()));
+  for (int rank = 0; rank < world; ++rank) {
+    const int64_t begin = rank * padded, count = std::min(padded, vocab - begin);
+    for (int64_t r = 0; r < rows && count > 0; ++r) {
+      std::copy_n(&gathered[(rank * rows + r) * padded], count, &(*logits)[r * vocab + begin]);
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace spark::engine::model

@@ -1,0 +1,145 @@
+#include "engine/model/qwen3_weights.h"
+
+#include <string>
+
+namespace spark::engine::model {
+namespace {
+
+using core::TensorSlice;
+
+// Reads checkpoint tensors (or slices) into backend buffers, checking shapes.
+class Loader {
+ public:
+  Loader(const core::Checkpoint& ckpt, backend::Backend& backend)
+      : ckpt_(ckpt), backend_(backend) {}
+
+  Result<backend::Buffer> Load(const std::string& name, const TensorSlice& slice,
+                               std::vector<int64_t> shape) {
+    SPARK_ASSIGN_OR_RETURN(std::vector<float> host, ckpt_.Read(name, slice, shape));
+    return ToBackend(host);
+  }
+  Result<backend::Buffer> Vector(const std::string& name, int64_t n) {
+    return Load(name, TensorSlice::Whole(), {n});
+  }
+  // Rows [r.begin, r.end) of each of `a` and `b` ([*, cols]), stacked: a's rows, then b's.
+  Result<backend::Buffer> StackedRows(const std::string& a, const std::string& b, Range r,
+                                      int64_t total_rows, int64_t cols) {
+    SPARK_ASSIGN_OR_RETURN(std::vector<float> top, ReadRows(a, r, total_rows, cols));
+    SPARK_ASSIGN_OR_RETURN(std::vector<float> bottom, ReadRows(b, r, total_rows, cols));
+    top.insert(top.end(), bottom.begin(), bottom.end());
+    return ToBackend(top);
+  }
+  Result<backend::Buffer> Rows(const std::string& name, Range r, int64_t total_rows, int64_t cols) {
+    SPARK_ASSIGN_OR_RETURN(std::vector<float> host, ReadRows(name, r, total_rows, cols));
+    return ToBackend(host);
+  }
+  Result<backend::Buffer> Cols(const std::string& name, Range c, int64_t rows, int64_t total_cols) {
+    SPARK_RETURN_IF_ERROR(CheckShape(name, {rows, total_cols}));
+    return Load(name, TensorSlice::Cols(c.begin, c.size), {rows, c.size});
+  }
+
+ private:
+  Result<std::vector<float>> ReadRows(const std::string& name, Range r, int64_t total_rows,
+                                      int64_t cols) {
+    SPARK_RETURN_IF_ERROR(CheckShape(name, {total_rows, cols}));
+    return ckpt_.Read(name, TensorSlice::Rows(r.begin, r.size), {r.size, cols});
+  }
+  Status CheckShape(const std::string& name, const std::vector<int64_t>& shape) {
+    return ckpt_.CheckShape(name, shape);
+  }
+  Result<backend::Buffer> ToBackend(const std::vector<float>& host) {
+    SPARK_ASSIGN_OR_RETURN(backend::Buffer buffer, backend_.Allocate(host.size()));
+    if (!host.empty()) backend_.Upload(host, buffer.data());
+    return buffer;
+  }
+  const core::Checkpoint& ckpt_;
+  backend::Backend& backend_;
+};
+
+Status LoadAttention(Loader& ld, const std::string& p, const core::ModelConfig& c,
+                     const Qwen3Weights& w, Qwen3LayerWeights* l) {
+  const int64_t hd = c.head_dim, hidden = c.hidden_size;
+  const Range q_rows{w.heads.begin * hd, w.heads.size * hd};
+  const Range kv_rows{w.kv_heads.begin * hd, w.kv_heads.size * hd};
+  SPARK_ASSIGN_OR_RETURN(l->q,
+                         ld.Rows(p + "self_attn.q_proj.weight", q_rows, c.num_heads * hd, hidden));
+  SPARK_ASSIGN_OR_RETURN(
+      l->k, ld.Rows(p + "self_attn.k_proj.weight", kv_rows, c.num_kv_heads * hd, hidden));
+  SPARK_ASSIGN_OR_RETURN(
+      l->v, ld.Rows(p + "self_attn.v_proj.weight", kv_rows, c.num_kv_heads * hd, hidden));
+  SPARK_ASSIGN_OR_RETURN(l->o,
+                         ld.Cols(p + "self_attn.o_proj.weight", q_rows, hidden, c.num_heads * hd));
+  SPARK_ASSIGN_OR_RETURN(l->q_norm, ld.Vector(p + "self_attn.q_norm.weight", hd));
+  SPARK_ASSIGN_OR_RETURN(l->k_norm, ld.Vector(p + "self_attn.k_norm.weight", hd));
+  SPARK_ASSIGN_OR_RETURN(l->input_norm, ld.Vector(p + "input_layernorm.weight", hidden));
+  SPARK_ASSIGN_OR_RETURN(l->post_attention_norm,
+                         ld.Vector(p + "post_attention_layernorm.weight", hidden));
+  return Status::Ok();
+}
+
+// gate_proj/up_proj/down_proj under prefix `p` (a dense MLP or one expert), split by `r`.
+Status LoadSwiGlu(Loader& ld, const std::string& p, int64_t inter, int64_t hidden, Range r,
+                  backend::Buffer* gate_up, backend::Buffer* down) {
+  SPARK_ASSIGN_OR_RETURN(
+      *gate_up, ld.StackedRows(p + "gate_proj.weight", p + "up_proj.weight", r, inter, hidden));
+  SPARK_ASSIGN_OR_RETURN(*down, ld.Cols(p + "down_proj.weight", r, hidden, inter));
+  return Status::Ok();
+}
+
+Status LoadMoe(Loader& ld, const std::string& p, const core::ModelConfig& c, const TpShard& shard,
+               MoeSharding mode, Qwen3Weights* w, Qwen3LayerWeights* l) {
+  const int64_t hidden = c.hidden_size, inter = c.moe.intermediate_size;
+  SPARK_ASSIGN_OR_RETURN(l->router, ld.Load(p + "mlp.gate.weight", core::TensorSlice::Whole(),
+                                            {c.moe.num_experts, hidden}));
+  const Range experts =
+      mode == MoeSharding::kByExpert ? shard.Even(c.moe.num_experts) : Range{0, c.moe.num_experts};
+  const Range channels = mode == MoeSharding::kByExpert ? Range{0, inter} : shard.Even(inter);
+  w->expert_begin = static_cast<int>(experts.begin);
+  w->expert_inter = static_cast<int>(channels.size);
+  for (int64_t e = experts.begin; e < experts.end(); ++e) {
+    backend::Buffer gate_up, down;
+    SPARK_RETURN_IF_ERROR(LoadSwiGlu(ld, p + "mlp.experts." + std::to_string(e) + ".", inter,
+                                     hidden, channels, &gate_up, &down));
+    l->expert_gate_up.push_back(std::move(gate_up));
+    l->expert_down.push_back(std::move(down));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<Qwen3Weights> LoadQwen3Weights(const core::Checkpoint& ckpt, const core::ModelConfig& c,
+                                      const TpShard& shard, MoeSharding moe_sharding,
+                                      backend::Backend& backend) {
+  SPARK_RETURN_IF_ERROR(shard.CheckFits(c, moe_sharding));
+  Loader ld(ckpt, backend);
+  Qwen3Weights w;
+  w.heads = shard.Heads(c);
+  w.kv_heads = shard.KvHeads(c);
+  w.vocab = shard.Vocab(c.vocab_size);
+  const int64_t hidden = c.hidden_size;
+  SPARK_ASSIGN_OR_RETURN(w.embed,
+                         ld.Rows("model.embed_tokens.weight", w.vocab, c.vocab_size, hidden));
+  if (!c.tie_word_embeddings) {
+    SPARK_ASSIGN_OR_RETURN(w.lm_head, ld.Rows("lm_head.weight", w.vocab, c.vocab_size, hidden));
+  }
+  SPARK_ASSIGN_OR_RETURN(w.final_norm, ld.Vector("model.norm.weight", hidden));
+  const Range dense = shard.Even(c.intermediate_size);
+  w.dense_inter = static_cast<int>(dense.size);
+  for (int i = 0; i < c.num_layers; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    Qwen3LayerWeights l;
+    l.mlp = c.layers[i].mlp;
+    SPARK_RETURN_IF_ERROR(LoadAttention(ld, p, c, w, &l));
+    if (l.mlp == core::MlpType::kMoe) {
+      SPARK_RETURN_IF_ERROR(LoadMoe(ld, p, c, shard, moe_sharding, &w, &l));
+    } else {
+      SPARK_RETURN_IF_ERROR(
+          LoadSwiGlu(ld, p + "mlp.", c.intermediate_size, hidden, dense, &l.gate_up, &l.down));
+    }
+    w.layers.push_back(std::move(l));
+  }
+  return w;
+}
+
+}  // namespace spark::engine::model

@@ -1,0 +1,48 @@
+// The weights of one tensor-parallel rank of a Qwen3 or Qwen3-MoE model, in backend memory.
+//
+// Loading reads only the rank's slices from the checkpoint (tp_shard.h says which) and converts
+// them to fp32. Gate and up projections are stored fused as one [2 x inter, hidden] matrix
+// (gate rows, then up rows) so one GEMM computes both.
+// Thread-safety: read-only after loading.
+#pragma once
+
+#include <vector>
+
+#include "base/status.h"
+#include "engine/backend/backend.h"
+#include "engine/core/checkpoint.h"
+#include "engine/core/model_config.h"
+#include "engine/model/tp_shard.h"
+
+namespace spark::engine::model {
+
+struct Qwen3LayerWeights {
+  core::MlpType mlp = core::MlpType::kDense;
+  backend::Buffer input_norm, post_attention_norm;  // [hidden]
+  backend::Buffer q, k, v;                          // [local heads * head_dim, hidden]
+  backend::Buffer q_norm, k_norm;                   // [head_dim]
+  backend::Buffer o;                                // [hidden, local heads * head_dim]
+  backend::Buffer gate_up, down;  // dense MLP: [2 * inter_l, hidden], [hidden, inter_l]
+  backend::Buffer router;         // MoE: [num_experts, hidden], replicated
+  std::vector<backend::Buffer> expert_gate_up, expert_down;  // MoE: this rank's experts
+};
+
+struct Qwen3Weights {
+  Range heads, kv_heads, vocab;
+  int dense_inter = 0;         // dense MLP intermediate channels on this rank
+  int expert_inter = 0;        // per-expert intermediate channels on this rank
+  int expert_begin = 0;        // first expert held (by-expert sharding), else 0
+  backend::Buffer embed;       // [vocab.size, hidden]
+  backend::Buffer lm_head;     // [vocab.size, hidden]; empty when tied to embed
+  backend::Buffer final_norm;  // [hidden]
+  std::vector<Qwen3LayerWeights> layers;
+
+  const float* lm_head_data() const { return lm_head.empty() ? embed.data() : lm_head.data(); }
+};
+
+// NotFound / InvalidArgument (shape disagrees with config.json) / DataLoss naming the tensor.
+Result<Qwen3Weights> LoadQwen3Weights(const core::Checkpoint& ckpt, const core::ModelConfig& config,
+                                      const TpShard& shard, MoeSharding moe_sharding,
+                                      backend::Backend& backend);
+
+}  // namespace spark::engine::model

@@ -1,0 +1,187 @@
+// The CPU backend's ops against naive single-threaded references written out here.
+#include "engine/backend/cpu/cpu_backend.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+#include <random>
+
+namespace spark::engine::backend::cpu {
+namespace {
+
+std::vector<float> Random(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+void ExpectNear(const std::vector<float>& a, const std::vector<float>& b, float tol) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], tol) << "at " << i;
+}
+
+TEST(ThreadPoolTest, CoversRangeExactlyOnce) {
+  ThreadPool pool(4);
+  for (int64_t n : {1, 3, 4, 17, 1000}) {
+    std::vector<std::atomic<int>> hits(n);
+    pool.ParallelFor(n, 1, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) hits[i]++;
+    });
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << "n=" << n << " i=" << i;
+  }
+}
+
+TEST(CpuBackendTest, LinearMatchesNaive) {
+  CpuBackend backend(3);
+  const int rows = 5, in = 37, out = 41;  // not multiples of the tile or vector width
+  auto x = Random(rows * in, 1), w = Random(out * in, 2);
+  std::vector<float> got(rows * out), want(rows * out);
+  backend.Linear(x.data(), rows, in, w.data(), out, got.data());
+  for (int r = 0; r < rows; ++r)
+    for (int o = 0; o < out; ++o) {
+      double s = 0;
+      for (int i = 0; i < in; ++i) s += double{x[r * in + i]} * w[o * in + i];
+      want[r * out + o] = static_cast<float>(s);
+    }
+  ExpectNear(got, want, 1e-4f);
+}
+
+TEST(CpuBackendTest, RmsNormAndSiluMul) {
+  CpuBackend backend(2);
+  auto x = Random(2 * 8, 3), w = Random(8, 4);
+  std::vector<float> got(16);
+  backend.RmsNorm(x.data(), w.data(), 2, 8, 1e-6f, got.data());
+  for (int r = 0; r < 2; ++r) {
+    double ms = 0;
+    for (int i = 0; i < 8; ++i) ms += x[r * 8 + i] * x[r * 8 + i] / 8.0;
+    for (int i = 0; i < 8; ++i) {
+      EXPECT_NEAR(got[r * 8 + i], w[i] * x[r * 8 + i] / std::sqrt(ms + 1e-6), 1e-5);
+    }
+  }
+  const std::vector<float> gate_up = {1.0f, -2.0f, 3.0f, 0.5f};  // one row, inter 2
+  std::vector<float> act(2);
+  backend.SiluMul(gate_up.data(), 1, 2, act.data());
+  EXPECT_NEAR(act[0], 1.0f / (1.0f + std::exp(-1.0f)) * 3.0f, 1e-6);
+  EXPECT_NEAR(act[1], -2.0f / (1.0f + std::exp(2.0f)) * 0.5f, 1e-6);
+}
+
+TEST(CpuBackendTest, RopeRotatesHalvesByPosition) {
+  CpuBackend backend(1);
+  const int hd = 4;
+  std::vector<float> x = {1, 2, 3, 4, 1, 2, 3, 4};  // two tokens, one head
+  const std::vector<int32_t> pos = {0, 3};
+  backend.Rope(x.data(), pos, 1, hd, 10000.0);
+  ExpectNear({x[0], x[1], x[2], x[3]}, {1, 2, 3, 4}, 1e-6f);  // position 0: identity
+  const double f0 = 3.0, f1 = 3.0 / 100.0;                    // inv_freq = 1, 1/100
+  EXPECT_NEAR(x[4], 1 * std::cos(f0) - 3 * std::sin(f0), 1e-5);
+  EXPECT_NEAR(x[6], 3 * std::cos(f0) + 1 * std::sin(f0), 1e-5);
+  EXPECT_NEAR(x[5], 2 * std::cos(f1) - 4 * std::sin(f1), 1e-5);
+  EXPECT_NEAR(x[7], 4 * std::cos(f1) + 2 * std::sin(f1), 1e-5);
+}
+
+TEST(CpuBackendTest, PagedAttentionMatchesDenseCausalGqa) {
+  CpuBackend backend(4);
+  const int heads = 4, kv_heads = 2, hd = 8, bs = 2, len = 7, kvw = kv_heads * hd;
+  auto q = Random(len * heads * hd, 5), k = Random(len * kvw, 6), v = Random(len * kvw, 7);
+  const std::vector<int32_t> table = {5, 0, 3, 1};  // scrambled blocks
+  std::vector<float> k_cache(8 * bs * kvw), v_cache(8 * bs * kvw);
+  std::vector<int64_t> slots;
+  for (int j = 0; j < len; ++j) slots.push_back(table[j / bs] * bs + j % bs);
+  backend.WriteKv(k.data(), v.data(), slots, kvw, k_cache.data(), v_cache.data());
+  // Sequence: 3 cached tokens, 4 new ones.
+  const AttentionSequence seq{0, 4, len, table};
+  const AttentionShape shape{heads, kv_heads, hd, bs, 1.0f / std::sqrt(float(hd))};
+  std::vector<float> got(4 * heads * hd);
+  backend.PagedAttention(&q[3 * heads * hd], std::span(&seq, 1), k_cache.data(), v_cache.data(),
+                         shape, got.data());
+  std::vector<float> want(got.size());
+  for (int t = 0; t < 4; ++t)
+    for (int h = 0; h < heads; ++h) {
+      const int p = 3 + t, g = h / (heads / kv_heads);
+      std::vector<double> s(p + 1);
+      double mx = -1e30, sum = 0;
+      for (int j = 0; j <= p; ++j) {
+        s[j] = 0;
+        for (int d = 0; d < hd; ++d) s[j] += q[(p * heads + h) * hd + d] * k[j * kvw + g * hd + d];
+        s[j] *= shape.scale;
+        mx = std::max(mx, s[j]);
+      }
+      for (double& e : s) sum += e = std::exp(e - mx);
+      for (int d = 0; d < hd; ++d) {
+        double o = 0;
+        for (int j = 0; j <= p; ++j) o += s[j] / sum * v[j * kvw + g * hd + d];
+        want[(t * heads + h) * hd + d] = static_cast<float>(o);
+      }
+    }
+  ExpectNear(got, want, 1e-5f);
+}
+
+TEST(CpuBackendTest, RouteTopKSoftmaxAndNormalise) {
+  const std::vector<float> logits = {0.0f, 2.0f, 1.0f, 2.0f};
+  int ids[2];
+  float w[2];
+  RouteTopK(logits.data(), 4, 2, false, ids, w);
+  EXPECT_EQ(ids[0], 1);  // tie with expert 3: lower id first
+  EXPECT_EQ(ids[1], 3);
+  const double z = 1 + 2 * std::exp(2.0) + std::exp(1.0);
+  EXPECT_NEAR(w[0], std::exp(2.0) / z, 1e-6);
+  RouteTopK(logits.data(), 4, 2, true, ids, w);
+  EXPECT_NEAR(w[0], 0.5, 1e-6);
+  EXPECT_NEAR(w[1], 0.5, 1e-6);
+}
+
+TEST(CpuBackendTest, MoeMatchesNaiveAndSkipsRemoteExperts) {
+  CpuBackend backend(2);
+  const int rows = 3, hidden = 6, inter = 4, experts = 4;
+  auto x = Random(rows * hidden, 8), router = Random(rows * experts, 9);
+  std::vector<std::vector<float>> gu, dn;
+  MoeExperts all{experts, 2, true, inter, 0, {}, {}};
+  for (int e = 0; e < experts; ++e) {
+    gu.push_back(Random(2 * inter * hidden, 10 + e));
+    dn.push_back(Random(hidden * inter, 20 + e));
+  }
+  for (int e = 0; e < experts; ++e) {
+    all.gate_up.push_back(gu[e].data());
+    all.down.push_back(dn[e].data());
+  }
+  std::vector<float> got(rows * hidden), want(rows * hidden, 0.0f);
+  backend.Moe(x.data(), rows, hidden, router.data(), all, got.data());
+  for (int r = 0; r < rows; ++r) {
+    int ids[2];
+    float w[2];
+    RouteTopK(&router[r * experts], experts, 2, true, ids, w);
+    for (int k = 0; k < 2; ++k) {
+      std::vector<float> gate_up(2 * inter), act(inter), y(hidden);
+      backend.Linear(&x[r * hidden], 1, hidden, gu[ids[k]].data(), 2 * inter, gate_up.data());
+      backend.SiluMul(gate_up.data(), 1, inter, act.data());
+      backend.Linear(act.data(), 1, inter, dn[ids[k]].data(), hidden, y.data());
+      for (int d = 0; d < hidden; ++d) want[r * hidden + d] += w[k] * y[d];
+    }
+  }
+  ExpectNear(got, want, 1e-5f);
+  // Expert-parallel halves add up to the whole.
+  MoeExperts low{
+      experts, 2, true, inter, 0, {gu[0].data(), gu[1].data()}, {dn[0].data(), dn[1].data()}};
+  MoeExperts high{
+      experts, 2, true, inter, 2, {gu[2].data(), gu[3].data()}, {dn[2].data(), dn[3].data()}};
+  std::vector<float> a(rows * hidden), b(rows * hidden);
+  backend.Moe(x.data(), rows, hidden, router.data(), low, a.data());
+  backend.Moe(x.data(), rows, hidden, router.data(), high, b.data());
+  for (size_t i = 0; i < a.size(); ++i) a[i] += b[i];
+  ExpectNear(a, want, 1e-5f);
+}
+
+TEST(CpuBackendTest, VocabParallelEmbeddingZeroesOtherRows) {
+  CpuBackend backend(1);
+  const std::vector<float> table = {1, 1, 2, 2};  // rows 10 and 11 of the vocabulary
+  const std::vector<int32_t> ids = {11, 3, 10};
+  std::vector<float> out(6, -1.0f);
+  backend.Embedding(table.data(), 10, 2, 2, ids, out.data());
+  EXPECT_EQ(out, (std::vector<float>{2, 2, 0, 0, 1, 1}));
+}
+
+}  // namespace
+}  // namespace spark::engine::backend::cpu
