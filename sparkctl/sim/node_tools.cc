@@ -1,0 +1,234 @@
+// Stand-ins for DGX OS tools, written into each simulated node's /usr/local/bin. They print what
+// the real tools print on a GB10 Spark, from the node's live state; nothing here knows it runs
+// in a simulator beyond the header line of each script.
+#include "sparkctl/sim/node_image.h"
+
+namespace spark::sim {
+namespace {
+
+// Shared by the RDMA tools: RDMA device -> netdev, in `ls /sys/class/infiniband` order.
+constexpr char kDevicePairs[] =
+    "pairs=\"roceP2p1s0f0:enP2p1s0f0np0 roceP2p1s0f1:enP2p1s0f1np1 "
+    "rocep1s0f0:enp1s0f0np0 rocep1s0f1:enp1s0f1np1\"\n";
+
+}  // namespace
+
+std::string RefreshScript() {
+  return std::string(R"SH(#!/bin/bash
+# sparksim-refresh [IB_DIR]: regenerates the emulated RDMA tree (/sys/class/infiniband) from the
+# live netdev state: port state follows the link, active_mtu follows the MTU, and the GID table
+# follows the addresses (0/1: fe80 EUI-64 from the MAC, then ::ffff:a.b.c.d per IPv4 address,
+# then other IPv6 addresses; each as a RoCE v1 and a RoCE v2 entry). Files change only when
+# their content does. Run by an `ip monitor` loop in the node, by show_gids, and by sparkctl sim.
+ib=${1:-/sys/class/infiniband}
+net=/sys/class/net
+table=16
+zero=0000:0000:0000:0000:0000:0000:0000:0000
+)SH") + kDevicePairs + R"SH(
+put() {
+  local cur=""
+  [ -f "$1" ] && IFS= read -r cur < "$1"
+  [ -f "$1" ] && [ "$cur" = "$2" ] || printf '%s\n' "$2" > "$1"
+}
+drop() { [ -e "$1" ] && rm -f "$1"; return 0; }
+eui64() {
+  local a b c d e f
+  IFS=: read -r a b c d e f <<< "$1"
+  printf -v "$2" 'fe80:0000:0000:0000:%02x%s:%sff:fe%s:%s%s' $((0x$a ^ 2)) "$b" "$c" "$d" "$e" "$f"
+}
+expand6() {
+  local a=$1 head tail i n seg out="" h=() t=()
+  if [[ $a == *::* ]]; then head=${a%%::*}; tail=${a#*::}; else head=$a; tail=""; fi
+  [ -n "$head" ] && IFS=: read -ra h <<< "$head"
+  [ -n "$tail" ] && IFS=: read -ra t <<< "$tail"
+  n=$((8 - ${#h[@]} - ${#t[@]}))
+  local parts=("${h[@]}")
+  for ((i = 0; i < n; i++)); do parts+=(0); done
+  parts+=("${t[@]}")
+  for seg in "${parts[@]}"; do printf -v seg '%04x' "0x$seg"; out+="$seg:"; done
+  printf -v "$2" '%s' "${out%:}"
+}
+declare -A v4 v6
+while read -r _ dev fam addr _; do
+  case $fam in
+    inet) v4[$dev]+="${addr%/*} " ;;
+    inet6) v6[$dev]+="${addr%/*} " ;;
+  esac
+done < <(ip -o addr show 2>/dev/null)
+for pair in $pairs; do
+  d=${pair%%:*}; nd=${pair#*:}; p=$ib/$d/ports/1
+  [ -d "$net/$nd" ] && [ -d "$p" ] || continue
+  read -r op < "$net/$nd/operstate"; read -r mtu < "$net/$nd/mtu"; read -r mac < "$net/$nd/address"
+  if [ "$op" = up ]; then put "$p/state" "4: ACTIVE"; put "$p/phys_state" "5: LinkUp"
+  else put "$p/state" "1: DOWN"; put "$p/phys_state" "3: Disabled"; fi
+  ibmtu=256; code=1; c=1
+  for m in 512 1024 2048 4096; do c=$((c + 1)); [ "$mtu" -ge $((m + 96)) ] && ibmtu=$m && code=$c; done
+  put "$p/active_mtu" "$ibmtu ($code)"
+  eui64 "$mac" ll
+  e=("$ll|IB/RoCE v1" "$ll|RoCE v2")
+  for a in ${v4[$nd]}; do
+    IFS=. read -r o1 o2 o3 o4 <<< "$a"
+    printf -v g '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x' "$o1" "$o2" "$o3" "$o4"
+    e+=("$g|IB/RoCE v1" "$g|RoCE v2")
+  done
+  for a in ${v6[$nd]}; do
+    expand6 "$a" g
+    [ "$g" = "$ll" ] || e+=("$g|IB/RoCE v1" "$g|RoCE v2")
+  done
+  for ((i = 0; i < table; i++)); do
+    if ((i < ${#e[@]})); then
+      put "$p/gids/$i" "${e[i]%%|*}"; put "$p/gid_attrs/types/$i" "${e[i]#*|}"
+      put "$p/gid_attrs/ndevs/$i" "$nd"
+    else
+      put "$p/gids/$i" "$zero"; drop "$p/gid_attrs/types/$i"; drop "$p/gid_attrs/ndevs/$i"
+    fi
+  done
+done
+exit 0
+)SH";
+}
+
+std::string Ibdev2netdevScript() {
+  return std::string(R"SH(#!/bin/bash
+# ibdev2netdev stand-in (DGX OS ships it with MLNX OFED): RDMA device -> netdev and link state.
+)SH") + kDevicePairs + R"SH(
+for pair in $pairs; do
+  d=${pair%%:*}; nd=${pair#*:}
+  [ -d "/sys/class/net/$nd" ] || continue
+  read -r op < "/sys/class/net/$nd/operstate"
+  st=Down; [ "$op" = up ] && st=Up
+  echo "$d port 1 ==> $nd ($st)"
+done
+)SH";
+}
+
+std::string ShowGidsScript() {
+  return R"SH(#!/bin/bash
+# show_gids stand-in (MLNX OFED): the RoCE GID table of every RDMA device, or of device $1.
+sparksim-refresh >/dev/null 2>&1
+ib=/sys/class/infiniband
+printf 'DEV\tPORT\tINDEX\tGID\t\t\t\t\tIPv4  \t\tVER\tDEV\n'
+printf -- '---\t----\t-----\t---\t\t\t\t\t------------  \t---\t---\n'
+found=0
+for dir in "$ib"/*/ports/1; do
+  d=${dir#$ib/}; d=${d%%/*}
+  [ -n "$1" ] && [ "$1" != "$d" ] && continue
+  for t in "$dir"/gid_attrs/types/*; do
+    [ -f "$t" ] || continue
+    i=${t##*/}
+    read -r gid < "$dir/gids/$i"; read -r type < "$t"; read -r nd < "$dir/gid_attrs/ndevs/$i"
+    ver=v1; [ "$type" = "RoCE v2" ] && ver=v2
+    ip4=""
+    if [[ $gid == 0000:0000:0000:0000:0000:ffff:* ]]; then
+      h=${gid:30:4}${gid:35:4}
+      ip4="$((16#${h:0:2})).$((16#${h:2:2})).$((16#${h:4:2})).$((16#${h:6:2}))"
+    fi
+    printf '%s\t1\t%s\t%s\t%-16s\t%s\t%s\n' "$d" "$i" "$gid" "$ip4" "$ver" "$nd"
+    found=$((found + 1))
+  done
+done
+echo "n_gids_found=$found"
+)SH";
+}
+
+std::string UpdateGrubScript() {
+  return R"SH(#!/bin/bash
+# update-grub stand-in: a simulated node boots no kernel; report like grub-mkconfig does.
+read -r rel < /proc/sys/kernel/osrelease
+echo "Sourcing file \`/etc/default/grub'" >&2
+echo "Generating grub configuration file ..." >&2
+echo "Found linux image: /boot/vmlinuz-$rel" >&2
+echo "Found initrd image: /boot/initrd.img-$rel" >&2
+echo "done" >&2
+)SH";
+}
+
+std::string UnameScript() {
+  return R"SH(#!/bin/bash
+# uname stand-in: the kernel release comes from /proc/sys/kernel/osrelease (the node's kernel),
+# everything else from the real uname.
+read -r rel < /proc/sys/kernel/osrelease
+real=$(/usr/bin/uname -r)
+case "$*" in
+  -r | --kernel-release) echo "$rel" ;;
+  *) out=$(/usr/bin/uname "$@") || exit $?; echo "${out//$real/$rel}" ;;
+esac
+)SH";
+}
+
+std::string NvidiaSmiScript(const NodeState& node) {
+  std::string uuid = "GPU-" + node.default_machine_id.substr(0, 8) + "-" +
+                     node.default_machine_id.substr(8, 4) + "-" +
+                     node.default_machine_id.substr(12, 4) + "-" +
+                     node.default_machine_id.substr(16, 4) + "-" +
+                     node.default_machine_id.substr(20, 12);
+  return "#!/bin/bash\n# nvidia-smi stand-in: one NVIDIA GB10 (driver 580, CUDA 13.0).\nuuid=" +
+         uuid + R"SH(
+name="NVIDIA GB10"; driver=580.95.05; cuda=13.0; bus=0000000F:01:00.0; sm=2405; maxsm=3003
+query=""; format=csv
+for a in "$@"; do
+  case "$a" in
+    --query-gpu=*) query=${a#*=} ;;
+    --format=*) format=${a#*=} ;;
+    -L | --list-gpus) echo "GPU 0: $name (UUID: $uuid)"; exit 0 ;;
+    --version) printf 'NVIDIA-SMI version  : %s\nDRIVER version      : %s\nCUDA Version        : %s\n' "$driver" "$driver" "$cuda"; exit 0 ;;
+  esac
+done
+if [ -n "$query" ]; then
+  heads=(); vals=()
+  IFS=, read -ra fields <<< "$query"
+  for f in "${fields[@]}"; do
+    f=${f// /}
+    case "$f" in
+      name | gpu_name) h=name; v=$name ;;
+      index) h=index; v=0 ;;
+      count) h=count; v=1 ;;
+      uuid | gpu_uuid) h=uuid; v=$uuid ;;
+      driver_version) h=driver_version; v=$driver ;;
+      pci.bus_id | gpu_bus_id) h=pci.bus_id; v=$bus ;;
+      compute_cap) h=compute_cap; v=12.1 ;;
+      persistence_mode) h=persistence_mode; v=Enabled ;;
+      clocks.sm | clocks.current.sm) h="clocks.current.sm [MHz]"; v="$sm MHz" ;;
+      clocks.max.sm | clocks.max.sm) h="clocks.max.sm [MHz]"; v="$maxsm MHz" ;;
+      memory.total | memory.used | memory.free) h="$f [MiB]"; v="[N/A]" ;;
+      temperature.gpu) h=temperature.gpu; v=41 ;;
+      utilization.gpu) h="utilization.gpu [%]"; v="0 %" ;;
+      power.draw) h="power.draw [W]"; v="4.52 W" ;;
+      *) echo "Field \"$f\" is not a valid field to query." >&2; echo >&2
+         echo "Run 'nvidia-smi --help-query-gpu' for a list of valid fields." >&2; exit 2 ;;
+    esac
+    heads+=("$h"); vals+=("$v")
+  done
+  [[ $format == *nounits* ]] && for i in "${!vals[@]}"; do
+    v=${vals[i]}; v=${v% MHz}; v=${v% %}; v=${v% W}; vals[i]=$v; h=${heads[i]}; heads[i]=${h% \[*\]}; done
+  join() { local IFS=$'\x1f'; local s="$*"; echo "${s//$'\x1f'/, }"; }
+  [[ $format == *noheader* ]] || join "${heads[@]}"
+  join "${vals[@]}"
+  exit 0
+fi
+cat <<EOF
+$(date '+%a %b %e %H:%M:%S %Y')
++-----------------------------------------------------------------------------------------+
+| NVIDIA-SMI $driver              Driver Version: $driver      CUDA Version: $cuda     |
++-----------------------------------------+------------------------+----------------------+
+| GPU  Name                 Persistence-M | Bus-Id          Disp.A | Volatile Uncorr. ECC |
+| Fan  Temp   Perf          Pwr:Usage/Cap |           Memory-Usage | GPU-Util  Compute M. |
+|                                         |                        |               MIG M. |
+|=========================================+========================+======================|
+|   0  $name                    On  |   $bus Off |                  N/A |
+| N/A   41C    P8              4W /  N/A  | Not Supported          |      0%      Default |
+|                                         |                        |                  N/A |
++-----------------------------------------+------------------------+----------------------+
+
++-----------------------------------------------------------------------------------------+
+| Processes:                                                                              |
+|  GPU   GI   CI              PID   Type   Process name                        GPU Memory |
+|        ID   ID                                                               Usage      |
+|=========================================================================================|
+|  No running processes found                                                             |
++-----------------------------------------------------------------------------------------+
+EOF
+)SH";
+}
+
+}  // namespace spark::sim
