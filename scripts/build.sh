@@ -7,7 +7,7 @@ build_dir="${SPARK_BUILD_DIR:-build}"
 generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
 if [ ! -f "$build_dir/CMakeCache.txt" ]; then
-  cmake -S . -B "$build_dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  cmake -S . -B "$build_dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=${SPARK_BUILD_TYPE:-Release} \
     -DSPARK_CUDA="${SPARK_CUDA:-AUTO}"
 fi
 cmake --build "$build_dir" -j"${SPARK_JOBS:-2}"

@@ -9,6 +9,12 @@ std::span<const CommandFamily> CommandTable() {
   static constexpr CommandFamily kTable[] = {
       {"profile", RegisterProfileCommands},
       {"cluster", RegisterClusterCommands},
+      {"discover", RegisterDiscoverCommands},
+      {"preflight", RegisterPreflightCommands},
+      {"net", RegisterNetCommands},
+      {"weights", RegisterWeightsCommands},
+      {"sim", RegisterSimCommands},
+      {"node", RegisterNodeCommands},
   };
   return kTable;
 }

@@ -182,19 +182,18 @@ std::vector<int> RingViolations(const std::vector<std::vector<Edge>>& adj, const
 void OrderChain(const std::vector<std::string>& names, const std::vector<std::vector<Edge>>& adj,
                 bool closed, CablingResult* result) {
   int n = static_cast<int>(adj.size());
-  int start = 0;
-  if (!closed) {
-    for (int i = 0; i < n; ++i) {
-      if (adj[i].size() == 1) {
-        start = i;
-        break;
-      }
-    }
+  // A ring is walked from rank 0 in both directions; a line from each of its two ends. The walk
+  // with the fewest nodes cabled against "p0 to the next rank's p1" wins.
+  std::vector<std::pair<int, int>> starts;  // (node, first edge)
+  for (int i = 0; i < n; ++i) {
+    if (closed && i != 0) continue;
+    if (!closed && adj[i].size() != 1) continue;
+    for (size_t e = 0; e < adj[i].size(); ++e) starts.push_back({i, static_cast<int>(e)});
   }
   std::vector<int> best;
   std::vector<int> best_bad;
-  for (size_t first = 0; first < adj[start].size(); ++first) {
-    std::vector<int> order = Walk(adj, start, static_cast<int>(first));
+  for (auto [start, first] : starts) {
+    std::vector<int> order = Walk(adj, start, first);
     std::vector<int> bad = RingViolations(adj, order, closed);
     if (best.empty() || bad.size() < best_bad.size()) {
       best = order;

@@ -114,6 +114,18 @@ TEST(CablingTest, PulledCableMakesALineAndNamesTheMissingCable) {
       << result.problems[0].message;
 }
 
+TEST(CablingTest, LineIsOrientedFromItsPortZeroEnd) {
+  std::vector<Wire> wires = Ring(4, {0, 1, 2, 3});
+  wires.erase(wires.begin() + 2, wires.begin() + 4);  // the cable 1.p0 -> 2.p1
+  auto result = InferCabling(Names(4), Reports(4, wires));
+  EXPECT_EQ(result.kind, netplan::TopologyKind::kLine);
+  EXPECT_EQ(result.order, (std::vector<std::string>{"spark-2", "spark-3", "spark-0", "spark-1"}));
+  ASSERT_EQ(result.problems.size(), 1u) << result.problems[0].message;
+  EXPECT_NE(result.problems[0].message.find("cable from spark-1 p0 to spark-2 p1 is missing"),
+            std::string::npos)
+      << result.problems[0].message;
+}
+
 TEST(CablingTest, Pair) {
   std::vector<Wire> wires;
   Cable(&wires, 0, 0, 1, 0);

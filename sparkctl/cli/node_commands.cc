@@ -1,0 +1,72 @@
+// `sparkctl node ...`: the node-side operations the controller runs on each Spark over SSH.
+// They print JSON for the controller; a human can run them too.
+#include <cstdio>
+#include <memory>
+
+#include "sparkctl/cli/families.h"
+#include "sparkctl/host/beacon.h"
+#include "sparkctl/host/facts_gather.h"
+#include "netplan/cluster_spec.h"
+
+namespace spark::cli {
+namespace {
+
+struct FactsOptions {
+  std::string disk_path = "/";
+  bool json = false;
+};
+
+int RunFacts(const FactsOptions& o) {
+  host::NodeFacts facts = host::GatherFacts({.root = "/", .disk_path = o.disk_path, .run = nullptr});
+  nlohmann::json j = host::ToJson(facts);
+  if (o.json) {
+    std::printf("%s\n", j.dump().c_str());
+    return kExitOk;
+  }
+  std::printf("%s\n", j.dump(2).c_str());
+  return kExitOk;
+}
+
+struct BeaconOptions {
+  int ms = 1500;
+  bool json = false;
+};
+
+int RunBeacon(const BeaconOptions& o) {
+  host::NodeFacts facts = host::GatherFacts({.root = "/", .disk_path = "/", .run = nullptr});
+  std::vector<std::string> netdevs;
+  for (const auto& port : netplan::kPortTwins) {
+    for (const auto& twin : port) netdevs.push_back(twin.netdev);
+  }
+  auto report = host::RunBeacons({facts.machine_id, facts.hostname}, netdevs,
+                                 std::chrono::milliseconds(o.ms));
+  if (!report.ok()) return ReportError(report.status());
+  std::printf("%s\n", host::ToJson(*report).dump(o.json ? -1 : 2).c_str());
+  return kExitOk;
+}
+
+}  // namespace
+
+void RegisterNodeCommands(CLI::App& parent, CommandContext& context) {
+  CLI::App* node = parent.add_subcommand(
+      "node", "Node-side operations (run on a Spark; the controller calls them over SSH)");
+  node->require_subcommand(1);
+
+  auto facts = std::make_shared<FactsOptions>();
+  CLI::App* f = node->add_subcommand("facts", "Print this node's facts (kernel, CMA, GPU, RDMA, ...)");
+  f->add_option("--disk-path", facts->disk_path, "Where to measure free disk (the model path)");
+  f->add_flag("--json", facts->json, "Compact JSON (schema sparkctl-node-facts/v1)");
+  SetExample(f, "sparkctl node facts --json --disk-path /var/lib/sparkctl/models");
+  f->callback([facts, &context] { context.exit_code = RunFacts(*facts); });
+
+  auto beacon = std::make_shared<BeaconOptions>();
+  CLI::App* b = node->add_subcommand(
+      "beacon", "Bring the fabric netdevs up and exchange identity beacons on every link");
+  b->add_option("--ms", beacon->ms, "How long to send and listen (default 1500)")
+      ->check(CLI::Range(100, 60000));
+  b->add_flag("--json", beacon->json, "Compact JSON (schema sparkctl-node-beacon/v1)");
+  SetExample(b, "sparkctl node beacon --ms 1500   # on every node at the same time");
+  b->callback([beacon, &context] { context.exit_code = RunBeacon(*beacon); });
+}
+
+}  // namespace spark::cli
