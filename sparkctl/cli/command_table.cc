@@ -11,6 +11,7 @@ std::span<const CommandFamily> CommandTable() {
       {"cluster", RegisterClusterCommands},
       {"discover", RegisterDiscoverCommands},
       {"preflight", RegisterPreflightCommands},
+      {"host", RegisterHostCommands},
       {"net", RegisterNetCommands},
       {"weights", RegisterWeightsCommands},
       {"sim", RegisterSimCommands},

@@ -9,6 +9,7 @@ void RegisterProfileCommands(CLI::App& parent, CommandContext& context);  // pro
 void RegisterClusterCommands(CLI::App& parent, CommandContext& context);  // cluster_commands.cc
 void RegisterDiscoverCommands(CLI::App& parent, CommandContext& context);  // discover_commands.cc
 void RegisterPreflightCommands(CLI::App& parent, CommandContext& context);  // preflight_commands.cc
+void RegisterHostCommands(CLI::App& parent, CommandContext& context);  // host_commands.cc
 void RegisterNodeCommands(CLI::App& parent, CommandContext& context);  // node_commands.cc
 void RegisterWeightsCommands(CLI::App& parent, CommandContext& context);  // weights_commands.cc
 void RegisterSimCommands(CLI::App& parent, CommandContext& context);      // sim_commands.cc

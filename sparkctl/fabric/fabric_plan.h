@@ -1,0 +1,79 @@
+// Fabric changes: what `sparkctl net plan` shows and `net apply` does on each node. Reads every
+// node's current state in parallel (one SSH round trip each, see node_state.h), renders the
+// netplan library's plan with the facts found there (management interface, WireGuard keys kept
+// on the node), and diffs: runtime changes (netplan::DiffState), files to (re)write, and whether
+// the WireGuard control plane must be (re)loaded. Reading changes nothing on any node.
+//
+// Thread-safety: functions; the Transport must be thread-safe (all are).
+#pragma once
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "netplan/cluster_spec.h"
+#include "netplan/node_plan.h"
+#include "netplan/render.h"
+#include "netplan/state_diff.h"
+#include "sparkctl/fabric/node_state.h"
+#include "sparkctl/ssh/transport.h"
+
+namespace spark::fabric {
+
+// The GID index used until sparkctl/host facts (RdmaDeviceFacts::RoceV2Ipv4Index) feed the plan.
+inline constexpr int kAssumedGidIndex = 3;
+
+struct PlanOptions {
+  // RoCE v2 IPv4 GID index for NCCL_IB_GID_INDEX. Default: kAssumedGidIndex (said in the notes).
+  int gid_index = kAssumedGidIndex;
+  // Bring up the WireGuard control plane. Default: on.
+  bool control_plane = true;
+};
+
+struct FileChange {
+  netplan::FileContent file;
+  std::string why;  // "missing", "content differs", "mode 644, want 600"
+};
+
+struct NodeChanges {
+  std::string node;
+  std::string management_address;    // the SSH target
+  std::string management_interface;  // the netdev carrying it: never touched
+  netplan::NodePlan plan;            // with the node's real inputs
+  NodeSnapshot before;               // state read before anything changed
+  std::vector<netplan::Change> runtime;  // iproute2 / sysctl changes, in order
+  std::vector<FileChange> files;         // files to write
+  bool wireguard = false;                // (re)load the WireGuard interface
+  std::string wireguard_why;
+  bool needs_key = false;  // no WireGuard key on the node yet (apply makes one there)
+
+  // The netdevs sparkctl manages on this node (the fabric twins of the plan).
+  std::set<std::string> FabricNetdevs() const;
+  size_t Count() const { return runtime.size() + files.size() + (wireguard ? 1 : 0); }
+};
+
+struct ClusterChanges {
+  netplan::ClusterSpec spec;
+  netplan::FabricPlan fabric;     // every node's plan (WireGuard endpoints as used)
+  std::vector<NodeChanges> nodes;  // by rank
+  std::vector<std::string> notes;  // assumptions the user should know ("GID index 3 assumed")
+
+  size_t Count() const;
+  const NodeChanges* Find(const std::string& node) const;
+};
+
+// FailedPrecondition when the inventory has no ranks or no fabric.kind (run `sparkctl
+// discover`), when a planned fabric netdev carries the management address, or when a node lacks
+// a fabric netdev; the errors of BuildFabricPlan; a node's connection error (prefixed with it).
+Result<ClusterChanges> PlanChanges(ssh::Transport& transport, const netplan::ClusterSpec& spec,
+                                   const PlanOptions& options);
+
+// Makes a WireGuard key on every node of `nodes` that has none (`wg genkey`, mode 0600, kept on
+// the node). Errors of Run, or Aborted naming the node when wg fails.
+Status EnsureWireGuardKeys(ssh::Transport& transport, const std::vector<std::string>& nodes);
+
+// "spark-0 p0 twin a (enp1s0f0np0)".
+std::string PortLabel(const std::string& node, int port, int twin, const std::string& netdev);
+
+}  // namespace spark::fabric
