@@ -1,17 +1,29 @@
 // `sparkctl weights manifest DIR ...` and `sparkctl weights verify --manifest FILE --dir DIR`:
-// the local half of weight management. `verify --json` is also what the controller will run on
+// the local half of weight management. `verify --json` is also what the controller runs on
 // every node over SSH; its stdout is a VerifyReport (sparkctl/weights/verify_report.h).
+// The cluster half: `verify -p PROFILE` (every node) and `sync`, with the node-side `serve` and
+// `fetch` they start over SSH (weights_cluster_commands below).
 #include <unistd.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <string>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
 #include "base/strings.h"
 #include "sparkctl/cli/families.h"
+#include "sparkctl/host/remote.h"
+#include "sparkctl/inventory/cluster_yaml.h"
+#include "sparkctl/profile/profile_yaml.h"
+#include "sparkctl/weights/cluster_verify.h"
+#include "sparkctl/weights/sync.h"
+#include "sparkctl/weights/sync_node.h"
 #include "sparkctl/weights/create_manifest.h"
 #include "sparkctl/weights/manifest.h"
 #include "sparkctl/weights/verify.h"
@@ -44,6 +56,10 @@ struct VerifyCommandOptions {
   bool no_progress = false;
   bool allow_extra = false;
   bool json = false;
+  std::string profile;  // set: verify every node of the cluster instead of one local dir
+  std::string cluster = "cluster.yaml";
+  bool accept_new = false;
+  std::string remote_sparkctl;  // empty: install this binary on each node
 };
 
 Result<ManifestFormat> ChooseFormat(const ManifestCommandOptions& o) {
@@ -96,8 +112,28 @@ int RunManifest(const ManifestCommandOptions& o) {
   return kExitOk;
 }
 
+// `--manifest -`: the controller pipes the manifest over SSH instead of writing it on the node.
+Result<weights::Manifest> ReadManifestArg(const std::string& path) {
+  if (path != "-") return weights::ReadManifestFile(path);
+  std::string text;
+  char buf[65536];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, stdin)) > 0;) text.append(buf, n);
+  if (weights::DetectManifestFormat(text) == ManifestFormat::kJson) {
+    return weights::ParseManifestJson(text, "<stdin>");
+  }
+  return weights::ParseSha256Sums(text, "<stdin>");
+}
+
+int RunClusterVerify(const VerifyCommandOptions& o);
+void AddClusterWeightsCommands(CLI::App* weights, CommandContext& context);
+
 int RunVerify(const VerifyCommandOptions& o) {
-  Result<weights::Manifest> manifest = weights::ReadManifestFile(o.manifest);
+  if (!o.profile.empty()) return RunClusterVerify(o);
+  if (o.manifest.empty() || o.dir.empty()) {
+    return ReportError(InvalidArgumentError(
+        "verify needs --manifest FILE --dir DIR (this machine) or -p PROFILE (every node)"));
+  }
+  Result<weights::Manifest> manifest = ReadManifestArg(o.manifest);
   if (!manifest.ok()) return ReportError(manifest.status());
   weights::VerifyOptions options{.dir = o.dir, .manifest_path = o.manifest,
                                  .use_cache = !o.no_cache, .cache_path = o.cache,
@@ -137,17 +173,236 @@ void AddVerifyCommand(CLI::App* weights, CommandContext& context) {
   CLI::App* c = weights->add_subcommand(
       "verify", "Check a local copy against its manifest: every file's size and SHA-256, "
                 "missing and extra files. Exit 2 on any mismatch");
-  c->add_option("--manifest", o->manifest, "Manifest (JSON or SHA256SUMS)")->required();
-  c->add_option("--dir", o->dir, "Directory holding the checkpoint")->required();
+  c->add_option("--manifest", o->manifest, "Manifest (JSON or SHA256SUMS; - reads stdin)");
+  c->add_option("--dir", o->dir, "Directory holding the checkpoint");
+  c->add_option("-p,--profile", o->profile,
+                "Verify model.path on every node of the cluster against model.manifest");
+  c->add_option("-c,--cluster", o->cluster, "Cluster inventory for -p (default ./cluster.yaml)");
+  c->add_flag("--accept-new", o->accept_new, "With -p: trust unknown host keys on first contact");
+  c->add_option("--remote-sparkctl", o->remote_sparkctl,
+                "With -p: sparkctl path to run on the nodes (default: install this binary)");
   c->add_option("--cache", o->cache, "Verify cache file (default DIR/.sparkctl-verify-cache.json)");
   c->add_option("--threads", o->threads, "Files hashed at once (default: every CPU)");
   c->add_flag("--no-cache", o->no_cache, "Hash every file; neither read nor write the cache");
   c->add_flag("--no-progress", o->no_progress, "No progress display on stderr");
   c->add_flag("--allow-extra", o->allow_extra, "Files not in the manifest do not fail the check");
-  c->add_flag("--json", o->json, "Result as JSON on stdout (schema sparkctl-weights-verify/v1)");
+  c->add_flag("--json", o->json, "Result as JSON on stdout (schema sparkctl-weights-verify/v1; "
+                                 "with -p sparkctl-weights-cluster-verify/v1)");
   SetExample(c, "sparkctl weights verify --manifest "
-                "profiles/checkpoints/Qwen--Qwen3-0.6B/c1899de.json --dir /models/Qwen3-0.6B");
+                "profiles/checkpoints/Qwen--Qwen3-0.6B/c1899de.json --dir /models/Qwen3-0.6B\n"
+                "  sparkctl weights verify -p profiles/qwen3-tiny-demo.yaml -c cluster.yaml");
   c->callback([o, &context] { context.exit_code = RunVerify(*o); });
+}
+
+// ---- Cluster commands: verify -p, sync, and the node-side serve / fetch they start. ----
+
+struct ClusterTarget {
+  netplan::ClusterSpec cluster;
+  profile::Profile profile;
+  std::unique_ptr<ssh::Transport> transport;
+};
+
+Result<ClusterTarget> LoadClusterTarget(const std::string& cluster_file,
+                                        const std::string& profile_file, bool accept_new) {
+  ClusterTarget t;
+  SPARK_ASSIGN_OR_RETURN(t.cluster, inventory::LoadClusterFile(cluster_file));
+  SPARK_ASSIGN_OR_RETURN(t.profile, profile::LoadProfileFile(profile_file));
+  SPARK_ASSIGN_OR_RETURN(t.transport, host::MakeTransport(t.cluster, {.accept_new = accept_new}));
+  return t;
+}
+
+// Node results as they arrive, plus a "waiting for" line every 10 s while nodes are still busy
+// (the transport returns a node's output only at its end, so there is no per-byte progress).
+class NodeWaitDisplay {
+ public:
+  NodeWaitDisplay(std::vector<std::string> nodes, bool enabled)
+      : pending_(nodes.begin(), nodes.end()), enabled_(enabled) {
+    if (enabled_) thread_ = std::thread([this] { Loop(); });
+  }
+  ~NodeWaitDisplay() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+  void Done(const weights::NodeVerify& n, size_t done, size_t total) {
+    std::lock_guard<std::mutex> lock(mu_);
+    pending_.erase(n.node);
+    if (enabled_) std::fprintf(stderr, "%s\n", weights::FormatNodeDoneLine(n, done, total).c_str());
+  }
+
+ private:
+  void Loop() {
+    auto start = std::chrono::steady_clock::now();
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!wake_.wait_for(lock, std::chrono::seconds(10), [&] { return stop_; })) {
+      if (pending_.empty()) continue;
+      std::vector<std::string> names(pending_.begin(), pending_.end());
+      double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      std::fprintf(stderr, "verify: waiting for %s (%s)\n", Join(names, ", ").c_str(),
+                   weights::FormatDuration(s).c_str());
+    }
+  }
+  std::set<std::string> pending_;
+  bool enabled_;
+  bool stop_ = false;
+  std::mutex mu_;
+  std::condition_variable wake_;
+  std::thread thread_;
+};
+
+int RunClusterVerify(const VerifyCommandOptions& o) {
+  Result<ClusterTarget> t = LoadClusterTarget(o.cluster, o.profile, o.accept_new);
+  if (!t.ok()) return ReportError(t.status());
+  NodeWaitDisplay display(weights::RingOrder(t->cluster), !o.no_progress);
+  weights::ClusterVerifyOptions options{.sparkctl_path = o.remote_sparkctl,
+                                        .allow_extra = o.allow_extra, .use_cache = !o.no_cache};
+  options.on_node_done = [&](const weights::NodeVerify& n, size_t done, size_t total) {
+    display.Done(n, done, total);
+  };
+  Result<weights::ClusterVerifyReport> report =
+      weights::VerifyOnAllNodes(*t->transport, t->cluster, t->profile, options);
+  if (!report.ok()) return ReportError(report.status());
+  std::string out = o.json ? weights::FormatClusterVerifyJson(*report)
+                           : weights::FormatClusterVerifyText(*report);
+  std::fputs(out.c_str(), stdout);
+  return report->ok() ? kExitOk : kExitFailed;
+}
+
+struct SyncCommandOptions {
+  std::string profile;
+  std::string cluster = "cluster.yaml";
+  int port = weights::kDefaultSyncPort;
+  bool plan = false;
+  bool accept_new = false;
+  bool json = false;
+  std::string remote_sparkctl;
+};
+
+int RunSync(const SyncCommandOptions& o) {
+  Result<ClusterTarget> t = LoadClusterTarget(o.cluster, o.profile, o.accept_new);
+  if (!t.ok()) return ReportError(t.status());
+  weights::SyncOptions options{.sparkctl_path = o.remote_sparkctl, .port = o.port,
+                               .plan_only = o.plan};
+  options.on_event = [](const std::string& line) { std::fprintf(stderr, "sync: %s\n", line.c_str()); };
+  Result<weights::SyncReport> r =
+      weights::SyncOnAllNodes(*t->transport, t->cluster, t->profile, options);
+  if (!r.ok()) return ReportError(r.status());
+  if (o.json) {
+    nlohmann::ordered_json transfers = nlohmann::ordered_json::array();
+    for (const auto& x : r->plan.transfers) {
+      transfers.push_back({{"file", x.file}, {"from", x.from}, {"to", x.to}, {"size", x.size}});
+    }
+    nlohmann::ordered_json out = {{"schema", "sparkctl-weights-sync/v1"}, {"ok", r->ok()},
+                                  {"plan_only", o.plan}, {"ring", r->plan.ring},
+                                  {"transfers", transfers}, {"bytes_moved", r->bytes_moved},
+                                  {"seconds", r->seconds}, {"errors", r->errors}};
+    std::printf("%s\n", out.dump(2).c_str());
+  } else {
+    for (const auto& x : r->plan.transfers) {
+      std::printf("%s -> %s: %s (%s)\n", x.from.c_str(), x.to.c_str(), x.file.c_str(),
+                  HumanBytes(x.size).c_str());
+    }
+    for (const auto& e : r->errors) std::printf("ERROR: %s\n", e.c_str());
+    if (!r->after.nodes.empty()) std::fputs(weights::FormatClusterVerifyText(r->after).c_str(), stdout);
+    std::printf("%s: %zu transfer(s), %s moved in %.1f s\n", r->ok() ? "OK" : "FAILED",
+                r->plan.transfers.size(), HumanBytes(r->bytes_moved).c_str(), r->seconds);
+  }
+  return r->ok() ? kExitOk : kExitFailed;
+}
+
+void AddSyncCommand(CLI::App* weights, CommandContext& context) {
+  auto o = std::make_shared<SyncCommandOptions>();
+  CLI::App* c = weights->add_subcommand(
+      "sync", "Copy missing or corrupt files node to node along the ring until every node "
+              "holds a verified copy. Exit 2 on any failure");
+  c->add_option("-p,--profile", o->profile, "Profile (model.path, model.manifest)")->required();
+  c->add_option("-c,--cluster", o->cluster, "Cluster inventory (default ./cluster.yaml)");
+  c->add_option("--port", o->port, "TCP port of the node-side file servers (default 51893)");
+  c->add_flag("--plan", o->plan, "Verify and show the transfers; copy nothing");
+  c->add_option("--remote-sparkctl", o->remote_sparkctl,
+                "sparkctl path to run on the nodes (default: install this binary)");
+  c->add_flag("--accept-new", o->accept_new, "Trust unknown host keys on first contact");
+  c->add_flag("--json", o->json, "Result as JSON on stdout (schema sparkctl-weights-sync/v1)");
+  SetExample(c, "sparkctl weights sync -p profiles/qwen3-tiny-demo.yaml -c cluster.yaml");
+  c->callback([o, &context] { context.exit_code = RunSync(*o); });
+}
+
+void AddServeCommand(CLI::App* weights, CommandContext& context) {
+  auto o = std::make_shared<weights::ServeOptions>();
+  auto idle = std::make_shared<int>(1800);
+  CLI::App* c = weights->add_subcommand(
+      "serve", "Node side of sync: serve DIR's files over TCP to `weights fetch` (token required)");
+  c->add_option("--dir", o->dir, "Model directory")->required();
+  c->add_option("--port", o->port, "TCP port (default 51893)");
+  c->add_option("--bind", o->bind, "Address to listen on (default 0.0.0.0)");
+  c->add_option("--token", o->token, "Shared secret every request must carry")->required();
+  c->add_option("--idle-exit", *idle, "Exit after this many seconds without a connection");
+  c->add_option("--rate-limit", o->rate_limit, "Bytes per second per connection (0: no limit)");
+  SetExample(c, "sparkctl weights serve --dir /models/Qwen3-0.6B --port 51893 --token T");
+  c->callback([o, idle, &context] {
+    o->idle_exit = std::chrono::seconds(*idle);
+    // The controller waits for this line before it starts the fetches.
+    o->on_listening = [o](int port) {
+      std::fprintf(stderr, "serve: listening on %s:%d, dir %s\n", o->bind.c_str(), port,
+                   o->dir.c_str());
+      std::fflush(stderr);
+    };
+    Status s = weights::ServeFiles(*o);
+    context.exit_code = s.ok() ? kExitOk : ReportError(s);
+  });
+}
+
+void AddFetchCommand(CLI::App* weights, CommandContext& context) {
+  auto o = std::make_shared<weights::FetchOptions>();
+  auto quit = std::make_shared<bool>(false);
+  auto json = std::make_shared<bool>(false);
+  auto connect_ms = std::make_shared<int64_t>(60000);
+  CLI::App* c = weights->add_subcommand(
+      "fetch", "Node side of sync: fetch one file from `weights serve`, resume a partial, "
+               "verify its SHA-256, rename it into place");
+  c->add_option("--from", o->from, "HOST:PORT of the server")->required();
+  c->add_option("--token", o->token, "The server's token")->required();
+  c->add_option("--file", o->file, "Relative path as in the manifest");
+  c->add_option("--dir", o->dir, "Model directory");
+  c->add_option("--sha256", o->sha256, "Expected SHA-256");
+  c->add_option("--size", o->size, "Expected size in bytes");
+  c->add_option("--connect-timeout-ms", *connect_ms, "Retry connecting this long (default 60000)");
+  c->add_flag("--quit", *quit, "Ask the server to exit instead");
+  c->add_flag("--json", *json, "Result as JSON on stdout");
+  SetExample(c, "sparkctl weights fetch --from 10.0.0.1:51893 --token T --file a.bin --dir "
+                "/models/x --sha256 <64 hex> --size 1048576");
+  c->callback([o, quit, json, connect_ms, &context] {
+    if (*quit) {
+      Status s = weights::SendQuit(o->from, o->token);
+      context.exit_code = s.ok() ? kExitOk : ReportError(s);
+      return;
+    }
+    if (o->file.empty() || o->dir.empty() || o->sha256.empty()) {
+      context.exit_code = ReportError(InvalidArgumentError("fetch needs --file, --dir, --sha256, --size"));
+      return;
+    }
+    o->connect_timeout = std::chrono::milliseconds(*connect_ms);
+    Result<weights::FetchResult> r = weights::FetchFile(*o);
+    if (!r.ok()) {
+      context.exit_code = ReportError(r.status());
+      return;
+    }
+    nlohmann::ordered_json out = {{"state", r->state}, {"file", o->file},
+                                  {"bytes_received", r->bytes_received},
+                                  {"resumed_from", r->resumed_from}, {"seconds", r->seconds}};
+    if (*json) std::printf("%s\n", out.dump().c_str());
+    else std::printf("%s: %s\n", o->file.c_str(), r->state.c_str());
+    context.exit_code = kExitOk;
+  });
+}
+
+void AddClusterWeightsCommands(CLI::App* weights, CommandContext& context) {
+  AddSyncCommand(weights, context);
+  AddServeCommand(weights, context);
+  AddFetchCommand(weights, context);
 }
 
 }  // namespace
@@ -158,6 +413,7 @@ void RegisterWeightsCommands(CLI::App& parent, CommandContext& context) {
   weights->require_subcommand(1);
   AddManifestCommand(weights, context);
   AddVerifyCommand(weights, context);
+  AddClusterWeightsCommands(weights, context);
 }
 
 }  // namespace spark::cli

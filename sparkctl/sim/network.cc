@@ -89,7 +89,9 @@ std::vector<std::string> HostBatch(const ClusterState& c) {
     for (int p = 0; p < kPorts; ++p)
       for (int t = 0; t < kTwins; ++t)
         lines.push_back(fmt::format(
-            "link add name {} address {} netns {} type veth peer name {} netns {}",
+            // The wire end carries jumbo frames like a DAC cable or a RoCE switch port; the
+            // node's netdev starts at 1500 like a fresh NIC until `net apply` raises it.
+            "link add name {} address {} netns {} type veth peer name {} netns {} mtu 9216",
             FabricNetdev(p, t), Mac(c.slot, n.rank, p, t), n.netns, WireEndName(n.rank, p, t),
             c.wires_netns));
   }
@@ -101,7 +103,7 @@ std::vector<std::string> WiresBatch(const ClusterState& c) {
   for (const std::string& bridge : PlanBridges(c.topology, c.nodes.size())) {
     // Forward LLDP like a passive cable would; no snooping, no STP delay.
     lines.push_back("link add name " + bridge +
-                    " type bridge group_fwd_mask 0x4000 mcast_snooping 0 stp_state 0");
+                    " mtu 9216 type bridge group_fwd_mask 0x4000 mcast_snooping 0 stp_state 0");
     lines.push_back("link set dev " + bridge + " up");
   }
   Wiring wiring = ComputeWiring(c.topology, c.nodes.size(), c.fabric);

@@ -1,0 +1,145 @@
+// `weights verify -p` and `weights sync` against a simulated 4-node ring, through the real
+// binary, real sshd and real TCP between the node namespaces. Only rank 0 starts with the files
+// (rank 2 with a corrupt copy of one); sync must bring every rank to a verified copy.
+// model.path lies under /run, which is a private tmpfs in every simulated node, so each node
+// really keeps its own copy. Needs root; skipped otherwise.
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace {
+
+const std::string kSparkctl = SPARK_BINARY_DIR "/bin/sparkctl";
+const std::string kSim = "wsync4";
+const std::string kModel = "/run/wsync4-model";
+
+struct Output {
+  int exit_code = -1;
+  std::string out;
+};
+
+Output Sh(const std::string& command) {
+  Output o;
+  FILE* pipe = popen((command + " 2>/tmp/wsync4-stderr.log").c_str(), "r");
+  if (!pipe) return o;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) o.out.append(buf.data(), n);
+  int status = pclose(pipe);
+  o.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return o;
+}
+
+std::string LastStderr() {
+  std::ifstream in("/tmp/wsync4-stderr.log");
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+nlohmann::json Json(const Output& o) {
+  try {
+    return nlohmann::json::parse(o.out);
+  } catch (const nlohmann::json::exception&) {
+    ADD_FAILURE() << "not JSON: " << o.out.substr(0, 400) << "\nstderr: " << LastStderr();
+    return nlohmann::json::object();
+  }
+}
+
+class SyncSimTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "needs root (network namespaces)";
+    if (access(kSparkctl.c_str(), X_OK) != 0) GTEST_SKIP() << "sparkctl not built";
+    if (Sh("command -v ip && test -x /usr/sbin/sshd").exit_code != 0) {
+      GTEST_SKIP() << "the simulator needs iproute2 and OpenSSH's sshd";
+    }
+    Sh(kSparkctl + " sim destroy --name " + kSim);
+    Output created = Sh(kSparkctl + " sim create --name " + kSim + " --nodes 4 --topology ring");
+    ASSERT_EQ(created.exit_code, 0) << LastStderr();
+    created_ = true;
+    work_ = "/var/tmp/wsync4-test";
+    std::filesystem::remove_all(work_);
+    std::filesystem::create_directories(work_ + "/src/sub");
+    ASSERT_EQ(Sh("head -c 3145728 /dev/urandom > " + work_ + "/src/a.bin && head -c 1000000 "
+                 "/dev/urandom > " + work_ + "/src/sub/b.bin && echo '{}' > " + work_ +
+                 "/src/config.json").exit_code, 0);
+    ASSERT_EQ(Sh(kSparkctl + " weights manifest " + work_ + "/src --repo test/wsync --revision "
+                 "0123abc --out " + work_ + "/manifest.json --no-progress").exit_code, 0)
+        << LastStderr();
+    WriteProfile();
+    if (HasFatalFailure()) return;
+    // Rank 0 gets the good files; rank 2 a corrupt a.bin of the right size.
+    ASSERT_EQ(Exec(0, "mkdir -p " + kModel + " && cp -r " + work_ + "/src/. " + kModel).exit_code, 0);
+    ASSERT_EQ(Exec(2, "mkdir -p " + kModel + " && head -c 3145728 /dev/zero > " + kModel +
+                      "/a.bin").exit_code, 0);
+  }
+  void TearDown() override {
+    if (created_) Sh(kSparkctl + " sim destroy --name " + kSim);
+    if (!work_.empty()) std::filesystem::remove_all(work_);
+  }
+
+  // The demo profile with model.path and model.manifest pointed at this test's files.
+  void WriteProfile() {
+    std::ifstream in(SPARK_SOURCE_DIR "/profiles/qwen3-tiny-demo.yaml");
+    std::string text(std::istreambuf_iterator<char>(in), {});
+    const std::string path_line = "  path: /var/lib/sparkctl/models/sparkctl--qwen3-tiny-demo\n";
+    size_t at = text.find(path_line);
+    ASSERT_NE(at, std::string::npos) << "the demo profile changed; update this test";
+    text.replace(at, path_line.size(),
+                 "  path: " + kModel + "\n  manifest: " + work_ + "/manifest.json\n");
+    std::ofstream(work_ + "/profile.yaml") << text;
+  }
+  Output Exec(int rank, const std::string& cmd) {
+    return Sh(kSparkctl + " sim exec --name " + kSim + " " + std::to_string(rank) +
+              " -- sh -c '" + cmd + "'");
+  }
+  std::string Args() {
+    return " -p " + work_ + "/profile.yaml -c /run/sparkctl-sim/" + kSim +
+           "/cluster.yaml --remote-sparkctl " + kSparkctl;
+  }
+
+  bool created_ = false;
+  std::string work_;
+};
+
+TEST_F(SyncSimTest, OnlyRankZeroHasTheFilesAndSyncFixesEveryRank) {
+  Output before = Sh(kSparkctl + " weights verify --json" + Args());
+  EXPECT_EQ(before.exit_code, 2);
+  nlohmann::json b = Json(before);
+  EXPECT_EQ(b["schema"], "sparkctl-weights-cluster-verify/v1");
+  ASSERT_EQ(b["nodes"].size(), 4u) << before.out;
+  EXPECT_EQ(b["nodes"][0]["ok"], true) << b["nodes"][0].dump();
+  EXPECT_NE(b["nodes"][1]["error"].get<std::string>().find("spark-1: cannot verify"),
+            std::string::npos) << b["nodes"][1].dump();
+  EXPECT_EQ(b["nodes"][2]["report"]["counts"]["hash_mismatch"], 1) << b["nodes"][2].dump();
+
+  Output sync = Sh(kSparkctl + " weights sync --json" + Args());
+  nlohmann::json s = Json(sync);
+  EXPECT_EQ(sync.exit_code, 0) << sync.out << LastStderr();
+  // 3 files to ranks 1 and 3, 2 to rank 2 (its corrupt a.bin plus the two missing ones).
+  EXPECT_EQ(s["transfers"].size(), 9u) << sync.out;
+  EXPECT_EQ(s["transfers"][0]["from"], "spark-0");
+  EXPECT_EQ(s["transfers"][0]["to"], "spark-1");
+  EXPECT_EQ(s["errors"].size(), 0u) << sync.out;
+
+  Output after = Sh(kSparkctl + " weights verify --json" + Args());
+  EXPECT_EQ(after.exit_code, 0) << after.out;
+  EXPECT_EQ(Json(after)["counts"]["ok"], 4);
+  std::string want = Sh("sha256sum < " + work_ + "/src/a.bin").out;
+  for (int r = 1; r < 4; ++r) {
+    EXPECT_EQ(Exec(r, "sha256sum < " + kModel + "/a.bin").out, want) << "rank " << r;
+    EXPECT_EQ(Exec(r, "ls -A " + kModel + " | grep -c partial").out, "0\n") << "rank " << r;
+  }
+
+  Output again = Sh(kSparkctl + " weights sync --json" + Args());
+  EXPECT_EQ(again.exit_code, 0);
+  EXPECT_EQ(Json(again)["transfers"].size(), 0u) << "nothing left to copy";
+}
+
+}  // namespace
