@@ -5,6 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
+./scripts/install-test-python.sh
 ./scripts/build.sh
 cd "${SPARK_BUILD_DIR:-build}"
 ctest --output-on-failure --timeout 900 "$@"

@@ -1,0 +1,368 @@
+#include "engine/server/completion_job.h"
+
+#include <algorithm>
+#include <ctime>
+
+#include "base/logging.h"
+#include "engine/runtime/stop_strings.h"
+
+namespace spark::engine::server {
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+std::string RandomHex(std::mt19937_64& rng, int chars) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (int i = 0; i < chars; ++i) out += kHex[rng() % 16];
+  return out;
+}
+
+json Bytes(const std::string& s) {
+  json out = json::array();
+  for (unsigned char c : s) out.push_back(c);
+  return out;
+}
+
+// Chat-style logprob entries -> the completions API's parallel lists.
+json CompletionLogprobs(const json& entries) {
+  json out = {{"tokens", json::array()},
+              {"token_logprobs", json::array()},
+              {"top_logprobs", json::array()},
+              {"text_offset", json::array()}};
+  size_t offset = 0;
+  for (const json& e : entries) {
+    out["tokens"].push_back(e["token"]);
+    out["token_logprobs"].push_back(e["logprob"]);
+    json top = json::object();
+    for (const json& t : e["top_logprobs"]) top[t["token"].get<std::string>()] = t["logprob"];
+    out["top_logprobs"].push_back(top);
+    out["text_offset"].push_back(offset);
+    offset += e["token"].get<std::string>().size();
+  }
+  return out;
+}
+
+double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+}  // namespace
+
+CompletionJob::CompletionJob(std::shared_ptr<ServerContext> context, PreparedRequest prepared,
+                             std::shared_ptr<ResponseWriter> writer)
+    : context_(std::move(context)),
+      prepared_(std::move(prepared)),
+      writer_(std::move(writer)),
+      created_(static_cast<int64_t>(std::time(nullptr))),
+      start_(Clock::now()),
+      rng_(std::random_device{}()) {
+  id_ =
+      (prepared_.request.endpoint == Endpoint::kChat ? "chatcmpl-" : "cmpl-") + RandomHex(rng_, 32);
+}
+
+void CompletionJob::Start() {
+  const CompletionRequest& req = prepared_.request;
+  const bool chat = req.endpoint == Endpoint::kChat;
+  const tokenizer::ChatMarkers& markers = context_->codec->markers();
+  choices_.resize(req.n);
+  for (Choice& c : choices_) {
+    c.seq_id = context_->next_id.fetch_add(1);
+    c.stream = context_->codec->NewStream();
+    if (chat) {
+      c.reasoning = std::make_unique<ReasoningParser>(markers.think_begin, markers.think_end,
+                                                      prepared_.starts_in_reasoning);
+    }
+    if (prepared_.parse_tools) c.tools = std::make_unique<ToolCallParser>(markers);
+    c.last_token_time = start_;
+  }
+  context_->metrics->AddPromptTokens(static_cast<int>(prepared_.prompt.size()));
+  if (req.stream) {
+    writer_->StartStream(200, "text/event-stream");
+    for (int i = 0; chat && i < req.n; ++i) {
+      json chunk = ChunkBase();
+      chunk["choices"] = json::array({{{"index", i},
+                                       {"delta", {{"role", "assistant"}, {"content", ""}}},
+                                       {"logprobs", nullptr},
+                                       {"finish_reason", nullptr}}});
+      WriteEvent(chunk);
+    }
+  }
+  writer_->OnClientGone([weak = weak_from_this()] {
+    if (auto job = weak.lock()) job->Cancel();
+  });
+  for (int i = 0; i < req.n; ++i) {
+    GenerationRequest g{choices_[i].seq_id, prepared_.prompt, req.params};
+    if (g.params.seed && i > 0) g.params.seed = *g.params.seed + i;
+    auto self = shared_from_this();
+    Status s = context_->service->Submit(
+        std::move(g), [self, i](const GenerationEvent& e) { self->OnEvent(i, e); });
+    if (!s.ok()) {
+      GenerationEvent e;
+      e.id = choices_[i].seq_id;
+      e.finished = true;
+      e.error = s;
+      OnEvent(i, e);
+    }
+  }
+}
+
+void CompletionJob::Cancel() {
+  std::vector<uint64_t> ids;
+  {
+    std::lock_guard lock(mu_);
+    cancelled_ = true;
+    for (const Choice& c : choices_) {
+      if (!c.service_done) ids.push_back(c.seq_id);
+    }
+  }
+  for (uint64_t id : ids) context_->service->Cancel(id);
+}
+
+void CompletionJob::OnEvent(size_t index, const GenerationEvent& event) {
+  std::lock_guard lock(mu_);
+  Choice& c = choices_[index];
+  if (event.finished && !c.service_done) {
+    c.service_done = true;
+    --context_->active_sequences;
+  }
+  if (c.finished || failed_) return;
+  if (!event.error.ok()) return Fail(event.error);
+  if (index == 0 && c.num_tokens == 0) cached_tokens_ = event.cached_prompt_tokens;
+  if (event.has_token) {
+    const Clock::time_point now = Clock::now();
+    if (!first_token_seen_)
+      context_->metrics->ObserveTimeToFirstToken(Seconds(now - start_));
+    else if (c.num_tokens > 0)
+      context_->metrics->ObserveInterTokenLatency(Seconds(now - c.last_token_time));
+    first_token_seen_ = true;
+    c.last_token_time = now;
+    ++c.num_tokens;
+    context_->metrics->AddGenerationTokens(1);
+    if (prepared_.request.logprobs) AddLogprobs(c, event);
+  }
+  bool stop_matched = false;
+  const std::string text = NewText(c, event, &stop_matched);
+  const bool final = event.finished || stop_matched;
+  ParsedOutput delta = Parse(c, text, final);
+  const int first_call = c.num_tool_calls;
+  c.num_tool_calls += static_cast<int>(delta.tool_calls.size());
+  if (prepared_.request.stream) {
+    StreamDelta(index, c, delta, first_call);
+  } else {
+    c.total.Append(std::move(delta));
+  }
+  if (!final) return;
+  if (stop_matched && !event.finished) context_->service->Cancel(c.seq_id);
+  FinishChoice(c, stop_matched ? "stop" : runtime::FinishReasonName(event.finish_reason));
+  if (prepared_.request.stream) StreamFinish(index, c);
+  if (++num_finished_ == static_cast<int>(choices_.size())) Complete();
+}
+
+std::string CompletionJob::NewText(Choice& c, const GenerationEvent& event, bool* stop_matched) {
+  const std::vector<int32_t>& stop_ids = context_->codec->stop_token_ids();
+  const bool is_stop_token =
+      event.finished && event.finish_reason == runtime::FinishReason::kStop &&
+      (std::count(stop_ids.begin(), stop_ids.end(), event.token) > 0 ||
+       std::count(prepared_.request.params.stop_token_ids.begin(),
+                  prepared_.request.params.stop_token_ids.end(), event.token) > 0);
+  std::string piece;
+  if (event.has_token && !is_stop_token) piece = c.stream->Push(event.token);
+  if (event.finished) piece += c.stream->Flush();
+  const size_t before = c.raw.size();
+  c.raw += piece;
+  size_t emit_to = c.raw.size();
+  const std::vector<std::string>& stops = prepared_.request.params.stop;
+  if (!stops.empty()) {
+    const runtime::StopStringMatch m = runtime::FindStopString(c.raw, c.checked, stops);
+    c.checked = before + piece.size();
+    if (m.matched) {
+      c.raw.resize(m.emit_len);
+      *stop_matched = true;
+      emit_to = m.emit_len;
+    } else if (!event.finished) {
+      emit_to = m.emit_len;
+    }
+  }
+  if (emit_to <= c.emitted) return "";
+  std::string out = c.raw.substr(c.emitted, emit_to - c.emitted);
+  c.emitted = emit_to;
+  return out;
+}
+
+ParsedOutput CompletionJob::Parse(Choice& c, const std::string& text, bool final) {
+  ParsedOutput out;
+  if (!c.reasoning) {  // Completions: plain text.
+    out.content = text;
+    return out;
+  }
+  ParsedOutput r = c.reasoning->Push(text);
+  if (final) r.Append(c.reasoning->Finish());
+  out.reasoning = std::move(r.reasoning);
+  if (!c.tools) {
+    out.content = std::move(r.content);
+    return out;
+  }
+  out.Append(c.tools->Push(r.content));
+  if (final) out.Append(c.tools->Finish());
+  return out;
+}
+
+void CompletionJob::AddLogprobs(Choice& c, const GenerationEvent& event) {
+  const std::string text = context_->codec->TokenText(event.token);
+  json top = json::array();
+  for (const runtime::TokenLogprob& t : event.top_logprobs) {
+    const std::string alt = context_->codec->TokenText(t.token);
+    top.push_back({{"token", alt}, {"logprob", t.logprob}, {"bytes", Bytes(alt)}});
+  }
+  c.logprobs.push_back(
+      {{"token", text}, {"logprob", event.logprob}, {"bytes", Bytes(text)}, {"top_logprobs", top}});
+}
+
+void CompletionJob::FinishChoice(Choice& c, const std::string& reason) {
+  c.finished = true;
+  c.finish_reason = reason == "stop" && c.num_tool_calls > 0 ? "tool_calls" : reason;
+}
+
+json CompletionJob::ChunkBase() const {
+  const bool chat = prepared_.request.endpoint == Endpoint::kChat;
+  json j = {{"id", id_},
+            {"object", chat ? "chat.completion.chunk" : "text_completion"},
+            {"created", created_},
+            {"model", context_->model_name}};
+  if (prepared_.request.include_usage) j["usage"] = nullptr;
+  return j;
+}
+
+json CompletionJob::ToolCallsJson(const std::vector<ParsedToolCall>& calls, int first_index) {
+  json out = json::array();
+  for (size_t k = 0; k < calls.size(); ++k) {
+    json call = {{"id", ToolCallId()},
+                 {"type", "function"},
+                 {"function", {{"name", calls[k].name}, {"arguments", calls[k].arguments}}}};
+    if (first_index >= 0) call["index"] = first_index + static_cast<int>(k);
+    out.push_back(std::move(call));
+  }
+  return out;
+}
+
+std::string CompletionJob::ToolCallId() { return "call_" + RandomHex(rng_, 24); }
+
+void CompletionJob::StreamDelta(size_t index, Choice& c, const ParsedOutput& delta,
+                                int first_call) {
+  if (delta.empty() && c.logprobs.empty()) return;
+  json chunk = ChunkBase();
+  json choice = {{"index", index}};
+  if (prepared_.request.endpoint == Endpoint::kChat) {
+    json d = json::object();
+    if (!delta.reasoning.empty()) d["reasoning_content"] = d["reasoning"] = delta.reasoning;
+    if (!delta.content.empty()) d["content"] = delta.content;
+    if (!delta.tool_calls.empty()) d["tool_calls"] = ToolCallsJson(delta.tool_calls, first_call);
+    choice["delta"] = d;
+    choice["logprobs"] = c.logprobs.empty() ? json(nullptr) : json{{"content", c.logprobs}};
+  } else {
+    choice["text"] = delta.content;
+    choice["logprobs"] = c.logprobs.empty() ? json(nullptr) : CompletionLogprobs(c.logprobs);
+  }
+  choice["finish_reason"] = nullptr;
+  chunk["choices"] = json::array({choice});
+  c.logprobs = json::array();
+  WriteEvent(chunk);
+}
+
+void CompletionJob::StreamFinish(size_t index, Choice& c) {
+  json chunk = ChunkBase();
+  json choice = {{"index", index}};
+  if (prepared_.request.endpoint == Endpoint::kChat) {
+    choice["delta"] = json::object();
+  } else {
+    choice["text"] = "";
+  }
+  choice["logprobs"] = nullptr;
+  choice["finish_reason"] = c.finish_reason;
+  chunk["choices"] = json::array({choice});
+  WriteEvent(chunk);
+}
+
+void CompletionJob::WriteEvent(const json& j) { writer_->Write("data: " + Dump(j) + "\n\n"); }
+
+json CompletionJob::Usage() const {
+  int completion = 0;
+  for (const Choice& c : choices_) completion += c.num_tokens;
+  const int prompt = static_cast<int>(prepared_.prompt.size());
+  return {{"prompt_tokens", prompt},
+          {"completion_tokens", completion},
+          {"total_tokens", prompt + completion},
+          {"prompt_tokens_details", {{"cached_tokens", cached_tokens_}}}};
+}
+
+void CompletionJob::Complete() {
+  context_->metrics->ObserveRequestDone(Seconds(Clock::now() - start_), choices_[0].finish_reason);
+  if (!prepared_.request.stream) return SendFullResponse();
+  if (prepared_.request.include_usage) {
+    json chunk = ChunkBase();
+    chunk["choices"] = json::array();
+    chunk["usage"] = Usage();
+    WriteEvent(chunk);
+  }
+  writer_->Write("data: [DONE]\n\n");
+  writer_->EndStream();
+}
+
+void CompletionJob::SendFullResponse() {
+  const bool chat = prepared_.request.endpoint == Endpoint::kChat;
+  json choices = json::array();
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    Choice& c = choices_[i];
+    json choice = {{"index", i}};
+    if (chat) {
+      const bool has_calls = !c.total.tool_calls.empty();
+      json message = {{"role", "assistant"}};
+      message["content"] =
+          has_calls && c.total.content.empty() ? json(nullptr) : json(c.total.content);
+      message["reasoning_content"] =
+          c.total.reasoning.empty() ? json(nullptr) : json(c.total.reasoning);
+      message["reasoning"] = message["reasoning_content"];
+      message["tool_calls"] = ToolCallsJson(c.total.tool_calls, -1);
+      choice["message"] = message;
+      choice["logprobs"] =
+          prepared_.request.logprobs ? json{{"content", c.logprobs}} : json(nullptr);
+    } else {
+      choice["text"] =
+          (prepared_.request.echo ? prepared_.request.prompt_text : "") + c.total.content;
+      choice["logprobs"] =
+          prepared_.request.logprobs ? CompletionLogprobs(c.logprobs) : json(nullptr);
+    }
+    choice["finish_reason"] = c.finish_reason;
+    choices.push_back(std::move(choice));
+  }
+  json body = {{"id", id_},           {"object", chat ? "chat.completion" : "text_completion"},
+               {"created", created_}, {"model", context_->model_name},
+               {"choices", choices},  {"usage", Usage()}};
+  writer_->Send({200, "application/json", {}, Dump(body)});
+}
+
+void CompletionJob::Fail(const Status& error) {
+  failed_ = true;
+  Logger("server")->warn("{}: generation failed: {}", id_, error.ToString());
+  for (Choice& c : choices_) {
+    if (!c.service_done) context_->service->Cancel(c.seq_id);
+  }
+  ApiError e;
+  e.message = error.ToString();
+  const bool client_error = error.code() == StatusCode::kInvalidArgument ||
+                            error.code() == StatusCode::kResourceExhausted;
+  e.http_status = client_error ? 400 : error.code() == StatusCode::kUnavailable ? 503 : 500;
+  if (!client_error) e.type = "server_error";
+  context_->metrics->ObserveRequestDone(Seconds(Clock::now() - start_), "abort");
+  if (!prepared_.request.stream) {
+    writer_->Send({e.http_status, "application/json", {}, e.ToJson()});
+    return;
+  }
+  writer_->Write("data: " + e.ToJson() + "\n\n");
+  writer_->Write("data: [DONE]\n\n");
+  writer_->EndStream();
+}
+
+}  // namespace spark::engine::server

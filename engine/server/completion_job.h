@@ -1,0 +1,108 @@
+// CompletionJob: one /v1/chat/completions or /v1/completions request in flight. It submits the
+// request's n sequences to the GenerationService, turns each token event into text (streaming
+// detokenizer, stop strings, reasoning and tool-call parsers), and writes OpenAI's response: a
+// stream of SSE chunks ending in `data: [DONE]`, or one JSON object at the end. A client that
+// goes away cancels the sequences, which frees their KV blocks.
+// Thread-safety: events arrive on the service thread and cancellation on an I/O thread; one
+// internal mutex orders them.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/server/generation_service.h"
+#include "engine/server/http_server.h"
+#include "engine/server/metrics.h"
+#include "engine/server/openai_request.h"
+#include "engine/server/output_parser.h"
+#include "engine/server/text_codec.h"
+
+namespace spark::engine::server {
+
+// What jobs share with the server; jobs hold it, so it outlives a server stopped while the
+// service still delivers events.
+struct ServerContext {
+  GenerationService* service = nullptr;
+  const TextCodec* codec = nullptr;
+  std::shared_ptr<ServerMetrics> metrics;
+  std::string model_name;
+  std::atomic<uint64_t> next_id{1};
+  std::atomic<int> active_sequences{0};  // Submitted and not finished (backpressure, drain).
+};
+
+// A request checked and tokenized, ready to run.
+struct PreparedRequest {
+  CompletionRequest request;
+  std::vector<int32_t> prompt;
+  bool starts_in_reasoning = false;  // The prompt ends inside an open think block.
+  bool parse_tools = false;
+};
+
+class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
+ public:
+  CompletionJob(std::shared_ptr<ServerContext> context, PreparedRequest prepared,
+                std::shared_ptr<ResponseWriter> writer);
+  // Submits the sequences; the response follows asynchronously.
+  void Start();
+  // Client gone: cancels every unfinished sequence.
+  void Cancel();
+
+ private:
+  struct Choice {
+    uint64_t seq_id = 0;
+    std::unique_ptr<TokenStream> stream;
+    std::string raw;     // Detokenized output (stop strings applied).
+    size_t checked = 0;  // Bytes of raw searched for stop strings.
+    size_t emitted = 0;  // Bytes of raw passed to the parsers.
+    std::unique_ptr<ReasoningParser> reasoning;
+    std::unique_ptr<ToolCallParser> tools;
+    ParsedOutput total;  // Non-streaming: everything parsed.
+    int num_tokens = 0;
+    int num_tool_calls = 0;
+    bool finished = false;      // The response for this choice is complete.
+    bool service_done = false;  // The service sent its final event (KV freed).
+    std::string finish_reason;
+    nlohmann::json logprobs = nlohmann::json::array();  // Entries not yet sent.
+    std::chrono::steady_clock::time_point last_token_time;
+  };
+
+  void OnEvent(size_t index, const GenerationEvent& event);
+  // The text `event` adds to the choice (after stop strings), and whether a stop string ended it.
+  std::string NewText(Choice& c, const GenerationEvent& event, bool* stop_matched);
+  ParsedOutput Parse(Choice& c, const std::string& text, bool final);
+  void AddLogprobs(Choice& c, const GenerationEvent& event);
+  void FinishChoice(Choice& c, const std::string& reason);
+  void StreamDelta(size_t index, Choice& c, const ParsedOutput& delta, int first_call);
+  void StreamFinish(size_t index, Choice& c);
+  void Fail(const Status& error);
+  void Complete();
+  void SendFullResponse();
+  nlohmann::json ChunkBase() const;
+  nlohmann::json Usage() const;
+  nlohmann::json ToolCallsJson(const std::vector<ParsedToolCall>& calls, int first_index);
+  std::string ToolCallId();
+  void WriteEvent(const nlohmann::json& j);
+
+  const std::shared_ptr<ServerContext> context_;
+  const PreparedRequest prepared_;
+  const std::shared_ptr<ResponseWriter> writer_;
+  std::string id_;
+  const int64_t created_;
+  const std::chrono::steady_clock::time_point start_;
+  std::mutex mu_;
+  std::vector<Choice> choices_;
+  int num_finished_ = 0;
+  int cached_tokens_ = 0;
+  bool first_token_seen_ = false;
+  bool failed_ = false;
+  bool cancelled_ = false;
+  std::mt19937_64 rng_;
+};
+
+}  // namespace spark::engine::server

@@ -1,0 +1,155 @@
+#include "engine/server/engine_service.h"
+
+#include "base/logging.h"
+
+namespace spark::engine::server {
+
+using runtime::FinishReason;
+
+EngineService::EngineService(std::unique_ptr<runtime::Engine> engine, int max_model_len,
+                             int vocab_size)
+    : engine_(std::move(engine)), max_model_len_(max_model_len), vocab_size_(vocab_size) {
+  RefreshStats();
+  thread_ = std::thread([this] { Loop(); });
+}
+
+EngineService::~EngineService() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+Status EngineService::Submit(GenerationRequest request, EventCallback callback) {
+  {
+    std::lock_guard lock(mu_);
+    if (stop_) return UnavailableError("the engine is shutting down");
+    inbox_.push_back({std::move(request), std::move(callback)});
+  }
+  cv_.notify_one();
+  return Status::Ok();
+}
+
+void EngineService::Cancel(uint64_t id) {
+  {
+    std::lock_guard lock(mu_);
+    cancels_.push_back(id);
+  }
+  cv_.notify_one();
+}
+
+ServiceStats EngineService::Stats() const {
+  std::lock_guard lock(mu_);
+  return stats_;
+}
+
+uint64_t EngineService::num_steps() const {
+  std::lock_guard lock(mu_);
+  return num_steps_;
+}
+
+void EngineService::Loop() {
+  while (true) {
+    std::vector<Pending> submitted;
+    std::vector<uint64_t> cancelled;
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [&] {
+        return stop_ || !inbox_.empty() || !cancels_.empty() || engine_->HasUnfinished();
+      });
+      if (stop_) break;
+      submitted.swap(inbox_);
+      cancelled.swap(cancels_);
+    }
+    Admit(submitted);
+    ApplyCancels(cancelled);
+    if (engine_->HasUnfinished()) RunStep();
+    RefreshStats();
+  }
+  for (auto& [id, cb] : std::map(callbacks_)) FinishOne(id, FinishReason::kAbort, Status::Ok());
+  std::vector<Pending> left;
+  {
+    std::lock_guard lock(mu_);
+    left.swap(inbox_);
+  }
+  for (Pending& p : left)
+    p.callback({p.request.id, false, 0, 0, {}, 0, true, FinishReason::kAbort, {}});
+}
+
+void EngineService::Admit(std::vector<Pending>& submitted) {
+  for (Pending& p : submitted) {
+    const uint64_t id = p.request.id;
+    Status s = engine_->AddRequest(id, std::move(p.request.prompt), p.request.params);
+    if (!s.ok()) {
+      p.callback({id, false, 0, 0, {}, 0, true, FinishReason::kAbort, s});
+      continue;
+    }
+    callbacks_[id] = std::move(p.callback);
+    first_token_sent_[id] = false;
+  }
+}
+
+void EngineService::ApplyCancels(const std::vector<uint64_t>& cancelled) {
+  for (uint64_t id : cancelled) {
+    if (callbacks_.count(id) == 0) continue;
+    engine_->FinishRequest(id, FinishReason::kAbort).IgnoreError();  // Frees its KV blocks.
+    FinishOne(id, FinishReason::kAbort, Status::Ok());
+  }
+}
+
+void EngineService::RunStep() {
+  Result<std::vector<runtime::TokenOutput>> outputs = engine_->Step();
+  if (!outputs.ok()) return FailAll(outputs.status());
+  {
+    std::lock_guard lock(mu_);
+    ++num_steps_;
+  }
+  for (runtime::TokenOutput& o : *outputs) {
+    auto it = callbacks_.find(o.seq_id);
+    if (it == callbacks_.end()) continue;
+    GenerationEvent e{o.seq_id, o.has_token, o.token,         o.logprob, std::move(o.top_logprobs),
+                      0,        o.finished,  o.finish_reason, {}};
+    if (!first_token_sent_[o.seq_id]) {  // Prefix-cache hits (0 if it finished in this step).
+      const runtime::Sequence* seq = engine_->Find(o.seq_id);
+      e.cached_prompt_tokens = seq != nullptr ? seq->num_cached_tokens() : 0;
+      first_token_sent_[o.seq_id] = true;
+    }
+    it->second(e);
+    if (o.finished) {
+      callbacks_.erase(it);
+      first_token_sent_.erase(o.seq_id);
+    }
+  }
+}
+
+// A failed step leaves the plan half-run: end every request so its blocks are freed.
+void EngineService::FailAll(const Status& error) {
+  Logger("server")->error("engine step failed: {}", error.ToString());
+  for (auto& [id, cb] : std::map(callbacks_)) {
+    engine_->FinishRequest(id, FinishReason::kAbort).IgnoreError();
+    FinishOne(id, FinishReason::kAbort, error);
+  }
+}
+
+void EngineService::FinishOne(uint64_t id, FinishReason reason, Status error) {
+  auto it = callbacks_.find(id);
+  if (it == callbacks_.end()) return;
+  EventCallback cb = std::move(it->second);
+  callbacks_.erase(it);
+  first_token_sent_.erase(id);
+  cb({id, false, 0, 0, {}, 0, true, reason, std::move(error)});
+}
+
+void EngineService::RefreshStats() {
+  const runtime::EngineStats s = engine_->stats();
+  std::lock_guard lock(mu_);
+  stats_.num_running = s.num_running;
+  stats_.num_waiting = s.num_waiting;
+  stats_.kv_usage = s.kv_usage;
+  stats_.prefix_queries = s.prefix_queries;
+  stats_.prefix_hits = s.prefix_hits;
+}
+
+}  // namespace spark::engine::server

@@ -1,0 +1,66 @@
+// EngineService: the GenerationService over engine/runtime's Engine. One thread owns the
+// engine: it takes submitted and cancelled requests from a queue, runs Engine::Step while any
+// request is unfinished, and delivers each step's tokens to the requests' callbacks. A step
+// that fails (a model or communicator error, e.g. a dead rank) fails every request in flight
+// with that error, and the engine stays usable for later requests.
+// Thread-safety: GenerationService methods from any thread; callbacks run on the engine thread.
+#pragma once
+
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "engine/runtime/engine.h"
+#include "engine/server/generation_service.h"
+
+namespace spark::engine::server {
+
+class EngineService : public GenerationService {
+ public:
+  // `engine` is driven only by this service from now on; max_model_len as the engine's.
+  EngineService(std::unique_ptr<runtime::Engine> engine, int max_model_len, int vocab_size);
+  ~EngineService() override;  // Stops the thread; requests in flight finish with kAbort.
+
+  Status Submit(GenerationRequest request, EventCallback callback) override;
+  void Cancel(uint64_t id) override;
+  ServiceStats Stats() const override;
+  int max_model_len() const override { return max_model_len_; }
+  int vocab_size() const override { return vocab_size_; }
+  // Engine steps run so far (benchmarks).
+  uint64_t num_steps() const;
+
+ private:
+  struct Pending {
+    GenerationRequest request;
+    EventCallback callback;
+  };
+
+  void Loop();
+  void Admit(std::vector<Pending>& submitted);
+  void ApplyCancels(const std::vector<uint64_t>& cancelled);
+  void RunStep();
+  void FailAll(const Status& error);
+  void FinishOne(uint64_t id, runtime::FinishReason reason, Status error);
+  void RefreshStats();
+
+  std::unique_ptr<runtime::Engine> engine_;
+  const int max_model_len_;
+  const int vocab_size_;
+  // Owned by the engine thread.
+  std::map<uint64_t, EventCallback> callbacks_;
+  std::map<uint64_t, bool> first_token_sent_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<Pending> inbox_;
+  std::vector<uint64_t> cancels_;
+  bool stop_ = false;
+  ServiceStats stats_;
+  uint64_t num_steps_ = 0;
+  std::thread thread_;
+};
+
+}  // namespace spark::engine::server

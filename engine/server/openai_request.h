@@ -1,0 +1,61 @@
+// OpenAI request bodies (/v1/chat/completions, /v1/completions) parsed and type-checked into
+// one plain struct, and the OpenAI error object. Every rejection names the offending field in
+// `param`, as OpenAI does. Unknown fields are ignored (clients send many).
+// Thread-safety: pure functions over values.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/runtime/sampling_params.h"
+#include "engine/tokenizer/chat_format.h"
+
+namespace spark::engine::server {
+
+// {"error": {"message", "type", "param", "code"}} with the HTTP status it is sent with.
+struct ApiError {
+  int http_status = 400;
+  std::string message;
+  std::string type = "invalid_request_error";
+  std::string param;  // Empty -> null.
+  std::string code;   // Empty -> null.
+
+  std::string ToJson() const;
+};
+
+ApiError InvalidRequest(std::string param, std::string message);
+
+enum class Endpoint { kChat, kCompletion };
+
+struct CompletionRequest {
+  Endpoint endpoint = Endpoint::kChat;
+  std::string model;
+  // Chat: the conversation (messages, tools, chat_template_kwargs).
+  tokenizer::ChatRequest chat;
+  // Completions: the prompt as text, or as token ids.
+  std::string prompt_text;
+  std::vector<int32_t> prompt_ids;
+  bool prompt_is_ids = false;
+
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+  int n = 1;
+  // max_tokens / max_completion_tokens when given; otherwise the endpoint's default.
+  std::optional<int> max_tokens;
+  runtime::SamplingParams params;
+  // Chat: logprobs=true, top_logprobs=k. Completions: logprobs=k (k alternatives).
+  bool logprobs = false;
+  int top_logprobs = 0;
+  // "auto" (default when tools are given), "none", "required" or a named function.
+  std::string tool_choice = "auto";
+  bool echo = false;  // Completions only.
+};
+
+// Parses a request body for `endpoint`. On failure returns the 400 error naming the field.
+std::optional<ApiError> ParseCompletionRequest(Endpoint endpoint, std::string_view body,
+                                               CompletionRequest* out);
+
+}  // namespace spark::engine::server

@@ -1,0 +1,333 @@
+#include "engine/server/openai_server.h"
+
+#include <algorithm>
+#include <ctime>
+#include <nlohmann/json.hpp>
+
+#include "base/logging.h"
+
+namespace spark::engine::server {
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+HttpResponse JsonResponse(int status, const json& body) {
+  return {
+      status, "application/json", {}, body.dump(-1, ' ', false, json::error_handler_t::replace)};
+}
+
+HttpResponse ErrorResponse(const ApiError& e) {
+  return {e.http_status, "application/json", {}, e.ToJson()};
+}
+
+ApiError MakeError(int status, std::string type, std::string message, std::string code = "") {
+  ApiError e;
+  e.http_status = status;
+  e.type = std::move(type);
+  e.message = std::move(message);
+  e.code = std::move(code);
+  return e;
+}
+
+std::string Path(const std::string& target) { return target.substr(0, target.find('?')); }
+
+}  // namespace
+
+bool IsLoopbackAddress(const std::string& host) {
+  return host == "localhost" || host == "::1" || host.starts_with("127.");
+}
+
+Result<std::unique_ptr<OpenAIServer>> OpenAIServer::Start(const OpenAIServerOptions& options,
+                                                          GenerationService* service,
+                                                          const TextCodec* codec) {
+  if (!IsLoopbackAddress(options.http.host) && options.api_keys.empty()) {
+    return FailedPreconditionError("--host " + options.http.host +
+                                   " is not a loopback address: an API key is required "
+                                   "(--api-key-file FILE)");
+  }
+  std::unique_ptr<OpenAIServer> server(new OpenAIServer(options, service, codec));
+  OpenAIServer* self = server.get();
+  SPARK_ASSIGN_OR_RETURN(server->http_,
+                         HttpServer::Start(options.http, [self](HttpRequest r, auto w) {
+                           self->Handle(std::move(r), std::move(w));
+                         }));
+  server->watchdog_ = std::thread([self] { self->WatchCanary(); });
+  Logger("server")->info("serving {} on {}:{}", options.served_model_name, options.http.host,
+                         server->port());
+  return server;
+}
+
+OpenAIServer::OpenAIServer(const OpenAIServerOptions& options, GenerationService* service,
+                           const TextCodec* codec)
+    : options_(options),
+      metrics_(std::make_shared<ServerMetrics>(options.served_model_name)),
+      context_(std::make_shared<ServerContext>()),
+      canary_guard_(std::make_shared<CanaryGuard>()) {
+  context_->service = service;
+  context_->codec = codec;
+  context_->metrics = metrics_;
+  context_->model_name = options.served_model_name;
+  canary_guard_->server = this;
+}
+
+OpenAIServer::~OpenAIServer() { Stop(); }
+
+void OpenAIServer::Stop() {
+  {
+    std::lock_guard lock(ready_mu_);
+    if (stopping_) return;
+    stopping_ = true;
+  }
+  ready_cv_.notify_all();
+  if (watchdog_.joinable()) watchdog_.join();
+  {
+    std::lock_guard lock(canary_guard_->mu);
+    canary_guard_->server = nullptr;
+  }
+  if (http_) http_->Stop();
+}
+
+Status OpenAIServer::Drain(std::chrono::milliseconds timeout) {
+  draining_ = true;
+  http_->StopAccepting();
+  const Clock::time_point deadline = Clock::now() + timeout;
+  // Sequences end before their responses are fully written: wait for both.
+  auto busy = [this] { return context_->active_sequences > 0 || http_->num_active_requests() > 0; };
+  while (busy() && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (busy()) {
+    return DeadlineExceededError(std::to_string(context_->active_sequences) + " sequence(s), " +
+                                 std::to_string(http_->num_active_requests()) +
+                                 " response(s) still running after the drain timeout");
+  }
+  return Status::Ok();
+}
+
+void OpenAIServer::Handle(HttpRequest request, std::shared_ptr<ResponseWriter> writer) {
+  const std::string path = Path(request.target);
+  const bool get = request.method == "GET";
+  const bool post = request.method == "POST";
+  if (path == "/health" && get) return writer->Send({200, "application/json", {}, ""});
+  if (path == "/metrics" && get) {
+    return writer->Send({200,
+                         "text/plain; version=0.0.4; charset=utf-8",
+                         {},
+                         metrics_->Render(context_->service->Stats())});
+  }
+  if (path == "/ready" && get) return HandleReady(writer);
+  const bool chat = path == "/v1/chat/completions", completion = path == "/v1/completions";
+  const bool models = path == "/v1/models";
+  if (!chat && !completion && !models) {
+    return writer->Send(ErrorResponse(MakeError(404, "invalid_request_error", "no route " + path)));
+  }
+  if ((models && !get) || ((chat || completion) && !post)) {
+    return writer->Send(ErrorResponse(
+        MakeError(405, "invalid_request_error", request.method + " " + path + " is not allowed")));
+  }
+  if (!options_.api_keys.Check(request.Header("authorization"))) {
+    return writer->Send(ErrorResponse(
+        MakeError(401, "invalid_request_error",
+                  "missing or invalid API key (Authorization: Bearer ...)", "invalid_api_key")));
+  }
+  if (models) return HandleModels(writer);
+  HandleCompletion(chat ? Endpoint::kChat : Endpoint::kCompletion, request, writer);
+}
+
+void OpenAIServer::HandleModels(std::shared_ptr<ResponseWriter> writer) const {
+  const std::string& name = options_.served_model_name;
+  json model = {{"id", name},
+                {"object", "model"},
+                {"created", std::time(nullptr)},
+                {"owned_by", "spark-engine"},
+                {"root", name},
+                {"parent", nullptr},
+                {"max_model_len", context_->service->max_model_len()}};
+  writer->Send(JsonResponse(200, {{"object", "list"}, {"data", json::array({model})}}));
+}
+
+void OpenAIServer::HandleCompletion(Endpoint endpoint, const HttpRequest& request,
+                                    std::shared_ptr<ResponseWriter> writer) {
+  if (draining_) {
+    return writer->Send(ErrorResponse(MakeError(503, "server_error", "server is shutting down")));
+  }
+  CompletionRequest parsed;
+  if (auto e = ParseCompletionRequest(endpoint, request.body, &parsed))
+    return writer->Send(ErrorResponse(*e));
+  PreparedRequest prepared;
+  if (auto e = Prepare(std::move(parsed), &prepared)) return writer->Send(ErrorResponse(*e));
+  const int n = prepared.request.n;
+  if (context_->active_sequences.fetch_add(n) + n > options_.max_pending_sequences) {
+    context_->active_sequences -= n;
+    metrics_->CountRejected();
+    HttpResponse r =
+        ErrorResponse(MakeError(429, "rate_limit_exceeded",
+                                "server busy: " + std::to_string(options_.max_pending_sequences) +
+                                    " sequences in flight; retry later",
+                                "rate_limit_exceeded"));
+    r.headers.emplace_back("Retry-After", std::to_string(options_.retry_after_seconds));
+    return writer->Send(std::move(r));
+  }
+  std::make_shared<CompletionJob>(context_, std::move(prepared), std::move(writer))->Start();
+}
+
+std::optional<ApiError> OpenAIServer::Prepare(CompletionRequest request,
+                                              PreparedRequest* out) const {
+  if (request.model != options_.served_model_name) {
+    ApiError e = InvalidRequest("model", "The model `" + request.model +
+                                             "` does not exist; this "
+                                             "server serves `" +
+                                             options_.served_model_name + "`.");
+    e.code = "model_not_found";
+    return e;
+  }
+  const TextCodec& codec = *context_->codec;
+  if (request.endpoint == Endpoint::kChat) {
+    out->parse_tools = !request.chat.tools.empty() && request.tool_choice != "none";
+    if (request.tool_choice == "none") request.chat.tools = nlohmann::ordered_json::array();
+    Result<std::string> text = codec.RenderChat(request.chat);
+    if (!text.ok()) return InvalidRequest("messages", text.status().message());
+    out->prompt = codec.Encode(*text, /*add_special=*/false);
+    std::string_view t = *text;
+    while (!t.empty() && (t.back() == '\n' || t.back() == ' ')) t.remove_suffix(1);
+    const std::string& think = codec.markers().think_begin;
+    out->starts_in_reasoning = !think.empty() && t.ends_with(think);
+  } else {
+    out->prompt =
+        request.prompt_is_ids ? request.prompt_ids : codec.Encode(request.prompt_text, true);
+  }
+  const std::string prompt_param = request.endpoint == Endpoint::kChat ? "messages" : "prompt";
+  if (out->prompt.empty())
+    return InvalidRequest(prompt_param, prompt_param + ": the prompt is empty");
+  for (int32_t t : out->prompt) {
+    if (t >= context_->service->vocab_size()) {
+      return InvalidRequest(prompt_param, "prompt: token id " + std::to_string(t) +
+                                              " is outside the vocabulary of " +
+                                              std::to_string(context_->service->vocab_size()));
+    }
+  }
+  out->request = std::move(request);
+  return SetMaxTokens(out);
+}
+
+std::optional<ApiError> OpenAIServer::SetMaxTokens(PreparedRequest* p) const {
+  CompletionRequest& r = p->request;
+  const int max_len = context_->service->max_model_len();
+  const int prompt = static_cast<int>(p->prompt.size());
+  const std::string prompt_param = r.endpoint == Endpoint::kChat ? "messages" : "prompt";
+  if (prompt >= max_len) {
+    return InvalidRequest(prompt_param,
+                          "This model's maximum context length is " + std::to_string(max_len) +
+                              " tokens. However, your request has " + std::to_string(prompt) +
+                              " input tokens. Please reduce the length of the input.");
+  }
+  if (r.max_tokens && *r.max_tokens > max_len - prompt) {
+    return InvalidRequest("max_tokens", "max_tokens: this model's maximum context length is " +
+                                            std::to_string(max_len) +
+                                            " tokens. However, you requested " +
+                                            std::to_string(prompt + *r.max_tokens) + " tokens (" +
+                                            std::to_string(prompt) + " in the input, " +
+                                            std::to_string(*r.max_tokens) + " in the completion).");
+  }
+  const int room = max_len - prompt;
+  r.params.max_tokens =
+      r.max_tokens.value_or(r.endpoint == Endpoint::kChat ? room : std::min(16, room));
+  if (!r.params.ignore_eos) {
+    for (int32_t id : context_->codec->stop_token_ids()) {
+      if (std::count(r.params.stop_token_ids.begin(), r.params.stop_token_ids.end(), id) == 0) {
+        r.params.stop_token_ids.push_back(id);
+      }
+    }
+  }
+  if (Status s = r.params.Validate(); !s.ok()) {
+    const size_t colon = s.message().find(':');
+    return InvalidRequest(colon == std::string::npos ? "" : s.message().substr(0, colon),
+                          s.message());
+  }
+  return std::nullopt;
+}
+
+void OpenAIServer::HandleReady(std::shared_ptr<ResponseWriter> writer) {
+  std::unique_lock lock(ready_mu_);
+  const bool fresh = canary_result_ && Clock::now() - canary_time_ < options_.ready_cache;
+  if (fresh && !canary_running_) {
+    const Status s = *canary_result_;
+    lock.unlock();
+    if (s.ok()) return writer->Send(JsonResponse(200, {{"status", "ready"}}));
+    return writer->Send(JsonResponse(503, {{"status", "unavailable"}, {"error", s.ToString()}}));
+  }
+  ready_waiters_.push_back(std::move(writer));
+  if (canary_running_) return;
+  canary_running_ = true;
+  canary_id_ = context_->next_id.fetch_add(1);
+  canary_deadline_ = Clock::now() + options_.ready_timeout;
+  lock.unlock();
+  StartCanary();
+}
+
+void OpenAIServer::StartCanary() {
+  GenerationRequest g;
+  {
+    std::lock_guard lock(ready_mu_);
+    g.id = canary_id_;
+  }
+  g.prompt = context_->codec->Encode("ready", false);
+  const int vocab = context_->service->vocab_size();
+  if (g.prompt.empty() ||
+      std::any_of(g.prompt.begin(), g.prompt.end(), [vocab](int32_t t) { return t >= vocab; })) {
+    g.prompt = {0};  // A tokenizer larger than the model (test checkpoints): any valid id will do.
+  }
+  g.params.temperature = 0;
+  g.params.max_tokens = 1;
+  g.params.ignore_eos = true;
+  const uint64_t id = g.id;
+  Status s = context_->service->Submit(
+      std::move(g), [guard = canary_guard_, id](const GenerationEvent& e) {
+        if (!e.finished) return;
+        std::lock_guard lock(guard->mu);
+        if (guard->server == nullptr) return;
+        if (!e.error.ok()) return guard->server->FinishCanary(id, e.error);
+        guard->server->FinishCanary(
+            id, e.has_token ? Status::Ok()
+                            : UnavailableError("the canary request ended without a token"));
+      });
+  if (!s.ok()) FinishCanary(id, s);
+}
+
+void OpenAIServer::FinishCanary(uint64_t id, Status result) {
+  std::vector<std::shared_ptr<ResponseWriter>> waiters;
+  {
+    std::lock_guard lock(ready_mu_);
+    if (!canary_running_ || id != canary_id_) return;
+    canary_running_ = false;
+    canary_result_ = result;
+    canary_time_ = Clock::now();
+    waiters.swap(ready_waiters_);
+  }
+  if (!result.ok()) Logger("server")->warn("/ready: {}", result.ToString());
+  for (auto& w : waiters) {
+    if (result.ok())
+      w->Send(JsonResponse(200, {{"status", "ready"}}));
+    else
+      w->Send(JsonResponse(503, {{"status", "unavailable"}, {"error", result.ToString()}}));
+  }
+}
+
+// Fails a canary that has not produced its token by its deadline (a hung rank never answers).
+void OpenAIServer::WatchCanary() {
+  std::unique_lock lock(ready_mu_);
+  while (!stopping_) {
+    ready_cv_.wait_for(lock, std::chrono::milliseconds(50));
+    if (!canary_running_ || Clock::now() < canary_deadline_) continue;
+    const uint64_t id = canary_id_;
+    lock.unlock();
+    FinishCanary(id, DeadlineExceededError("no token within " +
+                                           std::to_string(options_.ready_timeout.count()) +
+                                           " ms: a rank is hung or the engine is stalled"));
+    context_->service->Cancel(id);
+    lock.lock();
+  }
+}
+
+}  // namespace spark::engine::server

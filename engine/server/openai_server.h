@@ -1,0 +1,102 @@
+// OpenAIServer: the OpenAI-compatible HTTP API of spark-engine, shaped after vLLM's server so
+// that existing clients and dashboards work unchanged.
+//   POST /v1/chat/completions, POST /v1/completions   (streaming and not; completion_job.h)
+//   GET  /v1/models
+//   GET  /health    the process is alive (no model work)
+//   GET  /ready     a real one-token generation through the service (so through every rank),
+//                   cached for a few seconds; 503 naming the error when it fails or hangs
+//   GET  /metrics   Prometheus text, vLLM names (metrics.h)
+// Safety: /v1/* needs a Bearer key when keys are configured, and keys are required when the
+// server binds a non-loopback address; a bounded number of sequences in flight (429 with
+// Retry-After beyond it); Drain() for SIGTERM. docs/server.md lists every parameter and limit.
+// Thread-safety: Start/Drain/Stop from one controlling thread; requests run on I/O threads.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/server/api_keys.h"
+#include "engine/server/completion_job.h"
+#include "engine/server/http_server.h"
+#include "engine/server/metrics.h"
+#include "engine/server/text_codec.h"
+
+namespace spark::engine::server {
+
+struct OpenAIServerOptions {
+  HttpServerOptions http;
+  std::string served_model_name = "model";
+  ApiKeys api_keys;  // Empty: no auth (allowed on loopback addresses only).
+  // Sequences submitted and not finished, at most; more: 429. Default 256.
+  int max_pending_sequences = 256;
+  int retry_after_seconds = 1;
+  // /ready: how long a canary result is reused, and how long a canary may take.
+  std::chrono::milliseconds ready_cache{3000};
+  std::chrono::milliseconds ready_timeout{10'000};
+};
+
+// True for 127.0.0.0/8, ::1 and "localhost".
+bool IsLoopbackAddress(const std::string& host);
+
+class OpenAIServer {
+ public:
+  // FailedPrecondition when binding a non-loopback address without API keys; the errors of
+  // HttpServer::Start. `service` and `codec` must outlive the server.
+  static Result<std::unique_ptr<OpenAIServer>> Start(const OpenAIServerOptions& options,
+                                                     GenerationService* service,
+                                                     const TextCodec* codec);
+  ~OpenAIServer();
+
+  int port() const { return http_->port(); }
+  int active_sequences() const { return context_->active_sequences; }
+  // Stops accepting connections, answers new requests with 503 and waits for running requests
+  // to finish. DeadlineExceeded when some were still running after `timeout`.
+  Status Drain(std::chrono::milliseconds timeout);
+  void Stop();
+
+ private:
+  OpenAIServer(const OpenAIServerOptions& options, GenerationService* service,
+               const TextCodec* codec);
+
+  void Handle(HttpRequest request, std::shared_ptr<ResponseWriter> writer);
+  void HandleCompletion(Endpoint endpoint, const HttpRequest& request,
+                        std::shared_ptr<ResponseWriter> writer);
+  std::optional<ApiError> Prepare(CompletionRequest request, PreparedRequest* out) const;
+  std::optional<ApiError> SetMaxTokens(PreparedRequest* p) const;
+  void HandleModels(std::shared_ptr<ResponseWriter> writer) const;
+  void HandleReady(std::shared_ptr<ResponseWriter> writer);
+  void StartCanary();
+  void FinishCanary(uint64_t id, Status result);
+  struct CanaryGuard {  // Lets a late canary event find out that the server is gone.
+    std::mutex mu;
+    OpenAIServer* server = nullptr;
+  };
+  void WatchCanary();
+
+  const OpenAIServerOptions options_;
+  std::shared_ptr<ServerMetrics> metrics_;
+  std::shared_ptr<ServerContext> context_;
+  std::shared_ptr<CanaryGuard> canary_guard_;
+  std::unique_ptr<HttpServer> http_;
+  std::atomic<bool> draining_{false};
+
+  // /ready canary state.
+  std::mutex ready_mu_;
+  std::condition_variable ready_cv_;
+  bool canary_running_ = false;
+  uint64_t canary_id_ = 0;
+  std::chrono::steady_clock::time_point canary_deadline_;
+  std::optional<Status> canary_result_;
+  std::chrono::steady_clock::time_point canary_time_;
+  std::vector<std::shared_ptr<ResponseWriter>> ready_waiters_;
+  bool stopping_ = false;
+  std::thread watchdog_;
+};
+
+}  // namespace spark::engine::server

@@ -1,0 +1,73 @@
+#include "engine/server/openai_request.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+namespace spark::engine::server {
+namespace {
+
+TEST(OpenAIRequestTest, ParsesChatSamplingFields) {
+  CompletionRequest r;
+  auto e = ParseCompletionRequest(Endpoint::kChat, R"({
+      "model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": true,
+      "stream_options": {"include_usage": true}, "n": 2, "max_completion_tokens": 7,
+      "temperature": 0.5, "top_p": 0.9, "top_k": 40, "min_p": 0.1, "seed": 42,
+      "presence_penalty": 0.5, "frequency_penalty": -0.5, "stop": ["x", "y"],
+      "logprobs": true, "top_logprobs": 3, "tool_choice": "required",
+      "chat_template_kwargs": {"enable_thinking": false}, "reasoning_effort": "low"})",
+                                  &r);
+  ASSERT_FALSE(e.has_value()) << e->message;
+  EXPECT_TRUE(r.stream);
+  EXPECT_TRUE(r.include_usage);
+  EXPECT_EQ(r.n, 2);
+  EXPECT_EQ(*r.max_tokens, 7);
+  EXPECT_FLOAT_EQ(r.params.temperature, 0.5f);
+  EXPECT_EQ(r.params.top_k, 40);
+  EXPECT_EQ(*r.params.seed, 42u);
+  EXPECT_EQ(r.params.stop, (std::vector<std::string>{"x", "y"}));
+  EXPECT_TRUE(r.params.logprobs);
+  EXPECT_EQ(r.params.top_logprobs, 3);
+  EXPECT_EQ(r.tool_choice, "required");
+  EXPECT_EQ(r.chat.template_kwargs["enable_thinking"], false);
+  EXPECT_EQ(r.chat.template_kwargs["reasoning_effort"], "low");
+}
+
+TEST(OpenAIRequestTest, CompletionPromptForms) {
+  CompletionRequest text, ids, nested;
+  EXPECT_FALSE(
+      ParseCompletionRequest(Endpoint::kCompletion, R"({"model": "m", "prompt": ["hi"]})", &text));
+  EXPECT_EQ(text.prompt_text, "hi");
+  EXPECT_FALSE(
+      ParseCompletionRequest(Endpoint::kCompletion, R"({"model": "m", "prompt": [1, 2]})", &ids));
+  EXPECT_EQ(ids.prompt_ids, (std::vector<int32_t>{1, 2}));
+  EXPECT_FALSE(ParseCompletionRequest(
+      Endpoint::kCompletion, R"({"model": "m", "prompt": [[3]], "logprobs": 2})", &nested));
+  EXPECT_EQ(nested.prompt_ids, (std::vector<int32_t>{3}));
+  EXPECT_EQ(nested.params.top_logprobs, 2);
+}
+
+TEST(OpenAIRequestTest, RejectsDeepNestingAndWrongTypes) {
+  CompletionRequest r;
+  const std::string deep = R"({"model": "m", "prompt": )" + std::string(100000, '[') + "]}";
+  auto e = ParseCompletionRequest(Endpoint::kCompletion, deep, &r);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->http_status, 400);
+  e = ParseCompletionRequest(
+      Endpoint::kChat,
+      R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})", &r);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->param, "top_logprobs");
+  e = ParseCompletionRequest(
+      Endpoint::kChat,
+      R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "stream_options": {"include_usage": 1}})",
+      &r);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->param, "stream_options.include_usage");
+  nlohmann::json j = nlohmann::json::parse(e->ToJson());
+  EXPECT_EQ(j["error"]["type"], "invalid_request_error");
+  EXPECT_TRUE(j["error"]["code"].is_null());
+}
+
+}  // namespace
+}  // namespace spark::engine::server
