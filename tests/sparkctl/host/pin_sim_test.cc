@@ -1,0 +1,121 @@
+// `sparkctl host pin` against the simulator (label sim, root): plan, refusal without --yes,
+// apply, idempotence, and a node on a denied kernel left unpinned. Each node's /etc is its own
+// overlay, so the files written stay inside the simulated node; dpkg state is never touched.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace {
+
+const std::string kSparkctl = SPARK_BINARY_DIR "/bin/sparkctl";
+const std::string kName = "pin3";
+const std::string kSeed = "/run/sparkctl-sim/pin3/cluster.yaml";
+const std::string kProfile = "/tmp/sparkctl-pin3-profile.yaml";
+
+struct Output {
+  int exit_code = -1;
+  std::string out;
+};
+
+Output Sh(const std::string& command) {
+  Output o;
+  FILE* pipe = popen((command + " 2>/dev/null").c_str(), "r");
+  if (!pipe) return o;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) o.out.append(buf.data(), n);
+  int status = pclose(pipe);
+  o.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return o;
+}
+
+nlohmann::json Json(const Output& o) {
+  try {
+    return nlohmann::json::parse(o.out);
+  } catch (const nlohmann::json::exception&) {
+    ADD_FAILURE() << "not JSON: " << o.out.substr(0, 400);
+    return {};
+  }
+}
+
+// The demo profile with kho=off added to the kernel options.
+bool WriteProfile() {
+  std::ifstream in(SPARK_SOURCE_DIR "/profiles/qwen3-tiny-demo.yaml");
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string s = text.str();
+  size_t at = s.find("    allow: [");
+  if (at == std::string::npos) return false;
+  s.insert(at, "    cmdline: [kho=off]\n");
+  std::ofstream(kProfile) << s;
+  return true;
+}
+
+class PinSimTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "needs root (network namespaces)";
+    if (access(kSparkctl.c_str(), X_OK) != 0) GTEST_SKIP() << "sparkctl not built";
+    ASSERT_TRUE(WriteProfile());
+    Sh(kSparkctl + " sim destroy --name " + kName);
+    created_ = Sh(kSparkctl + " sim create --name " + kName + " --nodes 2 --topology pair")
+                   .exit_code == 0;
+    ASSERT_TRUE(created_) << "sim create failed";
+  }
+  void TearDown() override {
+    if (created_) Sh(kSparkctl + " sim destroy --name " + kName);
+    unlink(kProfile.c_str());
+  }
+  Output Pin(const std::string& flags) {
+    return Sh(kSparkctl + " host pin -c " + kSeed + " -p " + kProfile + " --json " + flags +
+              " </dev/null");
+  }
+  Output Exec(const std::string& node, const std::string& cmd) {
+    return Sh(kSparkctl + " sim exec --name " + kName + " " + node + " -- " + cmd);
+  }
+  bool created_ = false;
+};
+
+TEST_F(PinSimTest, PlanApplyIdempotentAndDeniedKernel) {
+  const std::string kernel_file = "/etc/apt/preferences.d/sparkctl-kernel";
+  Output plan = Pin("--plan");
+  ASSERT_EQ(plan.exit_code, 0) << plan.out;
+  EXPECT_GT(Json(plan)["changes"].get<int>(), 0);
+  EXPECT_NE(Exec("spark-0", "test -e " + kernel_file).exit_code, 0) << "--plan wrote a file";
+
+  EXPECT_EQ(Pin("").exit_code, 3) << "no --yes and no terminal must ask";
+
+  Output apply = Pin("--yes");
+  ASSERT_EQ(apply.exit_code, 0) << apply.out;
+  auto applied = Json(apply);
+  EXPECT_TRUE(applied["applied"].get<bool>());
+  EXPECT_EQ(applied["reboot"].size(), 2u) << "the host's /proc/cmdline has no kho=off";
+  Output pinned = Exec("spark-1", "cat " + kernel_file);
+  EXPECT_NE(pinned.out.find("linux-image-6.17.0-1031-nvidia"), std::string::npos) << pinned.out;
+  Output grub = Exec("spark-1", "cat /etc/default/grub.d/99-sparkctl.cfg");
+  EXPECT_NE(grub.out.find("kho=off"), std::string::npos) << grub.out;
+
+  Output again = Pin("--plan");
+  ASSERT_EQ(again.exit_code, 0);
+  EXPECT_EQ(Json(again)["changes"].get<int>(), 0) << again.out;
+
+  ASSERT_EQ(Sh(kSparkctl + " sim fault --name " + kName + " kernel spark-1 7.0.0-1019-nvidia")
+                .exit_code,
+            0);
+  Output denied = Pin("--yes");
+  EXPECT_EQ(denied.exit_code, 2);
+  for (const auto& n : Json(denied)["nodes"]) {
+    bool blocked = !n["kernel_blocked"].get<std::string>().empty();
+    EXPECT_EQ(blocked, n["node"] == "spark-1") << n.dump();
+  }
+}
+
+}  // namespace
