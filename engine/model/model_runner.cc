@@ -1,0 +1,56 @@
+#include "engine/model/model_runner.h"
+
+#include <algorithm>
+#include <string>
+
+namespace spark::engine::model {
+
+Result<std::unique_ptr<ModelStepRunner>> ModelStepRunner::Create(Model* model,
+                                                                 backend::Backend& backend,
+                                                                 int64_t num_blocks, int block_size,
+                                                                 bool return_logits) {
+  if (model == nullptr) return InvalidArgumentError("ModelStepRunner: no model");
+  SPARK_ASSIGN_OR_RETURN(PagedKvCache cache, PagedKvCache::Create(backend, model->kv_cache_spec(),
+                                                                  num_blocks, block_size));
+  return std::unique_ptr<ModelStepRunner>(
+      new ModelStepRunner(model, std::move(cache), return_logits));
+}
+
+ForwardBatch ModelStepRunner::MakeBatch(const runtime::StepPlan& plan, int block_size) {
+  ForwardBatch batch;
+  for (const runtime::StepPlanEntry& e : plan.entries) {
+    // start_pos is how many of the sequence's tokens are already in its KV blocks (a prefix
+    // cache hit or earlier chunks); the block table covers them and the new tokens.
+    batch.AddSequence(e.token_ids, e.start_pos, e.block_table, block_size);
+  }
+  return batch;
+}
+
+Result<std::vector<float>> ModelStepRunner::Run(const runtime::StepPlan& plan) {
+  if (plan.entries.empty()) return std::vector<float>();
+  for (const runtime::StepPlanEntry& e : plan.entries) {
+    if (e.token_ids.empty() || e.start_pos < 0) {
+      return InvalidArgumentError("step " + std::to_string(plan.step) + ": sequence " +
+                                  std::to_string(e.seq_id) + " has no tokens to run");
+    }
+  }
+  const ForwardBatch batch = MakeBatch(plan, cache_.block_size());
+  SPARK_RETURN_IF_ERROR(model_->Forward(batch, cache_, &logits_));
+  const size_t vocab = static_cast<size_t>(vocab_size());
+  // One row per sequence: the logits of its last new token.
+  if (logits_.size() != vocab * plan.entries.size()) {
+    return InternalError("model returned " + std::to_string(logits_.size()) + " logits for " +
+                         std::to_string(plan.entries.size()) + " sequences of vocab " +
+                         std::to_string(vocab));
+  }
+  std::vector<float> rows;
+  if (!return_logits_) return rows;
+  rows.reserve(vocab * static_cast<size_t>(plan.num_logits_rows()));
+  for (size_t i = 0; i < plan.entries.size(); ++i) {
+    if (!plan.entries[i].needs_logits) continue;
+    rows.insert(rows.end(), logits_.begin() + i * vocab, logits_.begin() + (i + 1) * vocab);
+  }
+  return rows;
+}
+
+}  // namespace spark::engine::model

@@ -1,0 +1,57 @@
+// ModelStepRunner: the runtime::ModelRunner over one rank's Model. It owns the rank's paged KV
+// cache, sized from the engine's block count (the runtime BlockManager hands out the block ids
+// that StepPlans carry), turns each StepPlan into a ForwardBatch and returns the logits rows of
+// the entries that need them. Every rank of a tensor-parallel group runs the same plans; the
+// model all-gathers the vocab-parallel logits, so rank 0 returns full-vocabulary rows and the
+// other ranks return none (nobody samples there).
+// `spark-engine generate` and (through engine/app/rank_launch.h) `serve` use this runner.
+// Thread-safety: none; called from the rank's engine thread only, as the Model.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "base/status.h"
+#include "engine/backend/backend.h"
+#include "engine/model/forward_batch.h"
+#include "engine/model/kv_cache.h"
+#include "engine/model/model.h"
+#include "engine/runtime/model_runner.h"
+#include "engine/runtime/step_plan.h"
+
+namespace spark::engine::model {
+
+class ModelStepRunner : public runtime::ModelRunner {
+ public:
+  // Allocates a KV cache of num_blocks x block_size tokens on `backend` for `model` (both must
+  // outlive the runner). `return_logits`: false on ranks that never sample (TP ranks > 0).
+  // InvalidArgument for non-positive sizes; ResourceExhausted when the cache does not fit.
+  static Result<std::unique_ptr<ModelStepRunner>> Create(Model* model, backend::Backend& backend,
+                                                         int64_t num_blocks, int block_size,
+                                                         bool return_logits = true);
+
+  int vocab_size() const override { return model_->config().vocab_size; }
+
+  // Runs the plan's entries in one forward. InvalidArgument for an entry without tokens, a
+  // block table too short for its positions or a block id outside the cache (from
+  // ForwardBatch::Validate); the model's and communicator's errors pass through.
+  Result<std::vector<float>> Run(const runtime::StepPlan& plan) override;
+
+  // The ForwardBatch for `plan` (exposed for tests).
+  static ForwardBatch MakeBatch(const runtime::StepPlan& plan, int block_size);
+
+  int64_t num_blocks() const { return cache_.num_blocks(); }
+  int block_size() const { return cache_.block_size(); }
+
+ private:
+  ModelStepRunner(Model* model, PagedKvCache cache, bool return_logits)
+      : model_(model), cache_(std::move(cache)), return_logits_(return_logits) {}
+
+  Model* model_;
+  PagedKvCache cache_;
+  const bool return_logits_;
+  std::vector<float> logits_;  // Reused across steps.
+};
+
+}  // namespace spark::engine::model

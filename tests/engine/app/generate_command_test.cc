@@ -1,0 +1,181 @@
+// Runs the built spark-engine binary: `generate` on the runtime Engine with 1, 2 and 4 rank
+// processes over Gloo, prefix caching on and off, chunked prefill, and a rank that dies.
+// Expected tokens are transformers' greedy ids from tests/fixtures/models/*/expected.json.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace spark::engine {
+namespace {
+
+const std::string kBinary = SPARK_BINARY_DIR "/bin/spark-engine";
+const std::string kFixtures = SPARK_SOURCE_DIR "/tests/fixtures/models/";
+
+struct RunResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+  double seconds = 0;
+};
+
+// Runs spark-engine with `args` under `timeout` (so a hang fails the test instead of ctest).
+RunResult RunEngine(const std::string& args, int timeout_s = 120) {
+  const std::string err_file = std::filesystem::temp_directory_path() /
+                               ("spark_generate_test_" + std::to_string(getpid()) + ".err");
+  const std::string cmd =
+      "timeout -k 5 " + std::to_string(timeout_s) + " " + kBinary + " " + args + " 2>" + err_file;
+  RunResult r;
+  const auto start = std::chrono::steady_clock::now();
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (pipe == nullptr) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) r.out.append(buf, n);
+  const int st = pclose(pipe);
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  r.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  std::ifstream in(err_file);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  r.err = ss.str();
+  std::filesystem::remove(err_file);
+  return r;
+}
+
+struct Fixture {
+  std::vector<std::vector<int>> prompts;
+  std::vector<std::vector<int>> greedy;
+};
+
+Fixture LoadFixture(const std::string& model) {
+  std::ifstream in(kFixtures + model + "/expected.json");
+  const nlohmann::json j = nlohmann::json::parse(in);
+  Fixture f;
+  for (const auto& c : j.at("cases")) {
+    f.prompts.push_back(c.at("prompt_ids").get<std::vector<int>>());
+    f.greedy.push_back(c.at("greedy_ids").get<std::vector<int>>());
+  }
+  return f;
+}
+
+// "--prompt-ids a,b;c,d" for every case of the fixture.
+std::string PromptArg(const Fixture& f) {
+  std::string s;
+  for (const auto& p : f.prompts) {
+    if (!s.empty()) s += ';';
+    for (size_t i = 0; i < p.size(); ++i) s += (i ? "," : "") + std::to_string(p[i]);
+  }
+  return "--prompt-ids '" + s + "'";
+}
+
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::stringstream ss(text);
+  for (std::string line; std::getline(ss, line);) {
+    if (!line.empty()) lines.push_back(line);
+  }
+  return lines;
+}
+
+// Runs every prompt of `model` (repeated `rounds` times) and checks the tokens; returns the
+// --print-stats line.
+nlohmann::json GenerateAndCheck(const std::string& model, int tp, const std::string& extra,
+                                int rounds = 1) {
+  const Fixture f = LoadFixture(model);
+  const RunResult r = RunEngine("generate --model " + kFixtures + model + " " + PromptArg(f) +
+                                " --max-tokens 12 --temperature 0 --print-ids --print-stats --tp " +
+                                std::to_string(tp) + " --threads " + std::to_string(tp) +
+                                " --comm-timeout 30 " + extra);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<std::string> lines = Lines(r.out);
+  const size_t want = f.prompts.size() * rounds;
+  EXPECT_EQ(lines.size(), want + 1) << r.out << r.err;
+  if (lines.size() != want + 1) return {};
+  for (size_t i = 0; i < want; ++i) {
+    EXPECT_EQ(nlohmann::json::parse(lines[i]).get<std::vector<int>>(),
+              f.greedy[i % f.prompts.size()])
+        << model << " tp=" << tp << " " << extra << " request " << i;
+  }
+  return nlohmann::json::parse(lines.back());
+}
+
+struct TpCase {
+  const char* model;
+  int tp;
+};
+
+class GenerateTpTest : public testing::TestWithParam<TpCase> {};
+
+TEST_P(GenerateTpTest, GreedyMatchesTransformers) {
+  GenerateAndCheck(GetParam().model, GetParam().tp, "");
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, GenerateTpTest,
+                         testing::Values(TpCase{"qwen3-tiny", 1}, TpCase{"qwen3-tiny", 2},
+                                         TpCase{"qwen3-tiny", 4}, TpCase{"qwen3-moe-tiny", 1},
+                                         TpCase{"qwen3-moe-tiny", 2}, TpCase{"qwen3-moe-tiny", 4}),
+                         [](const auto& info) {
+                           std::string name = info.param.model;
+                           for (char& c : name) c = std::isalnum(c) ? c : '_';
+                           return name + "_tp" + std::to_string(info.param.tp);
+                         });
+
+TEST(GenerateTest, PrefixCacheHitsGiveSameTokens) {
+  for (const char* model : {"qwen3-tiny", "qwen3-moe-tiny"}) {
+    const nlohmann::json on = GenerateAndCheck(model, 2, "--block-size 4 --repeat 2", 2);
+    const nlohmann::json off =
+        GenerateAndCheck(model, 2, "--block-size 4 --repeat 2 --no-prefix-caching", 2);
+    ASSERT_FALSE(on.is_null());
+    ASSERT_FALSE(off.is_null());
+    // The second round finds the first round's full prompt blocks.
+    EXPECT_GT(on["prefix_hits"].get<int>(), 0) << on;
+    EXPECT_EQ(off["prefix_hits"].get<int>(), 0) << off;
+    EXPECT_LT(on["prompt_tokens_computed"].get<int>(), off["prompt_tokens_computed"].get<int>());
+  }
+}
+
+TEST(GenerateTest, ChunkedPrefillGivesSameTokens) {
+  for (int tp : {1, 4}) {
+    for (const char* model : {"qwen3-tiny", "qwen3-moe-tiny"}) {
+      const nlohmann::json stats =
+          GenerateAndCheck(model, tp, "--block-size 4 --max-batched-tokens 5");
+      ASSERT_FALSE(stats.is_null());
+      // 41 prompt tokens at 5 per step cannot fit the 12 steps of an unchunked run.
+      EXPECT_GT(stats["num_steps"].get<int>(), 12) << stats;
+    }
+  }
+}
+
+TEST(GenerateTest, RankThatExitsEarlyIsNamed) {
+  for (int tp : {2, 4}) {
+    const std::string dead = std::to_string(tp - 1);
+    const RunResult r = RunEngine("generate --model " + kFixtures +
+                                      "qwen3-tiny --prompt-ids 5,17,42 --max-tokens 12 --print-ids "
+                                      "--comm-timeout 20 --tp " +
+                                      std::to_string(tp) + " --threads " + std::to_string(tp) +
+                                      " --test-exit-rank " + dead,
+                                  90);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find("rank " + dead + " exited with status 3"), std::string::npos) << r.err;
+    EXPECT_LT(r.seconds, 60) << "the launcher waited for a timeout instead of the dead rank";
+  }
+}
+
+TEST(GenerateTest, BadRankIsRejected) {
+  const RunResult r = RunEngine("generate --model " + kFixtures +
+                                "qwen3-tiny --prompt-ids 5 --tp 2 --rank 2 --master-port 1");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--rank 2"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace spark::engine
