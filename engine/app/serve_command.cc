@@ -12,6 +12,7 @@
 #include "engine/backend/cpu/cpu_backend.h"
 #include "engine/comm/communicator.h"
 #include "engine/model/model.h"
+#include "engine/model/model_runner.h"
 #include "engine/runtime/engine.h"
 #include "engine/runtime/plan_broadcast.h"
 #include "engine/server/engine_service.h"
@@ -38,39 +39,10 @@ struct ServeOptions {
   int drain_timeout_s = 30;
 };
 
-// runtime::ModelRunner over one rank's Model and KV cache.
-class ModelStepRunner : public runtime::ModelRunner {
- public:
-  ModelStepRunner(model::Model* m, model::PagedKvCache* cache, int block_size)
-      : model_(m), cache_(cache), block_size_(block_size) {}
-  int vocab_size() const override { return model_->config().vocab_size; }
-  Result<std::vector<float>> Run(const runtime::StepPlan& plan) override {
-    model::ForwardBatch batch;
-    for (const runtime::StepPlanEntry& e : plan.entries) {
-      batch.AddSequence(e.token_ids, e.start_pos, e.block_table, block_size_);
-    }
-    std::vector<float> all;
-    SPARK_RETURN_IF_ERROR(model_->Forward(batch, *cache_, &all));
-    const size_t vocab = static_cast<size_t>(vocab_size());
-    std::vector<float> rows;  // Only the entries that want logits, in order.
-    for (size_t i = 0; i < plan.entries.size() && all.size() >= vocab * plan.entries.size(); ++i) {
-      if (plan.entries[i].needs_logits)
-        rows.insert(rows.end(), all.begin() + i * vocab, all.begin() + (i + 1) * vocab);
-    }
-    return rows;
-  }
-
- private:
-  model::Model* model_;
-  model::PagedKvCache* cache_;
-  const int block_size_;
-};
-
 struct Rank {
   std::unique_ptr<backend::cpu::CpuBackend> backend;
   std::unique_ptr<model::Model> model;
-  std::optional<model::PagedKvCache> cache;
-  std::unique_ptr<ModelStepRunner> runner;
+  std::unique_ptr<model::ModelStepRunner> runner;  // owns the rank's KV cache
 };
 
 Result<std::unique_ptr<Rank>> LoadRank(const ServeOptions& o, comm::Communicator* comm, int rank,
@@ -82,11 +54,10 @@ Result<std::unique_ptr<Rank>> LoadRank(const ServeOptions& o, comm::Communicator
   model::ModelOptions options;
   options.shard = {rank, o.tp};
   SPARK_ASSIGN_OR_RETURN(r->model, model::LoadModel(o.model_dir, *r->backend, comm, options));
-  SPARK_ASSIGN_OR_RETURN(model::PagedKvCache cache,
-                         model::PagedKvCache::Create(*r->backend, r->model->kv_cache_spec(),
-                                                     num_blocks, o.block_size));
-  r->cache.emplace(std::move(cache));
-  r->runner = std::make_unique<ModelStepRunner>(r->model.get(), &*r->cache, o.block_size);
+  // Every rank computes the full logits (gathered), but only rank 0 samples from them.
+  SPARK_ASSIGN_OR_RETURN(r->runner, model::ModelStepRunner::Create(r->model.get(), *r->backend,
+                                                                   num_blocks, o.block_size,
+                                                                   /*return_logits=*/rank == 0));
   return r;
 }
 
