@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
 ./scripts/build.sh
-bin=./build/bin
+bin=./${SPARK_BUILD_DIR:-build}/bin
 name=demo
 seed=/run/sparkctl-sim/$name/cluster.yaml
 profile=profiles/qwen3-tiny-demo.yaml
@@ -37,7 +37,7 @@ if $bin/sparkctl --help | grep -q '^  net '; then
 fi
 
 step "6/6 The tiny demo model (random weights: expect gibberish) on the CPU engine, TP=4"
-model=build/demo-model
+model=${SPARK_BUILD_DIR:-build}/demo-model
 if [ ! -f "$model/config.json" ]; then
   python3 scripts/make_demo_model.py "$model"
 fi

@@ -172,6 +172,13 @@ Status DeleteNetwork(Runner& runner, const ClusterState& c, bool netns_mount_our
   if (HostLinkExists(c.bridge)) del.push_back("link del dev " + c.bridge);
   SPARK_RETURN_IF_ERROR(RunIpBatch(runner, "", del));
   WaitHostLinksGone(c);
+  // A process still inside a deleted namespace (a node-side timer that outlived the kill loop)
+  // keeps that namespace, and with it the veth pair, alive. Delete our host ends so the slot can
+  // be reused at once; the pair goes with them.
+  std::vector<std::string> stale;
+  for (const NodeState& n : c.nodes)
+    if (HostLinkExists(n.host_veth)) stale.push_back("link del dev " + n.host_veth);
+  if (!stale.empty()) SPARK_RETURN_IF_ERROR(RunIpBatch(runner, "", stale));
   if (netns_mount_ours && ListNetns(runner).empty()) return RemoveNetnsMount();
   return Status::Ok();
 }
