@@ -9,7 +9,7 @@
 
 #include "sparkctl/cli/families.h"
 #include "sparkctl/fabric/apply.h"
-#include "sparkctl/fabric/cluster_access.h"
+#include "sparkctl/host/remote.h"
 #include "sparkctl/inventory/cluster_yaml.h"
 
 namespace spark::cli {
@@ -81,7 +81,7 @@ struct Session {
 };
 Result<Session> Open(const NetOptions& o) {
   SPARK_ASSIGN_OR_RETURN(netplan::ClusterSpec spec, inventory::LoadClusterFile(o.cluster_file));
-  SPARK_ASSIGN_OR_RETURN(auto transport, fabric::OpenTransport(spec));
+  SPARK_ASSIGN_OR_RETURN(auto transport, host::MakeTransport(spec, {}));
   return Session{std::move(spec), std::move(transport)};
 }
 

@@ -1,10 +1,23 @@
 #include "sparkctl/host/remote.h"
 
+#include <pwd.h>
+#include <unistd.h>
+
 #include "sparkctl/ssh/libssh_transport.h"
 #include "sparkctl/ssh/parallel.h"
 #include "sparkctl/ssh/self_copy.h"
 
 namespace spark::host {
+namespace {
+
+// cluster.yaml may name keys as "~/.ssh/id_ed25519" (docs/cluster.md).
+std::string ExpandHome(const std::string& path) {
+  if (!path.starts_with("~/")) return path;
+  const passwd* pw = getpwuid(getuid());
+  return std::string(pw ? pw->pw_dir : "") + path.substr(1);
+}
+
+}  // namespace
 
 Result<std::unique_ptr<ssh::Transport>> MakeTransport(const netplan::ClusterSpec& cluster,
                                                       const RemoteOptions& options) {
@@ -15,8 +28,8 @@ Result<std::unique_ptr<ssh::Transport>> MakeTransport(const netplan::ClusterSpec
     s.address = n.address;
     s.port = cluster.ssh.port;
     s.user = cluster.ssh.user;
-    s.identity_file = cluster.ssh.identity_file;
-    s.known_hosts = cluster.ssh.known_hosts;
+    s.identity_file = ExpandHome(cluster.ssh.identity_file);
+    s.known_hosts = ExpandHome(cluster.ssh.known_hosts);
     s.host_key_policy = options.accept_new ? ssh::HostKeyPolicy::kAcceptNew : ssh::HostKeyPolicy::kStrict;
     s.connect_timeout = std::chrono::seconds(cluster.ssh.connect_timeout_s);
     s.command_timeout = std::chrono::seconds(cluster.ssh.command_timeout_s);

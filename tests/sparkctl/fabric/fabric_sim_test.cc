@@ -13,7 +13,7 @@
 
 #include "base/strings.h"
 #include "sparkctl/fabric/apply.h"
-#include "sparkctl/fabric/cluster_access.h"
+#include "sparkctl/host/remote.h"
 #include "sparkctl/inventory/cluster_yaml.h"
 #include "sparkctl/sim/node_image.h"
 #include "sparkctl/sim/simulator.h"
@@ -59,7 +59,7 @@ class FabricSimTest : public ::testing::Test {
     auto seed = inventory::LoadClusterFile(sim_.Seeds(name).inventory);
     ASSERT_TRUE(seed.ok()) << seed.status().ToString();
     spec_ = Discovered(*seed, topology);
-    auto t = OpenTransport(spec_);
+    auto t = host::MakeTransport(spec_, {});
     ASSERT_TRUE(t.ok()) << t.status().ToString();
     transport_ = std::move(*t);
   }
