@@ -20,7 +20,7 @@ struct DiscoverOptions {
   std::string out;
   bool accept_new = false;
   bool json = false;
-  int beacon_ms = 1500;
+  int beacon_ms = 3000;
 };
 
 Result<netplan::ClusterSpec> SeedFrom(const DiscoverOptions& o) {
@@ -65,7 +65,10 @@ int RunDiscover(const DiscoverOptions& o) {
   netplan::ClusterSpec spec = *seed;
   auto transport = host::MakeTransport(spec, {.accept_new = o.accept_new});
   if (!transport.ok()) return ReportError(transport.status());
-  std::vector<host::NodeObservation> facts = host::CollectFacts(**transport, spec, "/");
+  std::vector<host::NodeProbe> probes =
+      host::CollectProbes(**transport, spec, "/", std::chrono::milliseconds(o.beacon_ms));
+  std::vector<host::NodeObservation> facts;
+  for (const auto& p : probes) facts.push_back(p.observation);
   bool reachable = true;
   for (size_t i = 0; i < facts.size(); ++i) {
     if (!facts[i].facts.ok()) {
@@ -76,11 +79,10 @@ int RunDiscover(const DiscoverOptions& o) {
   }
   inventory::CablingResult cabling;
   if (reachable) {
-    auto beacons = host::CollectBeacons(**transport, spec, std::chrono::milliseconds(o.beacon_ms));
     std::vector<host::BeaconReport> reports;
-    for (auto& b : beacons) {
-      if (!b.ok()) return ReportError(b.status());
-      reports.push_back(*b);
+    for (auto& p : probes) {
+      if (!p.beacons.ok()) return ReportError(p.beacons.status());
+      reports.push_back(*p.beacons);
     }
     cabling = inventory::InferCabling(host::NodeNames(spec), reports);
     inventory::ApplyCabling(cabling, &spec);
@@ -127,7 +129,7 @@ void RegisterDiscoverCommands(CLI::App& parent, CommandContext& context) {
   d->add_option("--known-hosts", o->known_hosts, "known_hosts file with --hosts");
   d->add_option("--out", o->out, "Where to write the inventory (default: the -c file, else ./cluster.yaml)");
   d->add_flag("--accept-new", o->accept_new, "Trust unknown host keys on first contact (never changed ones)");
-  d->add_option("--beacon-ms", o->beacon_ms, "How long nodes exchange link beacons (default 1500)")
+  d->add_option("--beacon-ms", o->beacon_ms, "Longest beacon window; nodes stop earlier once every link heard its peer (default 3000)")
       ->check(CLI::Range(200, 30000));
   d->add_flag("--json", o->json, "Machine-readable result (schema sparkctl-discover/v1)");
   SetExample(d, "sparkctl discover -c /run/sparkctl-sim/demo/cluster.yaml");

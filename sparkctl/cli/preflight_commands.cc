@@ -21,10 +21,9 @@ struct PreflightOptions {
 };
 
 // Cabling as the beacons see it, compared with the inventory's record.
-std::vector<host::CablingFinding> CheckCabling(ssh::Transport& transport,
+std::vector<host::CablingFinding> CheckCabling(const std::vector<Result<host::BeaconReport>>& beacons,
                                                const netplan::ClusterSpec& cluster) {
   std::vector<host::CablingFinding> findings;
-  auto beacons = host::CollectBeacons(transport, cluster, std::chrono::milliseconds(1200));
   std::vector<host::BeaconReport> reports;
   for (auto& b : beacons) {
     if (!b.ok()) {
@@ -68,11 +67,21 @@ int RunPreflight(const PreflightOptions& o) {
   host::PreflightInput input;
   input.cluster = &*cluster;
   input.profile = prof ? &*prof : nullptr;
-  input.nodes = host::CollectFacts(**transport, *cluster, prof ? prof->model.path : "/");
-  bool all_reachable = std::all_of(input.nodes.begin(), input.nodes.end(),
-                                   [](const auto& n) { return n.facts.ok(); });
-  if (!o.no_cabling && all_reachable && cluster->nodes.size() > 1) {
-    input.cabling = CheckCabling(**transport, *cluster);
+  const std::string disk_path = prof ? prof->model.path : "/";
+  if (!o.no_cabling && cluster->nodes.size() > 1) {
+    // Facts and beacons in one round trip per node.
+    std::vector<host::NodeProbe> probes =
+        host::CollectProbes(**transport, *cluster, disk_path, std::chrono::milliseconds(3000));
+    std::vector<Result<host::BeaconReport>> beacons;
+    for (auto& p : probes) {
+      input.nodes.push_back(p.observation);
+      beacons.push_back(p.beacons);
+    }
+    bool all_reachable = std::all_of(input.nodes.begin(), input.nodes.end(),
+                                     [](const auto& n) { return n.facts.ok(); });
+    if (all_reachable) input.cabling = CheckCabling(beacons, *cluster);
+  } else {
+    input.nodes = host::CollectFacts(**transport, *cluster, disk_path);
   }
   std::vector<host::CheckResult> results = host::RunChecks(input);
   if (o.json) {

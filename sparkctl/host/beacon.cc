@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <fstream>
+#include <map>
 #include <set>
 
 #include "base/logging.h"
@@ -20,18 +22,29 @@ namespace {
 
 constexpr char kMagic[] = "SPARKCTL-BEACON/1";
 
+using Clock = std::chrono::steady_clock;
+constexpr std::chrono::milliseconds kSendInterval{100};
+
 struct Link {
   std::string netdev;
   int fd = -1;
   int ifindex = 0;
   unsigned char mac[6] = {};
+  bool was_up = false;  // admin-up before this run (else its carrier may still be training)
 };
 
-Status BringUp(int fd, const std::string& netdev) {
+bool HasCarrier(const std::string& netdev) {
+  std::ifstream in("/sys/class/net/" + netdev + "/carrier");
+  char c = '0';
+  return in.get(c) && c == '1';
+}
+
+Status BringUp(int fd, const std::string& netdev, bool* was_up) {
   ifreq ifr{};
   std::strncpy(ifr.ifr_name, netdev.c_str(), IFNAMSIZ - 1);
   if (ioctl(fd, SIOCGIFFLAGS, &ifr) != 0) return ErrnoError(errno, netdev + ": SIOCGIFFLAGS");
-  if (!(ifr.ifr_flags & IFF_UP)) {
+  *was_up = (ifr.ifr_flags & IFF_UP) != 0;
+  if (!*was_up) {
     ifr.ifr_flags |= IFF_UP;
     if (ioctl(fd, SIOCSIFFLAGS, &ifr) != 0) return ErrnoError(errno, netdev + ": bringing it up");
   }
@@ -47,7 +60,7 @@ Result<Link> OpenLink(const std::string& netdev) {
   if (link.fd < 0) {
     return ErrnoError(errno, "raw socket for beacons (needs root / CAP_NET_RAW)");
   }
-  Status up = BringUp(link.fd, netdev);
+  Status up = BringUp(link.fd, netdev, &link.was_up);
   ifreq ifr{};
   std::strncpy(ifr.ifr_name, netdev.c_str(), IFNAMSIZ - 1);
   if (up.ok() && ioctl(link.fd, SIOCGIFHWADDR, &ifr) == 0) {
@@ -99,6 +112,16 @@ void Receive(const Link& link, const BeaconIdentity& self, std::set<std::string>
 
 }  // namespace
 
+BeaconIdentity LocalBeaconIdentity() {
+  auto first_line = [](const char* path) {
+    std::ifstream in(path);
+    std::string line;
+    std::getline(in, line);
+    return std::string(Trim(line));
+  };
+  return {first_line("/etc/machine-id"), first_line("/proc/sys/kernel/hostname")};
+}
+
 std::string EncodeBeacon(const BeaconIdentity& self, const std::string& netdev) {
   return std::string(kMagic) + "\n" + self.machine_id + "\n" + self.hostname + "\n" + netdev + "\n";
 }
@@ -113,7 +136,7 @@ bool DecodeBeacon(std::string_view payload, BeaconSighting* s) {
 }
 
 Result<BeaconReport> RunBeacons(const BeaconIdentity& self, const std::vector<std::string>& netdevs,
-                                std::chrono::milliseconds duration) {
+                                std::chrono::milliseconds duration, int expected_peers) {
   BeaconReport report;
   report.self = self;
   std::vector<Link> links;
@@ -130,21 +153,60 @@ Result<BeaconReport> RunBeacons(const BeaconIdentity& self, const std::vector<st
     }
   }
   std::set<std::string> seen;
-  auto end = std::chrono::steady_clock::now() + duration;
-  while (std::chrono::steady_clock::now() < end) {
+  const Clock::time_point start = Clock::now();
+  const Clock::time_point end = start + duration;
+  Clock::time_point last_new_peer = start;
+  size_t peers_before = 0;
+  while (Clock::now() < end) {
     for (const Link& l : links) Send(l, EncodeBeacon(self, l.netdev));
     std::vector<pollfd> fds;
     for (const Link& l : links) fds.push_back({l.fd, POLLIN, 0});
-    auto slice_end = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
-    while (std::chrono::steady_clock::now() < slice_end && !fds.empty()) {
+    auto slice_end = Clock::now() + kSendInterval;
+    while (Clock::now() < slice_end && !fds.empty()) {
       int wait = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                      slice_end - std::chrono::steady_clock::now()).count());
+                                      slice_end - Clock::now()).count());
       if (poll(fds.data(), fds.size(), std::max(wait, 0)) <= 0) break;
       for (size_t i = 0; i < links.size(); ++i) Receive(links[i], self, &seen, &report);
     }
+    if (expected_peers <= 0) continue;
+    // Early stop: a link that was already up and has no carrier (an unplugged cable) is not
+    // waited for; one we just brought up may still be training, so it is.
+    BeaconProgress p;
+    p.expected_peers = expected_peers;
+    std::map<std::string, std::set<std::string>> peers_by_link;
+    std::set<std::string> peers;
+    for (const BeaconSighting& s : report.sightings) {
+      std::string peer = s.peer_machine_id + "|" + s.peer_hostname;
+      peers_by_link[s.local_netdev].insert(peer);
+      peers.insert(peer);
+    }
+    for (const Link& l : links) {
+      auto heard = peers_by_link.find(l.netdev);
+      if (heard != peers_by_link.end()) {
+        ++p.links_waited;
+        ++p.links_heard;
+        p.max_peers_on_link = std::max(p.max_peers_on_link, static_cast<int>(heard->second.size()));
+      } else if (!l.was_up || HasCarrier(l.netdev)) {
+        ++p.links_waited;
+      }
+    }
+    p.peers_heard = static_cast<int>(peers.size());
+    const Clock::time_point now = Clock::now();
+    if (peers.size() != peers_before) last_new_peer = now;
+    peers_before = peers.size();
+    p.since_last_new_peer =
+        std::chrono::duration_cast<std::chrono::milliseconds>(now - last_new_peer);
+    if (BeaconCanStop(p)) break;
   }
   for (Link& l : links) close(l.fd);
   return report;
+}
+
+bool BeaconCanStop(const BeaconProgress& p) {
+  if (p.expected_peers <= 0 || p.links_waited == 0 || p.links_heard < p.links_waited) return false;
+  if (p.since_last_new_peer < 2 * kSendInterval) return false;
+  if (p.peers_heard >= p.expected_peers) return true;
+  return p.max_peers_on_link == 1 && p.peers_heard >= 2;
 }
 
 nlohmann::json ToJson(const BeaconReport& r) {

@@ -1,8 +1,10 @@
 #include "sparkctl/host/remote.h"
 
 #include <pwd.h>
+#include <optional>
 #include <unistd.h>
 
+#include "base/logging.h"
 #include "sparkctl/ssh/libssh_transport.h"
 #include "sparkctl/ssh/parallel.h"
 #include "sparkctl/ssh/self_copy.h"
@@ -45,11 +47,58 @@ std::vector<std::string> NodeNames(const netplan::ClusterSpec& cluster) {
   return names;
 }
 
+namespace {
+
+// Exit status and stderr marker of a node command that found no (or another) sparkctl build.
+constexpr int kNotInstalledExit = 197;
+constexpr char kNotInstalledMarker[] = "sparkctl-build-missing";
+
+// Runs `node ARGS` when the node's sparkctl is this build; the caller installs it otherwise.
+// Returns nullopt for "not installed".
+Result<std::optional<ssh::CommandResult>> TryNodeCommand(ssh::Transport& transport,
+                                                         const std::string& node,
+                                                         const std::string& args,
+                                                         const ssh::RunOptions& options) {
+  SPARK_ASSIGN_OR_RETURN(std::string sha, ssh::SelfSha256());
+  const std::string path = ssh::kDefaultRemoteSelfPath;
+  const std::string command = "if " + ssh::StampMatchesCondition(path, sha) + "; then exec " +
+                              ssh::ShellQuote(path) + " node " + args + "; fi; echo " +
+                              kNotInstalledMarker + " >&2; exit " +
+                              std::to_string(kNotInstalledExit);
+  SPARK_ASSIGN_OR_RETURN(ssh::CommandResult result, transport.Run(node, command, options));
+  if (result.exit_code == kNotInstalledExit &&
+      result.stderr_data.find(kNotInstalledMarker) != std::string::npos) {
+    return std::optional<ssh::CommandResult>();
+  }
+  if (result.exit_code != 0) return ssh::CommandFailedError(node, "sparkctl node " + args, result);
+  return std::optional<ssh::CommandResult>(std::move(result));
+}
+
+template <typename T>
+Result<T> ParseNodeJson(const std::string& node, const std::string& what, const std::string& text,
+                        Result<T> (*parse)(const nlohmann::json&)) {
+  try {
+    Result<T> parsed = parse(nlohmann::json::parse(text));
+    if (!parsed.ok()) return parsed.status().WithContext(node);
+    return parsed;
+  } catch (const nlohmann::json::exception& e) {
+    return InternalError(node + ": " + what + " is not JSON: " + e.what());
+  }
+}
+
+Result<NodeFacts> ParseFacts(const std::string& node, const std::string& text) {
+  return ParseNodeJson<NodeFacts>(node, "node facts", text, &FactsFromJson);
+}
+
+}  // namespace
+
 Result<std::string> RunNodeCommand(ssh::Transport& transport, const std::string& node,
                                    const std::string& args, std::chrono::milliseconds timeout) {
-  SPARK_ASSIGN_OR_RETURN(ssh::RemoteFile self, ssh::EnsureSelfOnNode(transport, node));
   ssh::RunOptions options;
   options.timeout = timeout;
+  SPARK_ASSIGN_OR_RETURN(auto ran, TryNodeCommand(transport, node, args, options));
+  if (ran) return ran->stdout_data;
+  SPARK_ASSIGN_OR_RETURN(ssh::RemoteFile self, ssh::EnsureSelfOnNode(transport, node));
   SPARK_ASSIGN_OR_RETURN(ssh::CommandResult result,
                          ssh::RunChecked(transport, node, self.path + " node " + args, options));
   return result.stdout_data;
@@ -64,13 +113,7 @@ std::vector<NodeObservation> CollectFacts(ssh::Transport& transport,
                            RunNodeCommand(transport, node, "facts --json --disk-path " +
                                                                ssh::ShellQuote(disk_path),
                                           std::chrono::seconds(30)));
-    try {
-      auto facts = FactsFromJson(nlohmann::json::parse(out));
-      if (!facts.ok()) return facts.status().WithContext(node);
-      return facts;
-    } catch (const nlohmann::json::exception& e) {
-      return InternalError(node + ": node facts are not JSON: " + e.what());
-    }
+    return ParseFacts(node, out);
   });
   std::vector<NodeObservation> observations;
   for (size_t i = 0; i < names.size(); ++i) observations.push_back({names[i], std::move(results[i])});
@@ -94,14 +137,66 @@ std::vector<Result<BeaconReport>> CollectBeacons(ssh::Transport& transport,
         ssh::RunChecked(transport, node,
                         installed[i]->path + " node beacon --json --ms " + std::to_string(duration.count()),
                         options));
-    try {
-      auto report = BeaconReportFromJson(nlohmann::json::parse(result.stdout_data));
-      if (!report.ok()) return report.status().WithContext(node);
-      return report;
-    } catch (const nlohmann::json::exception& e) {
-      return InternalError(node + ": beacon report is not JSON: " + e.what());
-    }
+    return ParseNodeJson<BeaconReport>(node, "beacon report", result.stdout_data,
+                                       &BeaconReportFromJson);
   });
+}
+
+std::vector<NodeProbe> CollectProbes(ssh::Transport& transport, const netplan::ClusterSpec& cluster,
+                                     const std::string& disk_path,
+                                     std::chrono::milliseconds max_beacon) {
+  const std::vector<std::string> names = NodeNames(cluster);
+  const std::string args = "probe --json --disk-path " + ssh::ShellQuote(disk_path) +
+                           " --beacon-ms " + std::to_string(max_beacon.count()) + " --peers " +
+                           std::to_string(names.size() > 0 ? names.size() - 1 : 0);
+  ssh::RunOptions options;
+  options.timeout = max_beacon + std::chrono::seconds(30);
+  using Attempt = std::optional<ssh::CommandResult>;
+  auto probe_all = [&] {
+    return ssh::ForEachNode<Attempt>(names, [&](const std::string& node) {
+      return TryNodeCommand(transport, node, args, options);
+    });
+  };
+  std::vector<Result<Attempt>> attempts = probe_all();
+  std::vector<std::string> missing;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (attempts[i].ok() && !attempts[i]->has_value()) missing.push_back(names[i]);
+  }
+  if (!missing.empty()) {
+    // Install where needed, then probe everyone again: beacons only work when all run together.
+    auto installed = ssh::ForEachNode<ssh::RemoteFile>(
+        missing, [&](const std::string& node) { return ssh::EnsureSelfOnNode(transport, node); });
+    Status install = ssh::JoinNodeErrors(installed);
+    attempts = probe_all();
+    for (size_t i = 0; i < names.size(); ++i) {
+      if (attempts[i].ok() && !attempts[i]->has_value()) {
+        attempts[i] = install.ok() ? InternalError(names[i] + ": sparkctl still differs after install")
+                                   : install;
+      }
+    }
+  }
+  std::vector<NodeProbe> probes;
+  for (size_t i = 0; i < names.size(); ++i) {
+    NodeProbe p;
+    p.observation.name = names[i];
+    if (!attempts[i].ok()) {
+      p.observation.facts = attempts[i].status();
+      p.beacons = attempts[i].status();
+    } else {
+      const std::string& out = (*attempts[i])->stdout_data;
+      try {
+        nlohmann::json j = nlohmann::json::parse(out);
+        p.observation.facts = ParseFacts(names[i], j.at("facts").dump());
+        p.beacons = ParseNodeJson<BeaconReport>(names[i], "beacon report", j.at("beacons").dump(),
+                                                &BeaconReportFromJson);
+      } catch (const nlohmann::json::exception& e) {
+        p.observation.facts = InternalError(names[i] + ": node probe is not JSON: " + e.what());
+        p.beacons = p.observation.facts.status();
+      }
+    }
+    probes.push_back(std::move(p));
+  }
+  return probes;
 }
 
 }  // namespace spark::host

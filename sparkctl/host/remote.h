@@ -1,6 +1,9 @@
 // Running node-side sparkctl operations on every node of a cluster over SSH: build the transport
 // from the inventory, install this very binary on each node when it differs, then run
-// `sparkctl node facts` / `sparkctl node beacon` in parallel and parse their JSON.
+// `sparkctl node facts` / `node beacon` / `node probe` in parallel and parse their JSON.
+//
+// One round trip per operation: the command checks the installed binary's stamp and runs it
+// in the same SSH exec; only a node that lacks this build gets a second trip (upload, then run).
 #pragma once
 
 #include <memory>
@@ -39,5 +42,19 @@ std::vector<NodeObservation> CollectFacts(ssh::Transport& transport,
 std::vector<Result<BeaconReport>> CollectBeacons(ssh::Transport& transport,
                                                  const netplan::ClusterSpec& cluster,
                                                  std::chrono::milliseconds duration);
+
+// Facts and beacons of one node from a single `sparkctl node probe`.
+struct NodeProbe {
+  NodeObservation observation;  // name + facts (or the node's error)
+  Result<BeaconReport> beacons = InternalError("not gathered");
+};
+
+// Facts and beacons from every node in one SSH round trip each (discover and preflight).
+// Beacons run for at most `max_beacon` and stop earlier once every link has heard its peer
+// (see RunBeacons). When some node first needs this binary installed, it is installed and the
+// probe repeated on every node, so that all beacon windows overlap.
+std::vector<NodeProbe> CollectProbes(ssh::Transport& transport, const netplan::ClusterSpec& cluster,
+                                     const std::string& disk_path,
+                                     std::chrono::milliseconds max_beacon);
 
 }  // namespace spark::host

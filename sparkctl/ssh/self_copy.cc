@@ -28,6 +28,11 @@ bool IsSha256Hex(std::string_view text) {
   return text.size() == 64 && text.find_first_not_of("0123456789abcdef") == std::string::npos;
 }
 
+// `stat` of what identifies one version of a file: size, mtime and ctime (ns) and inode.
+std::string StatCommand(const std::string& quoted_path) {
+  return "stat -c %s:%.9Y:%.9Z:%i " + quoted_path + " 2>/dev/null";
+}
+
 }  // namespace
 
 Result<std::string> Sha256File(const std::string& path) {
@@ -51,7 +56,12 @@ Result<std::string> Sha256File(const std::string& path) {
 Result<std::string> RemoteSha256(Transport& transport, const std::string& node,
                                  const std::string& remote_path) {
   const std::string quoted = ShellQuote(remote_path);
-  const std::string command = "if [ -e " + quoted + " ]; then sha256sum " + quoted + "; fi";
+  const std::string stamp = ShellQuote(remote_path + ".stamp");
+  // Hash, print, and record the stamp (best effort: a read-only directory only costs speed).
+  const std::string command = "if [ -e " + quoted + " ]; then h=$(sha256sum < " + quoted +
+                              ") && h=${h%% *} && echo \"$h  \"" + quoted +
+                              " && { printf '%s %s\\n' \"$(" + StatCommand(quoted) +
+                              ")\" \"$h\" > " + stamp + " 2>/dev/null || true; }; fi";
   SPARK_ASSIGN_OR_RETURN(CommandResult result, RunChecked(transport, node, command));
   std::string_view out = Trim(result.stdout_data);
   if (out.empty()) return std::string();
@@ -82,6 +92,17 @@ Result<RemoteFile> EnsureFileOnNode(Transport& transport, const std::string& nod
   Logger("ssh")->info("{}: installed {} ({})", node, remote_path, local_sum.substr(0, 12));
   file.uploaded = true;
   return file;
+}
+
+std::string StampMatchesCondition(const std::string& remote_path, const std::string& sha256) {
+  const std::string quoted = ShellQuote(remote_path);
+  return "[ \"$(cat " + ShellQuote(remote_path + ".stamp") + " 2>/dev/null)\" = \"$(" +
+         StatCommand(quoted) + ") " + sha256 + "\" ]";
+}
+
+Result<std::string> SelfSha256() {
+  static const Result<std::string> sum = Sha256File("/proc/self/exe");
+  return sum;
 }
 
 Result<RemoteFile> EnsureSelfOnNode(Transport& transport, const std::string& node,

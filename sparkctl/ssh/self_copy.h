@@ -3,7 +3,9 @@
 //
 // The file is compared by SHA-256 (OpenSSL here, `sha256sum` on the node) and uploaded only
 // when missing or different: to a temporary name, chmod-ed, renamed over the target (atomic,
-// so a node never runs a half-written binary), then checked again.
+// so a node never runs a half-written binary), then checked again. Each check leaves a stamp
+// beside the file (PATH.stamp: size, mtime, ctime, inode and the hash), so later commands can
+// test "still the same file?" in the same round trip that runs it, without reading it.
 // Thread-safety: free functions; safe to call for different nodes in parallel.
 #pragma once
 
@@ -36,6 +38,14 @@ Result<std::string> RemoteSha256(Transport& transport, const std::string& node,
 Result<RemoteFile> EnsureFileOnNode(Transport& transport, const std::string& node,
                                     const std::string& local_path, const std::string& remote_path,
                                     int mode = 0755);
+
+// A POSIX shell condition, true on the node when remote_path is still the file whose SHA-256
+// a check recorded as `sha256`: its stamp matches the file's current size, times and inode.
+// False when the file or its stamp is missing, or the file changed after the check.
+std::string StampMatchesCondition(const std::string& remote_path, const std::string& sha256);
+
+// SHA-256 of the running binary, computed once per process.
+Result<std::string> SelfSha256();
 
 // EnsureFileOnNode for the running binary (/proc/self/exe).
 Result<RemoteFile> EnsureSelfOnNode(Transport& transport, const std::string& node,
