@@ -75,6 +75,9 @@ void CompletionJob::Start() {
                                                       prepared_.starts_in_reasoning);
     }
     if (prepared_.parse_tools) c.tools = std::make_unique<ToolCallParser>(markers);
+    if (c.tools && !prepared_.tool_markup.empty()) {
+      c.prefill = c.tools->Push(prepared_.tool_markup);
+    }
     c.last_token_time = start_;
   }
   context_->metrics->AddPromptTokens(static_cast<int>(prepared_.prompt.size()));
@@ -145,17 +148,17 @@ void CompletionJob::OnEvent(size_t index, const GenerationEvent& event) {
   bool stop_matched = false;
   const std::string text = NewText(c, event, &stop_matched);
   const bool final = event.finished || stop_matched;
-  ParsedOutput delta = Parse(c, text, final);
-  const int first_call = c.num_tool_calls;
-  c.num_tool_calls += static_cast<int>(delta.tool_calls.size());
-  if (prepared_.request.stream) {
-    StreamDelta(index, c, delta, first_call);
-  } else {
-    c.total.Append(std::move(delta));
-  }
+  ParsedOutput delta = std::exchange(c.prefill, ParsedOutput());
+  delta.Append(Parse(c, text, final));
+  for (const ToolCallDelta& d : delta.tool_calls) c.num_tool_calls += d.begin ? 1 : 0;
+  if (prepared_.request.stream) StreamDelta(index, c, delta);
+  c.total.Append(std::move(delta));
   if (!final) return;
   if (stop_matched && !event.finished) context_->service->Cancel(c.seq_id);
   FinishChoice(c, stop_matched ? "stop" : runtime::FinishReasonName(event.finish_reason));
+  if (prepared_.tool_required) {
+    if (Status s = CheckForcedCalls(c); !s.ok()) return Fail(s);
+  }
   if (prepared_.request.stream) StreamFinish(index, c);
   if (++num_finished_ == static_cast<int>(choices_.size())) Complete();
 }
@@ -235,40 +238,90 @@ json CompletionJob::ChunkBase() const {
   return j;
 }
 
-json CompletionJob::ToolCallsJson(const std::vector<ParsedToolCall>& calls, int first_index) {
+json CompletionJob::ToolCallsJson(const std::vector<ToolCallDelta>& calls) {
   json out = json::array();
-  for (size_t k = 0; k < calls.size(); ++k) {
-    json call = {{"id", ToolCallId()},
-                 {"type", "function"},
-                 {"function", {{"name", calls[k].name}, {"arguments", calls[k].arguments}}}};
-    if (first_index >= 0) call["index"] = first_index + static_cast<int>(k);
-    out.push_back(std::move(call));
+  for (const ToolCallDelta& call : calls) {
+    out.push_back({{"id", ToolCallId()},
+                   {"type", "function"},
+                   {"function", {{"name", call.name}, {"arguments", call.arguments}}}});
   }
   return out;
 }
 
 std::string CompletionJob::ToolCallId() { return "call_" + RandomHex(rng_, 24); }
 
-void CompletionJob::StreamDelta(size_t index, Choice& c, const ParsedOutput& delta,
-                                int first_call) {
-  if (delta.empty() && c.logprobs.empty()) return;
-  json chunk = ChunkBase();
-  json choice = {{"index", index}};
-  if (prepared_.request.endpoint == Endpoint::kChat) {
-    json d = json::object();
-    if (!delta.reasoning.empty()) d["reasoning_content"] = d["reasoning"] = delta.reasoning;
-    if (!delta.content.empty()) d["content"] = delta.content;
-    if (!delta.tool_calls.empty()) d["tool_calls"] = ToolCallsJson(delta.tool_calls, first_call);
-    choice["delta"] = d;
-    choice["logprobs"] = c.logprobs.empty() ? json(nullptr) : json{{"content", c.logprobs}};
-  } else {
-    choice["text"] = delta.content;
-    choice["logprobs"] = c.logprobs.empty() ? json(nullptr) : CompletionLogprobs(c.logprobs);
+Status CompletionJob::CheckForcedCalls(const Choice& c) const {
+  const CompletionRequest& req = prepared_.request;
+  const std::string choice = req.tool_choice == "function"
+                                 ? "tool_choice function '" + req.tool_choice_function + "'"
+                                 : std::string("tool_choice \"required\"");
+  auto fail = [&](const std::string& why) {
+    return InvalidArgumentError(choice + ": the model's reply is not a valid tool call (" + why +
+                                "; finish_reason " + c.finish_reason +
+                                "); retry, raise max_tokens, or use tool_choice \"auto\"");
+  };
+  if (c.total.tool_calls.empty()) return fail("no call in the reply");
+  const std::vector<std::string>& names = prepared_.tool_names;
+  for (const ToolCallDelta& call : c.total.tool_calls) {
+    if (std::find(names.begin(), names.end(), call.name) == names.end()) {
+      return fail("call " + std::to_string(call.index) + " names unknown function '" + call.name +
+                  "'");
+    }
+    const json args = json::parse(call.arguments, nullptr, /*allow_exceptions=*/false);
+    if (!args.is_object()) {
+      return fail("the arguments of call " + std::to_string(call.index) + " are not a JSON object");
+    }
   }
+  if (req.tool_choice == "function" && c.total.tool_calls[0].name != req.tool_choice_function) {
+    return fail("it calls '" + c.total.tool_calls[0].name + "'");
+  }
+  return Status::Ok();
+}
+
+// One chunk per delta object; the choice's pending logprobs ride on the first.
+void CompletionJob::WriteChunk(size_t index, Choice& c, json delta) {
+  json chunk = ChunkBase();
+  json choice = {{"index", index}, {"delta", std::move(delta)}};
+  choice["logprobs"] = c.logprobs.empty() ? json(nullptr) : json{{"content", c.logprobs}};
   choice["finish_reason"] = nullptr;
   chunk["choices"] = json::array({choice});
   c.logprobs = json::array();
   WriteEvent(chunk);
+}
+
+// Text first, then each tool call piece as vLLM streams it: the first piece of a call carries
+// index, id, type and the name (arguments ""), later pieces only index and argument text.
+void CompletionJob::StreamDelta(size_t index, Choice& c, const ParsedOutput& delta) {
+  if (prepared_.request.endpoint == Endpoint::kCompletion) {
+    if (delta.content.empty() && c.logprobs.empty()) return;
+    json chunk = ChunkBase();
+    json choice = {{"index", index}, {"text", delta.content}};
+    choice["logprobs"] = c.logprobs.empty() ? json(nullptr) : CompletionLogprobs(c.logprobs);
+    choice["finish_reason"] = nullptr;
+    chunk["choices"] = json::array({choice});
+    c.logprobs = json::array();
+    return WriteEvent(chunk);
+  }
+  const bool has_text = !delta.reasoning.empty() || !delta.content.empty();
+  if (has_text || (delta.tool_calls.empty() && !c.logprobs.empty())) {
+    json d = json::object();
+    if (!delta.reasoning.empty()) d["reasoning_content"] = d["reasoning"] = delta.reasoning;
+    if (!delta.content.empty()) d["content"] = delta.content;
+    WriteChunk(index, c, std::move(d));
+  }
+  for (const ToolCallDelta& call : delta.tool_calls) {
+    if (call.begin) {
+      json entry = {{"index", call.index},
+                    {"id", ToolCallId()},
+                    {"type", "function"},
+                    {"function", {{"name", call.name}, {"arguments", ""}}}};
+      WriteChunk(index, c, {{"tool_calls", json::array({entry})}});
+    }
+    if (!call.arguments.empty()) {
+      json entry = {{"index", call.index}, {"function", {{"arguments", call.arguments}}}};
+      WriteChunk(index, c, {{"tool_calls", json::array({entry})}});
+    }
+  }
 }
 
 void CompletionJob::StreamFinish(size_t index, Choice& c) {
@@ -297,8 +350,19 @@ json CompletionJob::Usage() const {
           {"prompt_tokens_details", {{"cached_tokens", cached_tokens_}}}};
 }
 
+FinishedRequest CompletionJob::Finished(const std::string& reason) const {
+  FinishedRequest r;
+  r.e2e_seconds = Seconds(Clock::now() - start_);
+  r.finish_reason = reason;
+  r.prompt_tokens = static_cast<int>(prepared_.prompt.size());
+  for (const Choice& c : choices_) r.generation_tokens += c.num_tokens;
+  r.n = prepared_.request.n;
+  r.max_tokens = prepared_.request.max_tokens.value_or(0);
+  return r;
+}
+
 void CompletionJob::Complete() {
-  context_->metrics->ObserveRequestDone(Seconds(Clock::now() - start_), choices_[0].finish_reason);
+  context_->metrics->ObserveRequestDone(Finished(choices_[0].finish_reason));
   if (!prepared_.request.stream) return SendFullResponse();
   if (prepared_.request.include_usage) {
     json chunk = ChunkBase();
@@ -324,7 +388,7 @@ void CompletionJob::SendFullResponse() {
       message["reasoning_content"] =
           c.total.reasoning.empty() ? json(nullptr) : json(c.total.reasoning);
       message["reasoning"] = message["reasoning_content"];
-      message["tool_calls"] = ToolCallsJson(c.total.tool_calls, -1);
+      message["tool_calls"] = ToolCallsJson(c.total.tool_calls);
       choice["message"] = message;
       choice["logprobs"] =
           prepared_.request.logprobs ? json{{"content", c.logprobs}} : json(nullptr);
@@ -355,7 +419,7 @@ void CompletionJob::Fail(const Status& error) {
                             error.code() == StatusCode::kResourceExhausted;
   e.http_status = client_error ? 400 : error.code() == StatusCode::kUnavailable ? 503 : 500;
   if (!client_error) e.type = "server_error";
-  context_->metrics->ObserveRequestDone(Seconds(Clock::now() - start_), "abort");
+  context_->metrics->ObserveRequestDone(Finished("abort"));
   if (!prepared_.request.stream) {
     writer_->Send({e.http_status, "application/json", {}, e.ToJson()});
     return;

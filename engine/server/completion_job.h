@@ -42,6 +42,12 @@ struct PreparedRequest {
   std::vector<int32_t> prompt;
   bool starts_in_reasoning = false;  // The prompt ends inside an open think block.
   bool parse_tools = false;
+  // tool_choice "required" or a named function: the prompt ends with `tool_markup` (the start
+  // of a call, fed to the tool parser before the model's text), and each choice must end with
+  // valid calls of `tool_names` (the named function first) or the request fails.
+  bool tool_required = false;
+  std::string tool_markup;
+  std::vector<std::string> tool_names;
 };
 
 class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
@@ -62,7 +68,8 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
     size_t emitted = 0;  // Bytes of raw passed to the parsers.
     std::unique_ptr<ReasoningParser> reasoning;
     std::unique_ptr<ToolCallParser> tools;
-    ParsedOutput total;  // Non-streaming: everything parsed.
+    ParsedOutput total;    // Non-streaming: everything parsed.
+    ParsedOutput prefill;  // What the tool parser made of tool_markup, sent with the first text.
     int num_tokens = 0;
     int num_tool_calls = 0;
     bool finished = false;      // The response for this choice is complete.
@@ -78,16 +85,20 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
   ParsedOutput Parse(Choice& c, const std::string& text, bool final);
   void AddLogprobs(Choice& c, const GenerationEvent& event);
   void FinishChoice(Choice& c, const std::string& reason);
-  void StreamDelta(size_t index, Choice& c, const ParsedOutput& delta, int first_call);
+  // InvalidArgument when a forced call (tool_choice required / named) did not come out valid.
+  Status CheckForcedCalls(const Choice& c) const;
+  void StreamDelta(size_t index, Choice& c, const ParsedOutput& delta);
   void StreamFinish(size_t index, Choice& c);
   void Fail(const Status& error);
   void Complete();
+  FinishedRequest Finished(const std::string& reason) const;  // For the metrics.
   void SendFullResponse();
   nlohmann::json ChunkBase() const;
   nlohmann::json Usage() const;
-  nlohmann::json ToolCallsJson(const std::vector<ParsedToolCall>& calls, int first_index);
+  nlohmann::json ToolCallsJson(const std::vector<ToolCallDelta>& calls);
   std::string ToolCallId();
   void WriteEvent(const nlohmann::json& j);
+  void WriteChunk(size_t index, Choice& c, nlohmann::json delta);
 
   const std::shared_ptr<ServerContext> context_;
   const PreparedRequest prepared_;

@@ -1,6 +1,10 @@
 #include "engine/server/metrics.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 
 namespace spark::engine::server {
 namespace {
@@ -14,35 +18,86 @@ const std::vector<double> kItlBuckets = {0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.
 const std::vector<double> kE2eBuckets = {0.3,  0.5,   0.8,   1.0,   1.5,   2.0,    2.5,
                                          5.0,  10.0,  15.0,  20.0,  30.0,  40.0,   50.0,
                                          60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0};
+const std::vector<double> kNBuckets = {1, 2, 5, 10, 20};
 
-std::string Number(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), "%.17g", v);
-  return buf;
+// The label set of every sample; vLLM v1 adds the engine index.
+std::string BaseLabels(const std::string& model_name) {
+  return "model_name=\"" + EscapeLabelValue(model_name) + "\",engine=\"0\"";
 }
 
-std::string EscapeLabel(const std::string& v) {
+void Header(std::string& out, const std::string& name, const char* type, const char* help) {
+  out += "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+}
+
+void Sample(std::string& out, const std::string& name, const std::string& labels, double v) {
+  out += name + "{" + labels + "} " + PrometheusNumber(v) + "\n";
+}
+
+void Gauge(std::string& out, const char* name, const char* help, const std::string& labels,
+           double v) {
+  Header(out, name, "gauge", help);
+  Sample(out, name, labels, v);
+}
+
+// prometheus_client names a counter's family, HELP and TYPE after its `_total` sample.
+void Counter(std::string& out, const std::string& name, const char* help, const std::string& labels,
+             uint64_t v) {
+  Header(out, name + "_total", "counter", help);
+  Sample(out, name + "_total", labels, static_cast<double>(v));
+}
+
+void HistogramBlock(std::string& out, const char* name, const char* help, const std::string& labels,
+                    const Histogram& h) {
+  Header(out, name, "histogram", help);
+  h.Render(name, labels, out);
+}
+
+// vLLM's finished_reason values.
+std::string SuccessReason(const std::string& reason) {
+  return reason == "length" || reason == "abort" ? reason : "stop";
+}
+
+}  // namespace
+
+std::string PrometheusNumber(double v) {
+  if (std::isnan(v)) return "NaN";
+  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
+  char buf[64];
+  int digits = 1;
+  for (; digits <= 17; ++digits) {  // The fewest significant digits that read back exactly.
+    std::snprintf(buf, sizeof buf, "%.*e", digits - 1, v);
+    if (std::strtod(buf, nullptr) == v) break;
+  }
+  const int exponent = std::atoi(std::strchr(buf, 'e') + 1);
+  if (exponent < -4 || exponent >= 16) return buf;  // Python: 1e+16, 2.5e-05.
+  std::snprintf(buf, sizeof buf, "%.*f", std::max(digits - 1 - exponent, 1), v);
+  return buf;  // Python: 1.0, 0.075, 2560.0.
+}
+
+std::string EscapeLabelValue(const std::string& v) {
   std::string out;
   for (char c : v) {
-    if (c == '\\' || c == '"') out += '\\';
-    if (c == '\n') {
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == '"')
+      out += "\\\"";
+    else if (c == '\n')
       out += "\\n";
-      continue;
-    }
-    out += c;
+    else
+      out += c;
   }
   return out;
 }
 
-void Header(std::string& out, const char* name, const char* type, const char* help) {
-  out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+std::vector<double> OneTwoFiveBuckets(int max_value) {
+  std::vector<double> out;
+  for (double scale = 1;; scale *= 10) {
+    for (double m : {1.0, 2.0, 5.0}) {
+      if (m * scale > max_value) return out;
+      out.push_back(m * scale);
+    }
+  }
 }
-
-void Sample(std::string& out, const std::string& name, const std::string& labels, double v) {
-  out += name + "{" + labels + "} " + Number(v) + "\n";
-}
-
-}  // namespace
 
 Histogram::Histogram(std::vector<double> bounds)
     : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
@@ -59,18 +114,23 @@ void Histogram::Render(const std::string& name, const std::string& labels, std::
   uint64_t cumulative = 0;
   for (size_t i = 0; i <= bounds_.size(); ++i) {
     cumulative += counts_[i];
-    const std::string le = i < bounds_.size() ? Number(bounds_[i]) : "+Inf";
-    out += name + "_bucket{" + labels + ",le=\"" + le + "\"} " + std::to_string(cumulative) + "\n";
+    const std::string le = i < bounds_.size() ? PrometheusNumber(bounds_[i]) : "+Inf";
+    out += name + "_bucket{" + labels + ",le=\"" + le + "\"} " +
+           PrometheusNumber(static_cast<double>(cumulative)) + "\n";
   }
-  Sample(out, name + "_sum", labels, sum_);
   Sample(out, name + "_count", labels, static_cast<double>(count_));
+  Sample(out, name + "_sum", labels, sum_);
 }
 
-ServerMetrics::ServerMetrics(std::string model_name)
-    : labels_("model_name=\"" + EscapeLabel(model_name) + "\""),
+ServerMetrics::ServerMetrics(std::string model_name, int max_model_len)
+    : labels_(BaseLabels(model_name)),
       ttft_(kTtftBuckets),
       itl_(kItlBuckets),
-      e2e_(kE2eBuckets) {}
+      e2e_(kE2eBuckets),
+      prompt_len_(OneTwoFiveBuckets(max_model_len)),
+      generation_len_(OneTwoFiveBuckets(max_model_len)),
+      params_n_(kNBuckets),
+      params_max_tokens_(OneTwoFiveBuckets(max_model_len)) {}
 
 void ServerMetrics::AddPromptTokens(int n) {
   std::lock_guard lock(mu_);
@@ -92,10 +152,14 @@ void ServerMetrics::ObserveInterTokenLatency(double seconds) {
   itl_.Observe(seconds);
 }
 
-void ServerMetrics::ObserveRequestDone(double seconds, const std::string& finish_reason) {
+void ServerMetrics::ObserveRequestDone(const FinishedRequest& r) {
   std::lock_guard lock(mu_);
-  e2e_.Observe(seconds);
-  ++success_[finish_reason];
+  ++success_[SuccessReason(r.finish_reason)];
+  e2e_.Observe(r.e2e_seconds);
+  prompt_len_.Observe(r.prompt_tokens);
+  generation_len_.Observe(r.generation_tokens);
+  params_n_.Observe(r.n);
+  if (r.max_tokens > 0) params_max_tokens_.Observe(r.max_tokens);
 }
 
 void ServerMetrics::CountRejected() {
@@ -107,38 +171,40 @@ std::string ServerMetrics::Render(const ServiceStats& stats) const {
   std::lock_guard lock(mu_);
   std::string out;
   const std::string& l = labels_;
-  Header(out, "vllm:num_requests_running", "gauge",
-         "Number of requests in model execution batches.");
-  Sample(out, "vllm:num_requests_running", l, stats.num_running);
-  Header(out, "vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.");
-  Sample(out, "vllm:num_requests_waiting", l, stats.num_waiting);
-  Header(out, "vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.");
-  Sample(out, "vllm:kv_cache_usage_perc", l, stats.kv_usage);
-  Header(out, "vllm:prefix_cache_queries", "counter", "Prefix cache queries, in terms of tokens.");
-  Sample(out, "vllm:prefix_cache_queries_total", l, static_cast<double>(stats.prefix_queries));
-  Header(out, "vllm:prefix_cache_hits", "counter", "Prefix cache hits, in terms of tokens.");
-  Sample(out, "vllm:prefix_cache_hits_total", l, static_cast<double>(stats.prefix_hits));
-  Header(out, "vllm:prompt_tokens", "counter", "Number of prefill tokens processed.");
-  Sample(out, "vllm:prompt_tokens_total", l, static_cast<double>(prompt_tokens_));
-  Header(out, "vllm:generation_tokens", "counter", "Number of generation tokens processed.");
-  Sample(out, "vllm:generation_tokens_total", l, static_cast<double>(generation_tokens_));
-  Header(out, "vllm:request_success", "counter", "Count of successfully processed requests.");
+  Gauge(out, "vllm:num_requests_running", "Number of requests in model execution batches.", l,
+        stats.num_running);
+  Gauge(out, "vllm:num_requests_waiting", "Number of requests waiting to be processed.", l,
+        stats.num_waiting);
+  Gauge(out, "vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", l,
+        stats.kv_usage);
+  Counter(out, "vllm:prefix_cache_queries",
+          "Prefix cache queries, in terms of number of queried tokens.", l, stats.prefix_queries);
+  Counter(out, "vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.",
+          l, stats.prefix_hits);
+  Counter(out, "vllm:prompt_tokens", "Number of prefill tokens processed.", l, prompt_tokens_);
+  Counter(out, "vllm:generation_tokens", "Number of generation tokens processed.", l,
+          generation_tokens_);
+  Header(out, "vllm:request_success_total", "counter", "Count of successfully processed requests.");
   for (const char* reason : {"stop", "length", "abort"}) {
     auto it = success_.find(reason);
     Sample(out, "vllm:request_success_total", l + ",finished_reason=\"" + reason + "\"",
            it == success_.end() ? 0.0 : static_cast<double>(it->second));
   }
-  Header(out, "spark:requests_rejected", "counter", "Requests refused with 429 (queue full).");
-  Sample(out, "spark:requests_rejected_total", l, static_cast<double>(rejected_));
-  Header(out, "vllm:time_to_first_token_seconds", "histogram",
-         "Histogram of time to first token in seconds.");
-  ttft_.Render("vllm:time_to_first_token_seconds", l, out);
-  Header(out, "vllm:inter_token_latency_seconds", "histogram",
-         "Histogram of inter-token latency in seconds.");
-  itl_.Render("vllm:inter_token_latency_seconds", l, out);
-  Header(out, "vllm:e2e_request_latency_seconds", "histogram",
-         "Histogram of e2e request latency in seconds.");
-  e2e_.Render("vllm:e2e_request_latency_seconds", l, out);
+  Counter(out, "spark:requests_rejected", "Requests refused with 429 (queue full).", l, rejected_);
+  HistogramBlock(out, "vllm:request_prompt_tokens", "Number of prefill tokens processed.", l,
+                 prompt_len_);
+  HistogramBlock(out, "vllm:request_generation_tokens", "Number of generation tokens processed.", l,
+                 generation_len_);
+  HistogramBlock(out, "vllm:request_params_n", "Histogram of the n request parameter.", l,
+                 params_n_);
+  HistogramBlock(out, "vllm:request_params_max_tokens",
+                 "Histogram of the max_tokens request parameter.", l, params_max_tokens_);
+  HistogramBlock(out, "vllm:time_to_first_token_seconds",
+                 "Histogram of time to first token in seconds.", l, ttft_);
+  HistogramBlock(out, "vllm:inter_token_latency_seconds",
+                 "Histogram of inter-token latency in seconds.", l, itl_);
+  HistogramBlock(out, "vllm:e2e_request_latency_seconds",
+                 "Histogram of e2e request latency in seconds.", l, e2e_);
   return out;
 }
 

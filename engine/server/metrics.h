@@ -1,7 +1,10 @@
-// ServerMetrics: the counters and histograms behind GET /metrics, rendered in the Prometheus
-// text format under vLLM's metric names (vllm:...) with a model_name label, so dashboards built
-// for vLLM work unchanged. Gauges (running, waiting, KV usage) and the prefix-cache counters
-// come from the GenerationService's stats at render time.
+// ServerMetrics: the counters and histograms behind GET /metrics, in the Prometheus text format
+// (0.0.4) exactly as vLLM's prometheus_client exposition names them, so Grafana dashboards built
+// for vLLM work unchanged: every sample carries model_name="<served name>" and engine="0";
+// counters are exposed as `<name>_total` (HELP and TYPE lines too); histograms as
+// `_bucket{le=...}`, `_sum` and `_count` with vLLM's bucket bounds; numbers and `le` values are
+// written as Python writes floats ("1.0", "0.25", "+Inf"). Gauges (running, waiting, KV usage)
+// and the prefix-cache counters come from the GenerationService's stats at render time.
 // Thread-safety: all methods may be called from any thread (one internal mutex).
 #pragma once
 
@@ -30,16 +33,34 @@ class Histogram {
   uint64_t count_ = 0;
 };
 
+// A number as Python's repr(float) writes it ("1.0", "0.1", "2.5e-05", "+Inf", "NaN").
+std::string PrometheusNumber(double v);
+// A label value escaped for the text format (backslash, double quote, newline).
+std::string EscapeLabelValue(const std::string& v);
+// vLLM's 1-2-5 bounds up to max_value: 1, 2, 5, 10, 20, 50, ...
+std::vector<double> OneTwoFiveBuckets(int max_value);
+
+// One finished request, as vLLM records it.
+struct FinishedRequest {
+  double e2e_seconds = 0;
+  std::string finish_reason;  // "stop", "length", "tool_calls", "abort" (tool_calls counts as stop)
+  int prompt_tokens = 0;
+  int generation_tokens = 0;  // over all choices
+  int n = 1;
+  int max_tokens = 0;  // the request's max_tokens; 0 when it gave none
+};
+
 class ServerMetrics {
  public:
-  explicit ServerMetrics(std::string model_name);
+  // `max_model_len` bounds the token-count histograms, as in vLLM.
+  ServerMetrics(std::string model_name, int max_model_len);
 
   void AddPromptTokens(int n);
   void AddGenerationTokens(int n);
   void ObserveTimeToFirstToken(double seconds);
   void ObserveInterTokenLatency(double seconds);
-  // One finished request: e2e latency and request_success{finished_reason}.
-  void ObserveRequestDone(double seconds, const std::string& finish_reason);
+  // request_success_total{finished_reason}, e2e latency and the per-request histograms.
+  void ObserveRequestDone(const FinishedRequest& request);
   void CountRejected();  // 429s
 
   // The whole exposition text.
@@ -55,6 +76,10 @@ class ServerMetrics {
   Histogram ttft_;
   Histogram itl_;
   Histogram e2e_;
+  Histogram prompt_len_;
+  Histogram generation_len_;
+  Histogram params_n_;
+  Histogram params_max_tokens_;
 };
 
 }  // namespace spark::engine::server

@@ -1,5 +1,6 @@
 #include "engine/server/openai_request.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -178,6 +179,7 @@ Error ReadLogprobs(const ordered_json& j, CompletionRequest* r) {
 Error ReadToolChoice(const ordered_json& j, CompletionRequest* r) {
   const ordered_json* v = Field(j, "tool_choice");
   if (v == nullptr) return std::nullopt;
+  r->tool_choice_set = true;
   if (v->is_string()) {
     const std::string s = v->get<std::string>();
     if (s != "auto" && s != "none" && s != "required") {
@@ -185,16 +187,30 @@ Error ReadToolChoice(const ordered_json& j, CompletionRequest* r) {
                             "tool_choice: '" + s + "' is not one of none, auto, required");
     }
     r->tool_choice = s;
-    return std::nullopt;
+  } else if (v->is_object() && v->contains("function") && (*v)["function"].is_object() &&
+             (*v)["function"].contains("name") && (*v)["function"]["name"].is_string()) {
+    r->tool_choice = "function";
+    r->tool_choice_function = (*v)["function"]["name"].get<std::string>();
+  } else {
+    return InvalidRequest("tool_choice",
+                          "tool_choice: expected none, auto, required or "
+                          "{\"type\": \"function\", \"function\": {\"name\": ...}}");
   }
-  if (v->is_object() && v->contains("function") && (*v)["function"].is_object() &&
-      (*v)["function"].contains("name") && (*v)["function"]["name"].is_string()) {
-    r->tool_choice = "function:" + (*v)["function"]["name"].get<std::string>();
-    return std::nullopt;
+  if (r->chat.tools.empty()) {
+    return InvalidRequest("tool_choice",
+                          "tool_choice: given without `tools`; send the tools the model may "
+                          "call, or leave tool_choice out");
   }
-  return InvalidRequest("tool_choice",
-                        "tool_choice: expected none, auto, required or "
-                        "{\"type\": \"function\", \"function\": {\"name\": ...}}");
+  if (r->tool_choice == "function") {
+    const std::vector<std::string> names = ToolNames(r->chat.tools);
+    if (std::find(names.begin(), names.end(), r->tool_choice_function) == names.end()) {
+      std::string known;
+      for (const std::string& n : names) known += (known.empty() ? "" : ", ") + n;
+      return InvalidRequest("tool_choice", "tool_choice: function '" + r->tool_choice_function +
+                                               "' is not among `tools` (" + known + ")");
+    }
+  }
+  return std::nullopt;
 }
 
 Error ReadChat(const ordered_json& j, CompletionRequest* r) {
@@ -248,6 +264,17 @@ Error ParseObject(Endpoint endpoint, const ordered_json& j, CompletionRequest* r
 }
 
 }  // namespace
+
+std::vector<std::string> ToolNames(const nlohmann::ordered_json& tools) {
+  std::vector<std::string> names;
+  for (const auto& t : tools) {
+    const auto& f = t.is_object() && t.contains("function") ? t["function"] : t;
+    if (f.is_object() && f.contains("name") && f["name"].is_string()) {
+      names.push_back(f["name"].get<std::string>());
+    }
+  }
+  return names;
+}
 
 std::string ApiError::ToJson() const {
   nlohmann::json e = {{"message", message}, {"type", type}, {"param", nullptr}, {"code", nullptr}};

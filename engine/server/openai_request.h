@@ -49,10 +49,17 @@ struct CompletionRequest {
   // Chat: logprobs=true, top_logprobs=k. Completions: logprobs=k (k alternatives).
   bool logprobs = false;
   int top_logprobs = 0;
-  // "auto" (default when tools are given), "none", "required" or a named function.
+  // "auto" (the default), "none", "required" or "function" (tool_choice_function names it;
+  // it is one of the request's tools). tool_choice_set: the request gave tool_choice, which
+  // then requires `tools`.
   std::string tool_choice = "auto";
+  std::string tool_choice_function;
+  bool tool_choice_set = false;
   bool echo = false;  // Completions only.
 };
+
+// The function names of a request's `tools`, in order.
+std::vector<std::string> ToolNames(const nlohmann::ordered_json& tools);
 
 // Parses a request body for `endpoint`. On failure returns the 400 error naming the field.
 std::optional<ApiError> ParseCompletionRequest(Endpoint endpoint, std::string_view body,

@@ -61,7 +61,8 @@ Result<std::unique_ptr<OpenAIServer>> OpenAIServer::Start(const OpenAIServerOpti
 OpenAIServer::OpenAIServer(const OpenAIServerOptions& options, GenerationService* service,
                            const TextCodec* codec)
     : options_(options),
-      metrics_(std::make_shared<ServerMetrics>(options.served_model_name)),
+      metrics_(
+          std::make_shared<ServerMetrics>(options.served_model_name, service->max_model_len())),
       context_(std::make_shared<ServerContext>()),
       canary_guard_(std::make_shared<CanaryGuard>()) {
   context_->service = service;
@@ -184,15 +185,26 @@ std::optional<ApiError> OpenAIServer::Prepare(CompletionRequest request,
   }
   const TextCodec& codec = *context_->codec;
   if (request.endpoint == Endpoint::kChat) {
+    // As vLLM: with tool_choice "none" the tools stay in the prompt, but the output is not
+    // parsed for calls.
     out->parse_tools = !request.chat.tools.empty() && request.tool_choice != "none";
-    if (request.tool_choice == "none") request.chat.tools = nlohmann::ordered_json::array();
     Result<std::string> text = codec.RenderChat(request.chat);
     if (!text.ok()) return InvalidRequest("messages", text.status().message());
-    out->prompt = codec.Encode(*text, /*add_special=*/false);
     std::string_view t = *text;
     while (!t.empty() && (t.back() == '\n' || t.back() == ' ')) t.remove_suffix(1);
     const std::string& think = codec.markers().think_begin;
     out->starts_in_reasoning = !think.empty() && t.ends_with(think);
+    if (request.tool_choice == "required" || request.tool_choice == "function") {
+      // No constrained decoding: the reply is made to begin a call (docs/server.md).
+      const tokenizer::ToolCallPrefill prefill =
+          codec.ForcedToolCall(request.chat, request.tool_choice_function);
+      *text += prefill.prompt_suffix + prefill.markup;
+      out->tool_markup = prefill.markup;
+      out->tool_required = true;
+      out->tool_names = ToolNames(request.chat.tools);
+      out->starts_in_reasoning = false;
+    }
+    out->prompt = codec.Encode(*text, /*add_special=*/false);
   } else {
     out->prompt =
         request.prompt_is_ids ? request.prompt_ids : codec.Encode(request.prompt_text, true);

@@ -23,12 +23,63 @@ std::string NormaliseArguments(std::string_view text) {
   return j.is_string() ? j.get<std::string>() : j.dump();
 }
 
+// Reads the fixed head of a call ({"name": "N", "arguments": {) piece by piece.
+class HeadScanner {
+ public:
+  enum Match { kNeedMore, kMismatch, kMatched };
+  explicit HeadScanner(std::string_view text) : text_(text) {}
+
+  size_t SkipSpace() {
+    while (pos_ < text_.size() && IsSpace(text_[pos_])) ++pos_;
+    return pos_;
+  }
+  // The next text (after whitespace) is `literal`.
+  Match Literal(std::string_view literal) {
+    const std::string_view rest = text_.substr(SkipSpace());
+    if (rest.size() < literal.size()) return literal.starts_with(rest) ? kNeedMore : kMismatch;
+    if (!rest.starts_with(literal)) return kMismatch;
+    pos_ += literal.size();
+    return kMatched;
+  }
+  // A JSON string; its value goes to *value.
+  Match String(std::string* value) {
+    SkipSpace();
+    if (pos_ >= text_.size()) return kNeedMore;
+    if (text_[pos_] != '"') return kMismatch;
+    bool escaped = false;
+    for (size_t j = pos_ + 1; j < text_.size(); ++j) {
+      if (escaped) {
+        escaped = false;
+      } else if (text_[j] == '\\') {
+        escaped = true;
+      } else if (text_[j] == '"') {
+        nlohmann::json s = nlohmann::json::parse(text_.substr(pos_, j + 1 - pos_), nullptr, false);
+        if (!s.is_string()) return kMismatch;
+        *value = s.get<std::string>();
+        pos_ = j + 1;
+        return kMatched;
+      }
+    }
+    return kNeedMore;
+  }
+
+ private:
+  std::string_view text_;
+  size_t pos_ = 0;
+};
+
 }  // namespace
 
 void ParsedOutput::Append(ParsedOutput other) {
   reasoning += other.reasoning;
   content += other.content;
-  for (ParsedToolCall& c : other.tool_calls) tool_calls.push_back(std::move(c));
+  for (ToolCallDelta& d : other.tool_calls) {
+    if (!d.begin && !tool_calls.empty() && tool_calls.back().index == d.index) {
+      tool_calls.back().arguments += d.arguments;
+    } else {
+      tool_calls.push_back(std::move(d));
+    }
+  }
 }
 
 size_t PartialMarkerSuffix(std::string_view text, const std::vector<std::string>& markers) {
@@ -113,6 +164,10 @@ ParsedOutput ToolCallParser::Finish() {
   ParsedOutput out;
   while (Step(out, true)) {
   }
+  if (state_ == State::kCall && part_ == Part::kHead) {  // A call begun, not even its head.
+    EmitContent(out, markers_.tool_call_begin + std::exchange(buffer_, std::string()));
+    state_ = State::kContent;
+  }
   if (!buffer_.empty()) EmitContent(out, std::exchange(buffer_, std::string()));
   return out;
 }
@@ -178,23 +233,124 @@ bool ToolCallParser::StepSection(ParsedOutput& out, bool final) {
 }
 
 bool ToolCallParser::StepCall(ParsedOutput& out, bool final) {
+  switch (part_) {
+    case Part::kHead:
+      return StepHead(out, final);
+    case Part::kArguments:
+      return StepArguments(out, final);
+    case Part::kTail:
+      return StepTail(final);
+  }
+  return false;
+}
+
+// Before the arguments: stream the call once its head matches; otherwise wait for the end
+// marker and parse the call whole.
+bool ToolCallParser::StepHead(ParsedOutput& out, bool final) {
   const size_t end = buffer_.find(markers_.tool_call_end);
+  const std::string_view body =
+      std::string_view(buffer_).substr(0, end == std::string::npos ? buffer_.size() : end);
+  const Head head = MatchHead(body);
+  if (head.match == Match::kMatched) {
+    out.Append({{}, {}, {{num_calls_, true, head.name, ""}}});
+    buffer_.erase(0, head.arguments_at);
+    part_ = Part::kArguments;
+    depth_ = 0;
+    in_string_ = escaped_ = false;
+    return true;
+  }
   if (end == std::string::npos) {
     if (!final) return false;
     EmitContent(out, markers_.tool_call_begin + std::exchange(buffer_, std::string()));
+    state_ = State::kContent;
     return false;
   }
-  ParsedToolCall call;
-  if (ParseCall(std::string_view(buffer_).substr(0, end), call)) {
+  ToolCallDelta call{num_calls_, true, "", ""};
+  if (ParseCall(body, call)) {
     pending_space_.clear();
-    out.tool_calls.push_back(std::move(call));
-    ++num_calls_;
-  } else {
-    EmitContent(out, markers_.tool_call_begin + buffer_.substr(0, end) + markers_.tool_call_end);
+    out.Append({{}, {}, {std::move(call)}});
+    buffer_.erase(0, end + markers_.tool_call_end.size());
+    EndCall();
+    return true;
   }
+  EmitContent(out, markers_.tool_call_begin + std::string(body) + markers_.tool_call_end);
   buffer_.erase(0, end + markers_.tool_call_end.size());
   state_ = in_section_ ? State::kSection : State::kContent;
   return true;
+}
+
+// Inside the arguments: pass text on up to the brace that closes them (or the end marker, if
+// the model ends the call early).
+bool ToolCallParser::StepArguments(ParsedOutput& out, bool final) {
+  const std::string& marker = markers_.tool_call_end;
+  size_t i = 0;
+  bool ended = false, complete = false;
+  for (; i < buffer_.size(); ++i) {
+    const char ch = buffer_[i];
+    if (ch == marker.front()) {
+      const std::string_view rest = std::string_view(buffer_).substr(i);
+      if (rest.starts_with(marker)) {
+        ended = true;
+        break;
+      }
+      if (!final && std::string_view(marker).starts_with(rest)) break;  // Maybe the marker.
+    }
+    if (in_string_) {
+      if (escaped_)
+        escaped_ = false;
+      else if (ch == '\\')
+        escaped_ = true;
+      else if (ch == '"')
+        in_string_ = false;
+    } else if (ch == '"') {
+      in_string_ = true;
+    } else if (ch == '{' || ch == '[') {
+      ++depth_;
+    } else if ((ch == '}' || ch == ']') && --depth_ == 0) {
+      ++i;
+      complete = true;
+      break;
+    }
+  }
+  if (i > 0) out.Append({{}, {}, {{num_calls_, false, "", buffer_.substr(0, i)}}});
+  buffer_.erase(0, i);
+  if (ended) {
+    buffer_.erase(0, marker.size());
+    EndCall();
+    return true;
+  }
+  if (complete) {
+    part_ = Part::kTail;
+    return true;
+  }
+  if (final) EndCall();
+  return false;
+}
+
+// After the arguments: whatever comes before the end marker (the Qwen3 object's closing brace,
+// DeepSeek V3's closing fence) is not part of the call's result.
+bool ToolCallParser::StepTail(bool final) {
+  const std::string& marker = markers_.tool_call_end;
+  const size_t end = buffer_.find(marker);
+  if (end != std::string::npos) {
+    buffer_.erase(0, end + marker.size());
+    EndCall();
+    return true;
+  }
+  if (final) {
+    buffer_.clear();
+    EndCall();
+    return false;
+  }
+  buffer_.erase(0, buffer_.size() - PartialMarkerSuffix(buffer_, {marker}));
+  return false;
+}
+
+void ToolCallParser::EndCall() {
+  pending_space_.clear();
+  ++num_calls_;
+  part_ = Part::kHead;
+  state_ = in_section_ ? State::kSection : State::kContent;
 }
 
 void ToolCallParser::EmitContent(ParsedOutput& out, std::string text) {
@@ -206,7 +362,51 @@ void ToolCallParser::EmitContent(ParsedOutput& out, std::string text) {
   out.content += std::exchange(pending_space_, std::string()) + text;
 }
 
-bool ToolCallParser::ParseCall(std::string_view body, ParsedToolCall& call) const {
+ToolCallParser::Head ToolCallParser::MatchHead(std::string_view body) const {
+  Head head;
+  auto convert = [](HeadScanner::Match m) {
+    return m == HeadScanner::kMatched    ? Match::kMatched
+           : m == HeadScanner::kNeedMore ? Match::kNeedMore
+                                         : Match::kMismatch;
+  };
+  const std::string& sep = markers_.tool_sep;
+  if (sep.empty()) {  // Qwen3: {"name": "N", "arguments": {
+    HeadScanner s(body);
+    using M = HeadScanner::Match;
+    M m = s.Literal("{");
+    if (m == M::kMatched) m = s.Literal("\"name\"");
+    if (m == M::kMatched) m = s.Literal(":");
+    if (m == M::kMatched) m = s.String(&head.name);
+    if (m == M::kMatched) m = s.Literal(",");
+    if (m == M::kMatched) m = s.Literal("\"arguments\"");
+    if (m == M::kMatched) m = s.Literal(":");
+    head.arguments_at = s.SkipSpace();
+    if (m == M::kMatched) m = s.Literal("{");
+    head.match = convert(m);
+    return head;
+  }
+  const size_t pos = body.find(sep);
+  if (pos == std::string_view::npos) return head;  // Need more.
+  const size_t after = pos + sep.size();
+  const size_t first = body.find_first_not_of(" \n\r\t", after);
+  if (first == std::string_view::npos) return head;
+  if (body[first] == '{') {  // V4: N<sep>{
+    head.name = std::string(TrimView(body.substr(0, pos)));
+    head.arguments_at = first;
+  } else {  // V3: function<sep>N\n```json\n{
+    const size_t fence = body.find("```json", after);
+    if (fence == std::string_view::npos) return head;
+    head.name = std::string(TrimView(body.substr(after, fence - after)));
+    const size_t open = body.find_first_not_of(" \n\r\t", fence + 7);
+    if (open == std::string_view::npos) return head;
+    if (body[open] != '{') return {Match::kMismatch, "", 0};
+    head.arguments_at = open;
+  }
+  head.match = head.name.empty() ? Match::kMismatch : Match::kMatched;
+  return head;
+}
+
+bool ToolCallParser::ParseCall(std::string_view body, ToolCallDelta& call) const {
   const std::string& sep = markers_.tool_sep;
   if (sep.empty()) {  // Qwen3: a JSON object with name and arguments.
     nlohmann::json j = nlohmann::json::parse(TrimView(body), nullptr, false);

@@ -7,8 +7,12 @@
 //                    DeepSeek V3 <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>N
 //                                 \n```json\n{...}\n```<｜tool▁call▁end｜>...<｜tool▁calls▁end｜>
 //                    DeepSeek V4  <｜tool▁call▁begin｜>N<｜tool▁sep｜>{...}<｜tool▁call▁end｜>
-//   A tool call is emitted whole once its end marker arrives; a call whose body does not parse
-//   is passed through as content.
+//   A call streams: once its head (the name, up to the `{` that opens the arguments) has
+//   arrived, a ToolCallDelta with `begin` and the name is emitted, then the argument text as the
+//   model writes it, up to the brace that closes the object. The decision depends only on the
+//   text, never on how it was split, so a stream reassembled per call index equals the result
+//   of parsing the whole text at once. A call whose head does not match waits for its end marker
+//   and is then parsed whole, or passed through as content when it does not parse.
 // Thread-safety: one parser per generated sequence; not safe for concurrent use.
 #pragma once
 
@@ -20,15 +24,22 @@
 
 namespace spark::engine::server {
 
-struct ParsedToolCall {
+// One piece of tool call `index` (0, 1, ... in the order the model wrote them). The first piece
+// of a call has `begin` set and carries the name; the arguments of a call are the concatenation
+// of the `arguments` of its pieces (JSON text of the arguments object).
+struct ToolCallDelta {
+  int index = 0;
+  bool begin = false;
   std::string name;
-  std::string arguments;  // JSON text of the arguments object.
+  std::string arguments;
 };
 
 struct ParsedOutput {
   std::string reasoning;
   std::string content;
-  std::vector<ParsedToolCall> tool_calls;
+  // Pieces in order; Append merges a piece into the previous one of the same call, so an
+  // output accumulated over a whole generation holds one entry per call.
+  std::vector<ToolCallDelta> tool_calls;
 
   bool empty() const { return reasoning.empty() && content.empty() && tool_calls.empty(); }
   void Append(ParsedOutput other);
@@ -65,20 +76,38 @@ class ToolCallParser {
 
  private:
   enum class State { kContent, kSection, kCall };
+  // Within a call: before the arguments, inside them, after them (up to the end marker).
+  enum class Part { kHead, kArguments, kTail };
+  enum class Match { kNeedMore, kMismatch, kMatched };
+  struct Head {
+    Match match = Match::kNeedMore;
+    std::string name;
+    size_t arguments_at = 0;  // Offset of the `{` that opens the arguments.
+  };
+
   // Consumes as much of buffer_ as the current state allows; false when it needs more text.
   bool Step(ParsedOutput& out, bool final);
   bool StepContent(ParsedOutput& out, bool final);
   bool StepSection(ParsedOutput& out, bool final);
   bool StepCall(ParsedOutput& out, bool final);
+  bool StepHead(ParsedOutput& out, bool final);
+  bool StepArguments(ParsedOutput& out, bool final);
+  bool StepTail(bool final);
+  void EndCall();
   void EmitContent(ParsedOutput& out, std::string text);
-  bool ParseCall(std::string_view body, ParsedToolCall& call) const;
+  Head MatchHead(std::string_view body) const;
+  bool ParseCall(std::string_view body, ToolCallDelta& call) const;
 
   const tokenizer::ChatMarkers markers_;
   State state_ = State::kContent;
   std::string buffer_;
   std::string pending_space_;  // Whitespace after a call, sent only if content follows.
   bool in_section_ = false;  // Inside <｜tool▁calls▁begin｜> ... <｜tool▁calls▁end｜>.
-  int num_calls_ = 0;
+  int num_calls_ = 0;        // Calls finished; the call in progress has this index.
+  Part part_ = Part::kHead;
+  int depth_ = 0;  // Nesting of the arguments' JSON so far, outside strings.
+  bool in_string_ = false;
+  bool escaped_ = false;
 };
 
 }  // namespace spark::engine::server

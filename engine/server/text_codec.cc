@@ -70,6 +70,15 @@ ByteCodec::ByteCodec()
     : markers_{{}, "<think>", "</think>", "", "", "<tool_call>", "</tool_call>", ""},
       stop_ids_{kEos} {}
 
+// As the Qwen3 format: no empty think block (the byte format has no thinking switch to honour).
+tokenizer::ToolCallPrefill ByteCodec::ForcedToolCall(const tokenizer::ChatRequest&,
+                                                     std::string_view function) const {
+  tokenizer::ToolCallPrefill p;
+  p.markup = "<tool_call>\n{\"name\": \"";
+  if (!function.empty()) p.markup += std::string(function) + "\", \"arguments\": ";
+  return p;
+}
+
 std::vector<int32_t> ByteCodec::Encode(std::string_view text, bool) const {
   std::vector<int32_t> ids;
   ids.reserve(text.size());

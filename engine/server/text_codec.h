@@ -38,6 +38,10 @@ class TextCodec {
   // The text of one token (for logprobs).
   virtual std::string TokenText(int32_t id) const = 0;
   virtual const tokenizer::ChatMarkers& markers() const = 0;
+  // What to append to a rendered chat prompt to force a tool call (tool_choice "required" or
+  // a named function; see tokenizer::ChatFormat::ForcedToolCall).
+  virtual tokenizer::ToolCallPrefill ForcedToolCall(const tokenizer::ChatRequest& request,
+                                                    std::string_view function) const = 0;
   // Tokens that end a turn (EOS, <|im_end|>, ...): generation stops there, their text is not
   // sent.
   virtual const std::vector<int32_t>& stop_token_ids() const = 0;
@@ -56,6 +60,8 @@ class ByteCodec : public TextCodec {
   std::unique_ptr<TokenStream> NewStream() const override;
   std::string TokenText(int32_t id) const override;
   const tokenizer::ChatMarkers& markers() const override { return markers_; }
+  tokenizer::ToolCallPrefill ForcedToolCall(const tokenizer::ChatRequest& request,
+                                            std::string_view function) const override;
   const std::vector<int32_t>& stop_token_ids() const override { return stop_ids_; }
 
  private:
@@ -76,6 +82,10 @@ class TokenizerCodec : public TextCodec {
   std::unique_ptr<TokenStream> NewStream() const override;
   std::string TokenText(int32_t id) const override;
   const tokenizer::ChatMarkers& markers() const override { return format_->markers(); }
+  tokenizer::ToolCallPrefill ForcedToolCall(const tokenizer::ChatRequest& request,
+                                            std::string_view function) const override {
+    return format_->ForcedToolCall(request, function);
+  }
   const std::vector<int32_t>& stop_token_ids() const override { return stop_ids_; }
   const tokenizer::Tokenizer& tokenizer() const { return tokenizer_; }
 

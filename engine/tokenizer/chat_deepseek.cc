@@ -46,6 +46,15 @@ class DeepSeekV3Format : public ChatFormat {
   std::string_view name() const override { return "deepseek_v3"; }
   const ChatMarkers& markers() const override { return markers_; }
 
+  // The reply starts a calls section with one call of type function, then the name and the
+  // opening of its JSON fence when the name is given.
+  ToolCallPrefill ForcedToolCall(const ChatRequest&, std::string_view function) const override {
+    ToolCallPrefill p;
+    p.markup = std::string(kCallsBegin) + kCallBegin + "function" + kSep;
+    if (!function.empty()) p.markup += std::string(function) + "\n```json\n";
+    return p;
+  }
+
   Result<std::string> Render(const ChatRequest& request) const override {
     State s;
     std::string out = bos_ + SystemPrompt(request);
@@ -99,6 +108,20 @@ class DeepSeekV4Format : public ChatFormat {
   explicit DeepSeekV4Format(std::string bos) : bos_(std::move(bos)), markers_(DeepSeekMarkers()) {}
   std::string_view name() const override { return "deepseek_v4"; }
   const ChatMarkers& markers() const override { return markers_; }
+
+  // A generation prompt that opened the think block gets it closed; then a calls section with
+  // one call, and the name and separator when the name is given.
+  ToolCallPrefill ForcedToolCall(const ChatRequest& request,
+                                 std::string_view function) const override {
+    ToolCallPrefill p;
+    if (KwargIs(request.template_kwargs, "thinking", true) ||
+        KwargIs(request.template_kwargs, "enable_thinking", true)) {
+      p.prompt_suffix = "</think>";
+    }
+    p.markup = std::string(kCallsBegin) + kCallBegin;
+    if (!function.empty()) p.markup += std::string(function) + kSep;
+    return p;
+  }
 
   Result<std::string> Render(const ChatRequest& request) const override {
     std::string out = bos_ + SystemPrompt(request);

@@ -63,6 +63,16 @@ struct ChatMarkers {
   std::string tool_sep;
 };
 
+// What forces a tool call without constrained decoding: text appended to the rendered prompt
+// (after the generation prompt) so that the model's reply continues a call already begun.
+// `prompt_suffix` closes what the generation prompt opened (an empty think block: a forced call
+// skips reasoning); `markup` is the start of the call markup, and of the function name for a
+// named call, which the output parser must see before the model's text.
+struct ToolCallPrefill {
+  std::string prompt_suffix;
+  std::string markup;
+};
+
 class ChatFormat {
  public:
   virtual ~ChatFormat() = default;
@@ -75,6 +85,11 @@ class ChatFormat {
   virtual Result<std::string> Render(const ChatRequest& request) const = 0;
 
   virtual const ChatMarkers& markers() const = 0;
+
+  // The prefill for a call of `function` (empty: any of the request's tools), for a request
+  // rendered with add_generation_prompt.
+  virtual ToolCallPrefill ForcedToolCall(const ChatRequest& request,
+                                         std::string_view function) const = 0;
 };
 
 // A format by name; bos_token is used by the DeepSeek formats. Returns InvalidArgument listing

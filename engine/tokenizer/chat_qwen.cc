@@ -32,6 +32,19 @@ class Qwen3Format : public ChatFormat {
   std::string_view name() const override { return "qwen3"; }
   const ChatMarkers& markers() const override { return markers_; }
 
+  // The reply starts `<tool_call>\n{"name": "` (then the name and `", "arguments": ` when it
+  // is given), after the empty think block the template writes when thinking is off.
+  ToolCallPrefill ForcedToolCall(const ChatRequest& request,
+                                 std::string_view function) const override {
+    ToolCallPrefill p;
+    if (!KwargIs(request.template_kwargs, "enable_thinking", false)) {
+      p.prompt_suffix = "<think>\n\n</think>\n\n";
+    }
+    p.markup = "<tool_call>\n{\"name\": \"";
+    if (!function.empty()) p.markup += std::string(function) + "\", \"arguments\": ";
+    return p;
+  }
+
   Result<std::string> Render(const ChatRequest& request) const override {
     const auto& msgs = request.messages;
     std::string out = SystemBlock(request);

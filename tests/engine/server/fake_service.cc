@@ -11,6 +11,16 @@ std::string FakeReply(const std::string& prompt) {
       prompt.find("tool\u2581output") != std::string::npos) {
     return "It is 22 degrees in Paris.";
   }
+  // A prompt that already begins a call (tool_choice required / named): continue it, or, when
+  // the conversation says "nocall", ignore it.
+  const bool nocall = prompt.find("nocall") != std::string::npos;
+  if (prompt.ends_with("{\"name\": \"")) {
+    return nocall ? "I would rather answer in words."
+                  : "get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
+  }
+  if (prompt.ends_with("\"arguments\": ")) {
+    return nocall ? "not json" : "{\"city\": \"Paris\"}}\n</tool_call>";
+  }
   if (prompt.find("weather") != std::string::npos) {
     return "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
            "\"Paris\"}}\n</tool_call>";

@@ -29,7 +29,8 @@ struct FakeOptions {
 using DecodeFn = std::function<std::string(const std::vector<int32_t>&)>;
 using EncodeFn = std::function<std::vector<int32_t>(const std::string&)>;
 
-// The reply the fake gives to a prompt (before EOS).
+// The reply the fake gives to a prompt (before EOS). A prompt ending inside a begun tool call
+// (the tool_choice prefill) gets the rest of a get_weather call, unless it says "nocall".
 std::string FakeReply(const std::string& prompt_text);
 
 class FakeService : public GenerationService {

@@ -81,8 +81,9 @@ TEST_F(LoadTest, SixtyFourConcurrentStreamsWithoutErrors) {
   EXPECT_EQ(failures, 0);
   ExpectAllBlocksFree();
   auto metrics = HttpCall(server_->port(), "GET", "/metrics");
-  EXPECT_NE(metrics.body.find("vllm:generation_tokens_total{model_name=\"zero\"} 2048"),
-            std::string::npos);
+  EXPECT_NE(
+      metrics.body.find("vllm:generation_tokens_total{model_name=\"zero\",engine=\"0\"} 2048.0\n"),
+      std::string::npos);
 }
 
 TEST_F(LoadTest, DisconnectedClientsFreeTheirBlocks) {

@@ -113,6 +113,19 @@ def test_tools(c):
                 entry["arguments"] += tc.function.arguments or ""
     check(streamed.get(0, {}).get("name") == "get_weather" and
           json.loads(streamed[0]["arguments"]) == {"city": "Paris"}, "tool call streamed")
+    hello = [{"role": "user", "content": "hello"}]
+    for choice in ("required", {"type": "function", "function": {"name": "get_weather"}}):
+        r = c.chat.completions.create(model="fake", messages=hello, tools=TOOLS, tool_choice=choice)
+        calls = r.choices[0].message.tool_calls or []
+        check(len(calls) == 1 and calls[0].function.name == "get_weather" and
+              json.loads(calls[0].function.arguments) == {"city": "Paris"},
+              f"tool_choice {choice} forces a call")
+    try:
+        c.chat.completions.create(model="fake", messages=[{"role": "user", "content": "nocall"}],
+                                  tools=TOOLS, tool_choice="required")
+        check(False, "a forced call that does not come out raises BadRequestError")
+    except openai.BadRequestError as e:
+        check("not a valid tool call" in str(e), "a forced call that does not come out raises BadRequestError")
 
 
 def test_errors(c):

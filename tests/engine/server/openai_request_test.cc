@@ -15,6 +15,7 @@ TEST(OpenAIRequestTest, ParsesChatSamplingFields) {
       "temperature": 0.5, "top_p": 0.9, "top_k": 40, "min_p": 0.1, "seed": 42,
       "presence_penalty": 0.5, "frequency_penalty": -0.5, "stop": ["x", "y"],
       "logprobs": true, "top_logprobs": 3, "tool_choice": "required",
+      "tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}],
       "chat_template_kwargs": {"enable_thinking": false}, "reasoning_effort": "low"})",
                                   &r);
   ASSERT_FALSE(e.has_value()) << e->message;
@@ -31,6 +32,40 @@ TEST(OpenAIRequestTest, ParsesChatSamplingFields) {
   EXPECT_EQ(r.tool_choice, "required");
   EXPECT_EQ(r.chat.template_kwargs["enable_thinking"], false);
   EXPECT_EQ(r.chat.template_kwargs["reasoning_effort"], "low");
+}
+
+TEST(OpenAIRequestTest, ToolChoiceForms) {
+  const std::string tools =
+      R"("tools": [{"type": "function", "function": {"name": "get_weather"}},
+                   {"type": "function", "function": {"name": "now"}}])";
+  auto parse = [&](const std::string& choice, bool with_tools, CompletionRequest* r) {
+    return ParseCompletionRequest(
+        Endpoint::kChat,
+        R"({"model": "m", "messages": [{"role": "user", "content": "hi"}], "tool_choice": )" +
+            choice + (with_tools ? ", " + tools : "") + "}",
+        r);
+  };
+  CompletionRequest named;
+  auto e = parse(R"({"type": "function", "function": {"name": "now"}})", true, &named);
+  ASSERT_FALSE(e.has_value()) << e->message;
+  EXPECT_EQ(named.tool_choice, "function");
+  EXPECT_EQ(named.tool_choice_function, "now");
+  EXPECT_TRUE(named.tool_choice_set);
+  CompletionRequest r;
+  for (const char* choice : {"\"auto\"", "\"none\"", "\"required\""}) {
+    e = parse(choice, false, &r);
+    ASSERT_TRUE(e.has_value()) << choice;
+    EXPECT_EQ(e->param, "tool_choice");
+    EXPECT_NE(e->message.find("without `tools`"), std::string::npos) << e->message;
+  }
+  e = parse(R"({"type": "function", "function": {"name": "later"}})", true, &r);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->param, "tool_choice");
+  EXPECT_NE(e->message.find("'later' is not among `tools` (get_weather, now)"), std::string::npos)
+      << e->message;
+  e = parse("\"sometimes\"", true, &r);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->param, "tool_choice");
 }
 
 TEST(OpenAIRequestTest, CompletionPromptForms) {

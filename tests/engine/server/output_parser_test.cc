@@ -26,15 +26,6 @@ ParsedOutput RunReasoning(const std::string& text, bool in_reasoning, size_t ste
   return out;
 }
 
-ParsedOutput RunTools(const tokenizer::ChatMarkers& m, const std::string& text, size_t step) {
-  ToolCallParser p(m);
-  ParsedOutput out;
-  if (step == 0) step = text.size();
-  for (size_t i = 0; i < text.size(); i += step) out.Append(p.Push(text.substr(i, step)));
-  out.Append(p.Finish());
-  return out;
-}
-
 struct ReasoningCase {
   std::string text;
   bool in_reasoning;
@@ -67,60 +58,161 @@ TEST(ReasoningParserTest, HoldsBackOnlyPossibleMarkers) {
   EXPECT_EQ(out.reasoning, "</thx");
 }
 
-TEST(ToolCallParserTest, QwenCallsAtAnyChunking) {
-  const std::string text =
-      "Let me check.<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
-      "\"Paris\"}}\n"
-      "</tool_call>\n<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>";
-  for (size_t step : {0, 1, 2, 5, 11}) {
-    ParsedOutput out = RunTools(kQwen, text, step);
-    EXPECT_EQ(out.content, "Let me check.") << step;
-    ASSERT_EQ(out.tool_calls.size(), 2u) << step;
-    EXPECT_EQ(out.tool_calls[0].name, "get_weather");
-    EXPECT_EQ(out.tool_calls[0].arguments, "{\"city\":\"Paris\"}");
-    EXPECT_EQ(out.tool_calls[1].name, "now");
-    EXPECT_EQ(out.tool_calls[1].arguments, "{}");
+// Feeds `text` cut at `cuts` (ascending offsets) and returns each Push's output, then Finish's.
+std::vector<ParsedOutput> Feed(const tokenizer::ChatMarkers& m, const std::string& text,
+                               const std::vector<size_t>& cuts) {
+  ToolCallParser p(m);
+  std::vector<ParsedOutput> outs;
+  size_t from = 0;
+  for (size_t cut : cuts) {
+    outs.push_back(p.Push(text.substr(from, cut - from)));
+    from = cut;
+  }
+  outs.push_back(p.Push(text.substr(from)));
+  outs.push_back(p.Finish());
+  return outs;
+}
+
+// What a client rebuilds from the stream: content concatenated; per call index the name of its
+// first piece and the concatenated argument pieces. Fails the test when the stream breaks the
+// protocol (a call's first piece without `begin`, a name on a later piece, an index out of
+// order).
+ParsedOutput Reassemble(const std::vector<ParsedOutput>& outs, const std::string& where) {
+  ParsedOutput r;
+  for (const ParsedOutput& o : outs) {
+    r.content += o.content;
+    for (const ToolCallDelta& d : o.tool_calls) {
+      if (d.begin) {
+        EXPECT_EQ(d.index, static_cast<int>(r.tool_calls.size())) << where;
+        EXPECT_FALSE(d.name.empty()) << where;
+        r.tool_calls.push_back({d.index, true, d.name, d.arguments});
+      } else {
+        EXPECT_TRUE(d.name.empty()) << where;
+        if (r.tool_calls.empty()) {
+          ADD_FAILURE() << where << ": arguments before the call began";
+          continue;
+        }
+        EXPECT_EQ(d.index, r.tool_calls.back().index) << where;
+        r.tool_calls.back().arguments += d.arguments;
+      }
+    }
+  }
+  return r;
+}
+
+struct ToolCase {
+  const tokenizer::ChatMarkers* markers;
+  std::string text;
+  std::string content;
+  std::vector<std::pair<std::string, std::string>> calls;  // name, arguments
+};
+
+const std::vector<ToolCase>& ToolCases() {
+  static const std::vector<ToolCase> cases = {
+      {&kQwen,
+       "Let me check.<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+       "\"Paris\", \"days\": [1, {\"x\": \"}\"}]}}\n</tool_call>\n<tool_call>\n{\"name\": "
+       "\"now\", \"arguments\": {}}\n</tool_call>",
+       "Let me check.",
+       {{"get_weather", "{\"city\": \"Paris\", \"days\": [1, {\"x\": \"}\"}]}"}, {"now", "{}"}}},
+      // Arguments before the name: parsed whole at the end marker.
+      {&kQwen,
+       "<tool_call>{\"arguments\": {\"a\": 1}, \"name\": \"f\"}</tool_call>",
+       "",
+       {{"f", "{\"a\":1}"}}},
+      {&kQwen,
+       "<tool_call>not json</tool_call> after",
+       "<tool_call>not json</tool_call> after",
+       {}},
+      {&kQwen, "x <tool_call>{\"name\": \"a\"", "x <tool_call>{\"name\": \"a\"", {}},
+      {&kQwen, "a <b> <tool", "a <b> <tool", {}},
+      {&kQwen, "cut <tool_call>", "cut <tool_call>", {}},
+      // The model stops inside the arguments: the call stands with what it wrote.
+      {&kQwen,
+       "<tool_call>{\"name\": \"f\", \"arguments\": {\"q\": \"ab",
+       "",
+       {{"f", "{\"q\": \"ab"}}},
+      {&kDeepSeek,
+       "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n"
+       "{\"city\": \"Paris\"}\n```<｜tool▁call▁end｜>\n<｜tool▁call▁begin｜>function<｜tool▁sep｜>"
+       "now\n```json\n{}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+       "",
+       {{"get_weather", "{\"city\": \"Paris\"}"}, {"now", "{}"}}},
+      {&kDeepSeek,
+       "ok<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"Oslo\"}"
+       "<｜tool▁call▁end｜><｜tool▁call▁begin｜>now<｜tool▁sep｜>{}<｜tool▁call▁end｜>"
+       "<｜tool▁calls▁end｜>",
+       "ok",
+       {{"get_weather", "{\"city\": \"Oslo\"}"}, {"now", "{}"}}},
+  };
+  return cases;
+}
+
+TEST(ToolCallParserTest, WholeTextGivesTheExpectedCalls) {
+  for (const ToolCase& c : ToolCases()) {
+    ParsedOutput out = Reassemble(Feed(*c.markers, c.text, {}), c.text);
+    EXPECT_EQ(out.content, c.content) << c.text;
+    ASSERT_EQ(out.tool_calls.size(), c.calls.size()) << c.text;
+    for (size_t i = 0; i < c.calls.size(); ++i) {
+      EXPECT_EQ(out.tool_calls[i].name, c.calls[i].first) << c.text;
+      EXPECT_EQ(out.tool_calls[i].arguments, c.calls[i].second) << c.text;
+    }
   }
 }
 
-TEST(ToolCallParserTest, DeepSeekV3Format) {
-  const std::string text =
-      "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n"
-      "{\"city\": "
-      "\"Paris\"}\n```<｜tool▁call▁end｜>\n<｜tool▁call▁begin｜>function<｜tool▁sep｜>now\n"
-      "```json\n{}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>";
-  for (size_t step : {0, 1, 3, 13}) {
-    ParsedOutput out = RunTools(kDeepSeek, text, step);
-    EXPECT_EQ(out.content, "") << step;
-    ASSERT_EQ(out.tool_calls.size(), 2u) << step;
-    EXPECT_EQ(out.tool_calls[0].name, "get_weather");
-    EXPECT_EQ(out.tool_calls[0].arguments, "{\"city\":\"Paris\"}");
-    EXPECT_EQ(out.tool_calls[1].name, "now");
+// A stream cut at any byte, or fed byte by byte, reassembles to the non-streamed result.
+TEST(ToolCallParserTest, StreamAtEveryCutEqualsWholeResult) {
+  for (const ToolCase& c : ToolCases()) {
+    std::vector<size_t> every;
+    for (size_t k = 1; k < c.text.size(); ++k) every.push_back(k);
+    std::vector<std::vector<size_t>> splits = {every};
+    for (size_t k = 0; k <= c.text.size(); ++k) splits.push_back({k});
+    for (const auto& cuts : splits) {
+      const std::string where = c.text + " cut at " +
+                                std::to_string(cuts.size() == 1 ? cuts[0] : 0) +
+                                (cuts.size() > 1 ? " (every byte)" : "");
+      ParsedOutput out = Reassemble(Feed(*c.markers, c.text, cuts), where);
+      EXPECT_EQ(out.content, c.content) << where;
+      ASSERT_EQ(out.tool_calls.size(), c.calls.size()) << where;
+      for (size_t i = 0; i < c.calls.size(); ++i) {
+        EXPECT_EQ(out.tool_calls[i].name, c.calls[i].first) << where;
+        EXPECT_EQ(out.tool_calls[i].arguments, c.calls[i].second) << where;
+      }
+    }
   }
 }
 
-TEST(ToolCallParserTest, DeepSeekV4Format) {
+// Fed byte by byte, the name goes out before the arguments are complete, and the arguments in
+// several pieces as they arrive.
+TEST(ToolCallParserTest, ArgumentsStreamAsTheyArrive) {
   const std::string text =
-      "ok<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"Oslo\"}"
-      "<｜tool▁call▁end｜><｜tool▁calls▁end｜>";
-  for (size_t step : {0, 1, 4}) {
-    ParsedOutput out = RunTools(kDeepSeek, text, step);
-    EXPECT_EQ(out.content, "ok");
-    ASSERT_EQ(out.tool_calls.size(), 1u);
-    EXPECT_EQ(out.tool_calls[0].name, "get_weather");
-    EXPECT_EQ(out.tool_calls[0].arguments, "{\"city\":\"Oslo\"}");
+      "<tool_call>\n{\"name\": \"search\", \"arguments\": {\"query\": \"long "
+      "text\"}}\n</tool_call>";
+  const size_t args_close = text.find("}}");
+  ToolCallParser p(kQwen);
+  size_t begin_at = 0, argument_pieces = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    ParsedOutput out = p.Push(text.substr(i, 1));
+    for (const ToolCallDelta& d : out.tool_calls) {
+      if (d.begin) {
+        begin_at = i;
+        EXPECT_EQ(d.name, "search");
+      }
+      if (!d.arguments.empty() && i < args_close) ++argument_pieces;
+    }
   }
+  EXPECT_EQ(begin_at, text.find("{\"query\""));  // As soon as the arguments open.
+  EXPECT_GE(argument_pieces, 10u);
 }
 
-TEST(ToolCallParserTest, MalformedOrUnfinishedCallsStayContent) {
-  ParsedOutput bad = RunTools(kQwen, "<tool_call>not json</tool_call>", 1);
-  EXPECT_TRUE(bad.tool_calls.empty());
-  EXPECT_EQ(bad.content, "<tool_call>not json</tool_call>");
-  ParsedOutput cut = RunTools(kQwen, "x <tool_call>{\"name\": \"a\"", 2);
-  EXPECT_TRUE(cut.tool_calls.empty());
-  EXPECT_EQ(cut.content, "x <tool_call>{\"name\": \"a\"");
-  ParsedOutput lt = RunTools(kQwen, "a <b> <tool", 1);
-  EXPECT_EQ(lt.content, "a <b> <tool");
+TEST(ToolCallParserTest, AppendMergesPiecesOfOneCall) {
+  ParsedOutput total;
+  total.Append({"", "", {{0, true, "f", ""}}});
+  total.Append({"", "", {{0, false, "", "{\"a\""}}});
+  total.Append({"", "", {{0, false, "", ": 1}"}, {1, true, "g", "{}"}}});
+  ASSERT_EQ(total.tool_calls.size(), 2u);
+  EXPECT_EQ(total.tool_calls[0].arguments, "{\"a\": 1}");
+  EXPECT_EQ(total.tool_calls[1].name, "g");
 }
 
 TEST(PartialMarkerSuffixTest, LongestPrefixOfAnyMarker) {

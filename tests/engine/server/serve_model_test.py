@@ -51,7 +51,7 @@ def main():
             if resp.status != 200:
                 failures.append("/ready not 200")
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=60) as resp:
-            if b'vllm:kv_cache_usage_perc{model_name="tiny"} 0' not in resp.read():
+            if b'vllm:kv_cache_usage_perc{model_name="tiny",engine="0"} 0.0\n' not in resp.read():
                 failures.append("KV blocks still in use after the requests")
     finally:
         proc.send_signal(signal.SIGTERM)

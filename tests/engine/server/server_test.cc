@@ -160,37 +160,144 @@ TEST_F(ServerTest, ReasoningSplitNonStreamingAndStreaming) {
   EXPECT_EQ(content, "The answer is 4.");
 }
 
-TEST_F(ServerTest, ToolCallParsedNonStreamingAndStreaming) {
-  json tools = json::array(
+json WeatherTools() {
+  return json::array(
       {{{"type", "function"},
-        {"function", {{"name", "get_weather"}, {"parameters", {{"type", "object"}}}}}}});
-  json j =
-      json::parse(Post("/v1/chat/completions", Chat("weather in Paris?", {{"tools", tools}})).body);
+        {"function", {{"name", "get_weather"}, {"parameters", {{"type", "object"}}}}}},
+       {{"type", "function"},
+        {"function", {{"name", "now"}, {"parameters", {{"type", "object"}}}}}}});
+}
+
+// The tool_calls a streaming client rebuilds; checks vLLM's chunk shapes on the way: the first
+// piece of a call has index, id, type "function", the name and arguments "", later pieces only
+// index and an argument fragment.
+json ReassembleToolCalls(const std::string& sse, std::string* content, std::string* finish) {
+  json calls = json::array();
+  for (const std::string& d : SseData(sse)) {
+    if (d == "[DONE]") break;
+    const json chunk = json::parse(d);
+    if (chunk["choices"].empty()) continue;
+    const json& choice = chunk["choices"][0];
+    if (!choice["finish_reason"].is_null()) *finish = choice["finish_reason"];
+    const json& delta = choice["delta"];
+    if (delta.contains("content") && delta["content"].is_string()) *content += delta["content"];
+    if (!delta.contains("tool_calls")) continue;
+    EXPECT_EQ(delta["tool_calls"].size(), 1u) << d;
+    const json& piece = delta["tool_calls"][0];
+    const size_t index = piece["index"];
+    if (index == calls.size()) {  // First piece of a call.
+      EXPECT_TRUE(piece["id"].is_string()) << d;
+      EXPECT_EQ(piece["type"], "function") << d;
+      EXPECT_EQ(piece["function"]["arguments"], "") << d;
+      calls.push_back(
+          {{"id", piece["id"]}, {"name", piece["function"]["name"]}, {"arguments", ""}});
+    } else {
+      EXPECT_EQ(index + 1, calls.size()) << d;
+      EXPECT_FALSE(piece.contains("id")) << d;
+      EXPECT_FALSE(piece["function"].contains("name")) << d;
+      calls[index]["arguments"] = calls[index]["arguments"].get<std::string>() +
+                                  piece["function"]["arguments"].get<std::string>();
+    }
+  }
+  return calls;
+}
+
+TEST_F(ServerTest, ToolCallParsedNonStreamingAndStreaming) {
+  json j = json::parse(
+      Post("/v1/chat/completions", Chat("weather in Paris?", {{"tools", WeatherTools()}})).body);
   const json& choice = j["choices"][0];
   EXPECT_EQ(choice["finish_reason"], "tool_calls");
   EXPECT_TRUE(choice["message"]["content"].is_null());
   ASSERT_EQ(choice["message"]["tool_calls"].size(), 1u);
   EXPECT_EQ(choice["message"]["tool_calls"][0]["function"]["name"], "get_weather");
-  EXPECT_EQ(choice["message"]["tool_calls"][0]["function"]["arguments"], "{\"city\":\"Paris\"}");
-  ClientResponse r =
-      Post("/v1/chat/completions", Chat("weather in Paris?", {{"tools", tools}, {"stream", true}}));
-  int calls = 0;
+  const std::string args = choice["message"]["tool_calls"][0]["function"]["arguments"];
+  EXPECT_EQ(args, "{\"city\": \"Paris\"}");
+  ClientResponse r = Post("/v1/chat/completions",
+                          Chat("weather in Paris?", {{"tools", WeatherTools()}, {"stream", true}}));
+  std::string content, finish;
+  json calls = ReassembleToolCalls(r.body, &content, &finish);
+  ASSERT_EQ(calls.size(), 1u) << r.body;
+  EXPECT_EQ(calls[0]["name"], "get_weather");
+  EXPECT_EQ(calls[0]["arguments"], args);  // Fragments add up to the non-streamed arguments.
+  EXPECT_EQ(content, "");
+  EXPECT_EQ(finish, "tool_calls");
+  // The ByteCodec streams one byte per token: the arguments came in many fragments.
+  size_t fragments = 0;
   for (const std::string& d : SseData(r.body)) {
     if (d == "[DONE]") break;
     const json delta = json::parse(d)["choices"][0]["delta"];
-    if (delta.contains("tool_calls")) {
-      EXPECT_EQ(delta["tool_calls"][0]["index"], 0);
-      EXPECT_EQ(delta["tool_calls"][0]["function"]["name"], "get_weather");
-      ++calls;
-    }
-    EXPECT_FALSE(delta.contains("content") && delta["content"] != "") << d;
+    fragments += delta.contains("tool_calls") && !delta["tool_calls"][0].contains("id");
   }
-  EXPECT_EQ(calls, 1);
+  EXPECT_GE(fragments, 10u);
   // tool_choice none: the markup stays plain content.
-  j = json::parse(
-      Post("/v1/chat/completions", Chat("weather?", {{"tools", tools}, {"tool_choice", "none"}}))
-          .body);
+  j = json::parse(Post("/v1/chat/completions",
+                       Chat("weather?", {{"tools", WeatherTools()}, {"tool_choice", "none"}}))
+                      .body);
   EXPECT_TRUE(j["choices"][0]["message"]["tool_calls"].empty());
+  EXPECT_NE(j["choices"][0]["message"]["content"].get<std::string>().find("<tool_call>"),
+            std::string::npos);
+}
+
+// "required" and a named function prefill the start of a call; the model (here: the fake)
+// continues it, and the result is parsed like any call, streamed or not.
+TEST_F(ServerTest, ToolChoiceRequiredAndNamedForceACall) {
+  const std::vector<json> choices = {
+      "required", {{"type", "function"}, {"function", {{"name", "get_weather"}}}}};
+  for (const json& tool_choice : choices) {
+    json body = Chat("hello there", {{"tools", WeatherTools()}, {"tool_choice", tool_choice}});
+    ClientResponse r = Post("/v1/chat/completions", body);
+    ASSERT_EQ(r.status, 200) << r.body;
+    json j = json::parse(r.body);
+    const json& message = j["choices"][0]["message"];
+    ASSERT_EQ(message["tool_calls"].size(), 1u) << r.body;
+    EXPECT_EQ(message["tool_calls"][0]["function"]["name"], "get_weather");
+    EXPECT_EQ(message["tool_calls"][0]["function"]["arguments"], "{\"city\": \"Paris\"}");
+    EXPECT_EQ(j["choices"][0]["finish_reason"], "tool_calls");
+    body["stream"] = true;
+    std::string content, finish;
+    json calls = ReassembleToolCalls(Post("/v1/chat/completions", body).body, &content, &finish);
+    ASSERT_EQ(calls.size(), 1u);
+    EXPECT_EQ(calls[0]["name"], "get_weather");
+    EXPECT_EQ(calls[0]["arguments"], "{\"city\": \"Paris\"}");
+    EXPECT_EQ(finish, "tool_calls");
+  }
+}
+
+// A forced call the model did not complete is an error a client can act on (400, as vLLM
+// answers a reply that does not validate), streamed as an error event.
+TEST_F(ServerTest, ForcedCallThatDoesNotComeOutIsAnError) {
+  const std::vector<json> choices = {
+      "required", {{"type", "function"}, {"function", {{"name", "get_weather"}}}}};
+  for (const json& tool_choice : choices) {
+    json body = Chat("nocall please", {{"tools", WeatherTools()}, {"tool_choice", tool_choice}});
+    ClientResponse r = Post("/v1/chat/completions", body);
+    EXPECT_EQ(r.status, 400) << r.body;
+    json e = json::parse(r.body)["error"];
+    EXPECT_EQ(e["type"], "invalid_request_error");
+    EXPECT_NE(e["message"].get<std::string>().find("not a valid tool call"), std::string::npos)
+        << e;
+    body["stream"] = true;
+    r = Post("/v1/chat/completions", body);
+    std::vector<std::string> events = SseData(r.body);
+    ASSERT_GE(events.size(), 2u);
+    EXPECT_EQ(events.back(), "[DONE]");
+    EXPECT_TRUE(json::parse(events[events.size() - 2]).contains("error")) << r.body;
+  }
+}
+
+TEST_F(ServerTest, ToolChoiceNeedsToolsAndAKnownFunction) {
+  ClientResponse r = Post("/v1/chat/completions", Chat("hi", {{"tool_choice", "required"}}));
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(json::parse(r.body)["error"]["param"], "tool_choice") << r.body;
+  r = Post("/v1/chat/completions",
+           Chat("hi", {{"tools", WeatherTools()},
+                       {"tool_choice", {{"type", "function"}, {"function", {{"name", "nope"}}}}}}));
+  EXPECT_EQ(r.status, 400);
+  json e = json::parse(r.body)["error"];
+  EXPECT_EQ(e["param"], "tool_choice");
+  EXPECT_NE(e["message"].get<std::string>().find("'nope' is not among `tools` (get_weather, now)"),
+            std::string::npos)
+      << e;
 }
 
 struct BadRequestCase {
@@ -259,21 +366,54 @@ TEST_F(ServerTest, OversizedBodyAndHeaders) {
   EXPECT_EQ(HttpCall(server_->port(), "GET", "/health").status, 200);
 }
 
+// The value of the sample line starting with `prefix` (-1 when absent).
+double MetricValue(const std::string& text, const std::string& prefix) {
+  const size_t at = text.find("\n" + prefix);
+  if (at == std::string::npos) return -1;
+  const size_t sp = text.find(' ', at + 1 + prefix.size());
+  return std::stod(text.substr(sp + 1, text.find('\n', sp) - sp - 1));
+}
+
 TEST_F(ServerTest, MetricsUseVllmNames) {
   Post("/v1/chat/completions", Chat("hi"));
   ClientResponse r = HttpCall(server_->port(), "GET", "/metrics");
   ASSERT_EQ(r.status, 200);
-  for (const char* name :
-       {"vllm:num_requests_running{model_name=\"fake\"}", "vllm:num_requests_waiting{",
-        "vllm:kv_cache_usage_perc{", "vllm:prompt_tokens_total{",
-        "vllm:generation_tokens_total{model_name=\"fake\"} 26",
-        "vllm:request_success_total{model_name=\"fake\",finished_reason=\"stop\"} 1",
-        "vllm:time_to_first_token_seconds_bucket{model_name=\"fake\",le=\"+Inf\"} 1",
-        "vllm:inter_token_latency_seconds_count{model_name=\"fake\"} 25",
-        "vllm:e2e_request_latency_seconds_count{model_name=\"fake\"} 1",
-        "# TYPE vllm:prefix_cache_queries counter", "vllm:prefix_cache_hits_total{"}) {
+  EXPECT_EQ(r.headers["content-type"].find("text/plain; version=0.0.4"), 0u);
+  const std::string l = "{model_name=\"fake\",engine=\"0\"";
+  for (const std::string& name :
+       {"vllm:num_requests_running" + l + "}", "vllm:num_requests_waiting" + l,
+        "vllm:kv_cache_usage_perc" + l, "vllm:prompt_tokens_total" + l,
+        "vllm:generation_tokens_total" + l + "} 26.0",
+        "vllm:request_success_total" + l + ",finished_reason=\"stop\"} 1.0",
+        "vllm:time_to_first_token_seconds_bucket" + l + ",le=\"+Inf\"} 1.0",
+        "vllm:inter_token_latency_seconds_count" + l + "} 25.0",
+        "vllm:e2e_request_latency_seconds_count" + l + "} 1.0",
+        "vllm:request_generation_tokens_count" + l + "} 1.0",
+        std::string("# TYPE vllm:prefix_cache_queries_total counter"),
+        std::string("# TYPE vllm:generation_tokens_total counter"),
+        "vllm:prefix_cache_hits_total" + l}) {
     EXPECT_NE(r.body.find(name), std::string::npos) << name << "\n" << r.body;
   }
+}
+
+// Counters and histogram counts move with each request, by what the request did.
+TEST_F(ServerTest, MetricsCountersMoveWithRequests) {
+  const std::string l = "{model_name=\"fake\",engine=\"0\"";
+  const std::string before = "\n" + HttpCall(server_->port(), "GET", "/metrics").body;
+  json j = json::parse(Post("/v1/chat/completions", Chat("hi", {{"max_tokens", 5}})).body);
+  const int prompt = j["usage"]["prompt_tokens"], completion = j["usage"]["completion_tokens"];
+  ASSERT_EQ(completion, 5);
+  const std::string after = "\n" + HttpCall(server_->port(), "GET", "/metrics").body;
+  auto delta = [&](const std::string& prefix) {
+    return MetricValue(after, prefix) - MetricValue(before, prefix);
+  };
+  EXPECT_EQ(delta("vllm:prompt_tokens_total" + l + "}"), prompt);
+  EXPECT_EQ(delta("vllm:generation_tokens_total" + l + "}"), 5);
+  EXPECT_EQ(delta("vllm:request_success_total" + l + ",finished_reason=\"length\"}"), 1);
+  EXPECT_EQ(delta("vllm:request_success_total" + l + ",finished_reason=\"stop\"}"), 0);
+  EXPECT_EQ(delta("vllm:e2e_request_latency_seconds_count" + l + "}"), 1);
+  EXPECT_EQ(delta("vllm:request_params_max_tokens_count" + l + "}"), 1);
+  EXPECT_EQ(delta("vllm:inter_token_latency_seconds_count" + l + "}"), 4);
 }
 
 TEST_F(ServerTest, ClientDisconnectCancels) {

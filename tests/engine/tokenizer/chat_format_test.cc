@@ -88,6 +88,66 @@ TEST(ChatFormatTest, MarkersNameStopTokens) {
   EXPECT_EQ((*ds)->markers().think_end, "</think>");
 }
 
+// The forced-call prefill must be the start of the call markup the format itself renders for an
+// assistant turn that calls the function (what the model was trained to continue), and must
+// begin with the format's call markers so the output parser sees a call.
+class ForcedToolCallTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ForcedToolCallTest, PrefillStartsTheRenderedCall) {
+  auto format = MakeChatFormat(GetParam(), kDeepSeekBos);
+  ASSERT_TRUE(format.ok());
+  Result<ChatRequest> turn = ParseChatRequest(ordered_json::parse(R"({"messages": [
+      {"role": "user", "content": "weather?"},
+      {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
+        "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]}]})"));
+  ASSERT_TRUE(turn.ok()) << turn.status().ToString();
+  turn->add_generation_prompt = false;
+  Result<std::string> rendered = (*format)->Render(*turn);
+  ASSERT_TRUE(rendered.ok());
+  const ToolCallPrefill named = (*format)->ForcedToolCall(*turn, "get_weather");
+  const ToolCallPrefill any = (*format)->ForcedToolCall(*turn, "");
+  EXPECT_NE(rendered->find(named.markup), std::string::npos) << *rendered << "\n" << named.markup;
+  EXPECT_TRUE(named.markup.starts_with(any.markup));
+  EXPECT_NE(named.markup.find("get_weather"), std::string::npos);
+  const ChatMarkers& m = (*format)->markers();
+  EXPECT_TRUE(
+      any.markup.starts_with(m.tool_calls_begin.empty() ? m.tool_call_begin : m.tool_calls_begin));
+}
+
+// With thinking on, the prefill closes the think block the way the format's own "thinking
+// off" generation prompt does; with thinking off there is nothing to close.
+TEST_P(ForcedToolCallTest, PrefillSkipsReasoning) {
+  auto format = MakeChatFormat(GetParam(), kDeepSeekBos);
+  ASSERT_TRUE(format.ok());
+  const bool v4 = GetParam() == "deepseek_v4";
+  const char* key = GetParam() == "qwen3" ? "enable_thinking" : "thinking";
+  Result<ChatRequest> on = ParseChatRequest(ordered_json::parse(
+      std::string(
+          R"({"messages": [{"role": "user", "content": "hi"}], "chat_template_kwargs": {")") +
+      key + "\": true}}"));
+  Result<ChatRequest> off = ParseChatRequest(ordered_json::parse(
+      std::string(
+          R"({"messages": [{"role": "user", "content": "hi"}], "chat_template_kwargs": {")") +
+      key + "\": false}}"));
+  ASSERT_TRUE(on.ok() && off.ok());
+  Result<std::string> on_text = (*format)->Render(*on);
+  Result<std::string> off_text = (*format)->Render(*off);
+  ASSERT_TRUE(on_text.ok() && off_text.ok());
+  const std::string suffix = (*format)->ForcedToolCall(*on, "f").prompt_suffix;
+  if (GetParam() == "deepseek_v3") {
+    EXPECT_EQ(suffix, "");  // No thinking switch.
+  } else if (v4) {
+    EXPECT_TRUE(on_text->ends_with("<think>"));  // An empty think block, then the call.
+    EXPECT_EQ(suffix, "</think>");
+  } else {
+    EXPECT_EQ(*on_text + suffix, *off_text);
+  }
+  EXPECT_EQ((*format)->ForcedToolCall(*off, "f").prompt_suffix, "");
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, ForcedToolCallTest,
+                         ::testing::Values("deepseek_v3", "deepseek_v4", "qwen3"));
+
 // Expected strings are what Python's json.dumps(x, ensure_ascii=False) prints.
 TEST(PyJsonTest, MatchesPythonJsonDumps) {
   const std::pair<const char*, const char*> kCases[] = {
