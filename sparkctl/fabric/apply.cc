@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "base/logging.h"
 #include "base/strings.h"
@@ -45,6 +46,23 @@ std::string WireGuardUpLines(const netplan::WireGuardPlan& wg) {
   return out;
 }
 
+// The kernel adds the RoCE v2 GID of a new address asynchronously: wait up to 5 s for every
+// planned device to have an IPv4-mapped RoCE v2 entry, then print the GID tables (for
+// NCCL_IB_GID_INDEX) in the same round trip.
+std::string GidWaitLines(const NodeChanges& n) {
+  std::vector<std::string> devices;
+  for (const auto& fi : n.plan.addressing.interfaces) devices.push_back(fi.rdma_device);
+  std::string s =
+      "has_v4_gid() { for t in /sys/class/infiniband/$1/ports/1/gid_attrs/types/*; do "
+      "[ \"$(cat \"$t\" 2>/dev/null)\" = 'RoCE v2' ] || continue; "
+      "case \"$(cat /sys/class/infiniband/$1/ports/1/gids/${t##*/} 2>/dev/null)\" in "
+      "0000:0000:0000:0000:0000:ffff:*) return 0;; esac; done; return 1; }\n";
+  s += "w=0; while [ $w -lt 50 ]; do ok=1; for d in " + Join(devices, " ") +
+       "; do has_v4_gid $d || ok=0; done; [ $ok = 1 ] && break; sleep 0.1; w=$((w+1)); done\n";
+  s += GidSectionCommand() + "\n";
+  return s;
+}
+
 std::string ApplyScript(const NodeChanges& n) {
   std::string s = "fail() { echo \"" + n.node + ": failed: $*\" >&2; exit 10; }\n";
   // A timer that already fired has restored the old state: applying now would leave a half
@@ -55,6 +73,7 @@ std::string ApplyScript(const NodeChanges& n) {
     if (c.command) s += Checked(c.command->ToString()) + "\n";
   }
   if (n.wireguard && n.plan.wireguard) s += WireGuardUpLines(*n.plan.wireguard);
+  if (n.gid_pending) s += GidWaitLines(n);
   return s;
 }
 
@@ -108,14 +127,30 @@ Result<std::string> DiffFromBefore(ssh::Transport& t, const NodeChanges& n,
   return Join(diffs, "; ");
 }
 
-Status RunScript(ssh::Transport& t, const std::string& node, const std::string& script,
-                 const std::string& what) {
+// Runs `script` with /bin/sh on the node; its output when it exits 0.
+Result<ssh::CommandResult> RunScriptOutput(ssh::Transport& t, const std::string& node,
+                                           const std::string& script, const std::string& what) {
   ssh::RunOptions run;
   run.stdin_data = script;
   SPARK_ASSIGN_OR_RETURN(ssh::CommandResult r, t.Run(node, "/bin/sh -s", run));
-  if (r.ok()) return Status::Ok();
+  if (r.ok()) return r;
   return AbortedError(node + ": " + what + " failed (exit " + std::to_string(r.exit_code) +
                       "): " + ssh::Tail(r.stderr_data + r.stdout_data));
+}
+
+Status RunScript(ssh::Transport& t, const std::string& node, const std::string& script,
+                 const std::string& what) {
+  return RunScriptOutput(t, node, script, what).status();
+}
+
+// After apply: NCCL_IB_GID_INDEX from the GID tables the apply script printed, now that every
+// planned netdev has its address.
+Result<int> ReadGidAfterApply(const NodeChanges& n, std::string_view apply_output) {
+  SPARK_ASSIGN_OR_RETURN(NodeSnapshot after, ParseSnapshot(apply_output));
+  SPARK_ASSIGN_OR_RETURN(std::optional<int> gid, FindGidIndex(n.node, after.rdma, n.plan.addressing,
+                                                              n.FabricNetdevs(), nullptr));
+  if (!gid) return FailedPreconditionError(n.node + ": the plan gives it no fabric netdev");
+  return *gid;
 }
 
 // Rolls back every node in `armed` in parallel and checks each is as it was before.
@@ -170,13 +205,17 @@ Status ArmRollback(ssh::Transport& t, const NodeChanges& n, std::chrono::seconds
   return RunScript(t, n.node, ArmScript(n, after), "arming the rollback timer");
 }
 
-Status ApplyNode(ssh::Transport& t, const NodeChanges& n) {
+Status ApplyNode(ssh::Transport& t, const NodeChanges& n, int* gid_index) {
   for (const auto& f : n.files) {
     Status s = t.WriteFile(n.node, f.file.path, f.file.content, f.file.mode);
     if (!s.ok()) return s.WithContext(n.node + ": writing " + f.file.path);
   }
-  if (n.runtime.empty() && !n.wireguard) return Status::Ok();
-  return RunScript(t, n.node, ApplyScript(n), "apply");
+  if (n.runtime.empty() && !n.wireguard && !n.gid_pending) return Status::Ok();
+  SPARK_ASSIGN_OR_RETURN(ssh::CommandResult r, RunScriptOutput(t, n.node, ApplyScript(n), "apply"));
+  if (!n.gid_pending) return Status::Ok();
+  SPARK_ASSIGN_OR_RETURN(int gid, ReadGidAfterApply(n, r.stdout_data));
+  if (gid_index) *gid_index = gid;
+  return Status::Ok();
 }
 
 Status RollbackNode(ssh::Transport& t, const std::string& node) {
@@ -221,15 +260,18 @@ Result<ApplyReport> ApplyCluster(ssh::Transport& t, const netplan::ClusterSpec& 
   std::vector<char> armed(names.size(), 0);
   auto results = ssh::ForEachNode<size_t>(names, [&](const std::string& node) -> Result<size_t> {
     size_t i = std::find(names.begin(), names.end(), node) - names.begin();
-    const NodeChanges& n = changes.nodes[i];
+    NodeChanges& n = changes.nodes[i];
     if (n.Count() == 0) return size_t{0};
     SPARK_RETURN_IF_ERROR(ArmRollback(t, n, options.rollback_after));
     armed[i] = 1;
-    SPARK_RETURN_IF_ERROR(ApplyNode(t, n));
+    int gid = -1;
+    SPARK_RETURN_IF_ERROR(ApplyNode(t, n, &gid));
+    if (n.gid_pending) SetGidIndex(&n, gid);
     return n.Count();
   });
   bool failed = false;
   for (size_t i = 0; i < names.size(); ++i) {
+    changes.fabric.nodes[i] = changes.nodes[i].plan;  // with the GID index apply read
     report.nodes.push_back({names[i], changes.nodes[i].Count(), results[i].status()});
     if (results[i].ok()) report.nodes.back().status = Status::Ok();
     failed = failed || !results[i].ok();

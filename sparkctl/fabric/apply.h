@@ -9,7 +9,8 @@
 //      `netplan try`;
 //   2. write the files (Transport::WriteFile: netplan YAML 0600, sysctl.d, WireGuard conf);
 //   3. run the runtime changes (sysctl, iproute2) and (re)load WireGuard (kernel module, else
-//      wireguard-go) in one script;
+//      wireguard-go) in one script, which ends by printing the RoCE GID tables when the node's
+//      NCCL_IB_GID_INDEX is still unknown (its entry appears with the fabric addresses);
 // then verify (verify.h). Only when every node applied and verify passed are the timers
 // cancelled ("confirmed"); otherwise the controller runs every armed node's rollback at once,
 // and if the controller dies or loses the nodes, the timers do it by themselves.
@@ -70,8 +71,11 @@ Result<ApplyReport> ApplyCluster(ssh::Transport& transport, const netplan::Clust
 // Arm: backups, rollback script, saved snapshot, timer. Errors of Run; Aborted naming the node.
 Status ArmRollback(ssh::Transport& transport, const NodeChanges& node,
                    std::chrono::seconds rollback_after);
-// Files, runtime changes, WireGuard. Aborted naming the node and the command that failed.
-Status ApplyNode(ssh::Transport& transport, const NodeChanges& node);
+// Files, runtime changes, WireGuard; when node.gid_pending, waits for the new addresses' RoCE v2
+// GID and stores its index in *gid_index (same SSH round trip; ApplyCluster puts it into the
+// plan with SetGidIndex). Aborted naming the node and the command that failed;
+// FailedPrecondition from FindGidIndex when no RoCE v2 IPv4 GID came.
+Status ApplyNode(ssh::Transport& transport, const NodeChanges& node, int* gid_index = nullptr);
 // Runs the node's armed rollback now. NotFound when nothing is armed there.
 Status RollbackNode(ssh::Transport& transport, const std::string& node);
 // Cancels the node's timer; the applied state stays.

@@ -11,6 +11,10 @@
 namespace spark::fabric {
 namespace {
 
+// Stands in for a GID index not known yet (the entry appears with the fabric addresses); it is
+// removed from the NCCL environment again (NodeChanges::gid_pending).
+constexpr int kPlaceholderGid = 0;
+
 // Stand-in keys for `net plan` before apply has made the real ones (unique per rank, as the
 // library requires); never written anywhere.
 std::string PlaceholderKey(int rank, bool is_public) {
@@ -34,7 +38,7 @@ Result<netplan::FabricPlan> SkeletonPlan(const netplan::ClusterSpec& spec,
   netplan::PlanInputs inputs;
   inputs.control_plane = options.control_plane;
   for (const auto& n : spec.nodes) {
-    inputs.nodes[n.name] = {options.gid_index, "eth0", PlaceholderKey(*n.rank, false),
+    inputs.nodes[n.name] = {kPlaceholderGid, "eth0", PlaceholderKey(*n.rank, false),
                             PlaceholderKey(*n.rank, true)};
   }
   return netplan::BuildFabricPlan(spec, inputs);
@@ -147,6 +151,53 @@ const NodeChanges* ClusterChanges::Find(const std::string& node) const {
   return nullptr;
 }
 
+Result<std::optional<int>> FindGidIndex(const std::string& node,
+                                        const std::vector<host::RdmaDeviceFacts>& rdma,
+                                        const netplan::NodeAddressing& planned,
+                                        const std::set<std::string>& addressed, std::string* note) {
+  std::optional<int> found;
+  std::vector<std::string> seen;
+  bool differ = false;
+  for (const netplan::FabricInterface& fi : planned.interfaces) {
+    if (!addressed.count(fi.netdev)) continue;
+    const host::RdmaDeviceFacts* dev = nullptr;
+    for (const auto& d : rdma) {
+      if (d.name == fi.rdma_device) dev = &d;
+    }
+    const std::optional<int> index = dev ? dev->RoceV2Ipv4Index() : std::nullopt;
+    if (!index) {
+      return FailedPreconditionError(
+          node + ": no RoCE v2 IPv4 GID on " + fi.rdma_device + " (" + fi.netdev +
+          " has an address), so NCCL_IB_GID_INDEX cannot be set: the netdev has an address but "
+          "no RoCE v2 GID: check the RDMA driver (show_gids)");
+    }
+    seen.push_back(fi.rdma_device + "=" + std::to_string(*index));
+    if (found && *found != *index) differ = true;
+    if (!found) found = index;
+  }
+  if (differ && note) {
+    *note = node + ": RoCE v2 GID indexes differ between devices (" + Join(seen, ", ") +
+            "); NCCL_IB_GID_INDEX takes one value, " + std::to_string(*found) +
+            " is used: re-run `sparkctl net apply` after reboots (the index moves)";
+  }
+  return found;
+}
+
+void SetGidIndex(NodeChanges* node, int index) {
+  auto& env = node->plan.nccl_env;
+  const netplan::EnvVar var{"NCCL_IB_GID_INDEX", std::to_string(index)};
+  auto it = std::find_if(env.begin(), env.end(),
+                         [](const netplan::EnvVar& v) { return v.name == "NCCL_IB_GID_INDEX"; });
+  if (it != env.end()) {
+    *it = var;
+  } else {
+    it = std::find_if(env.begin(), env.end(),
+                      [](const netplan::EnvVar& v) { return v.name == "NCCL_IB_HCA"; });
+    env.insert(it == env.end() ? env.end() : it + 1, var);
+  }
+  node->gid_pending = false;
+}
+
 Status EnsureWireGuardKeys(ssh::Transport& transport, const std::vector<std::string>& nodes) {
   std::string key = kWgKeyPath;
   std::string cmd = "umask 077 && mkdir -p " + std::string(kStateDir) + " && { [ -s " + key +
@@ -187,12 +238,12 @@ Result<ClusterChanges> PlanChanges(ssh::Transport& transport, const netplan::Clu
   out.spec = spec;
   netplan::PlanInputs inputs;
   inputs.control_plane = options.control_plane;
-  std::vector<std::string> keyless;
+  std::vector<std::string> keyless, gid_pending;
   for (size_t i = 0; i < names.size(); ++i) {
     const NodeSnapshot& s = *snapshots[i];
     const netplan::NodeSpec* node = spec.FindNode(names[i]);
     std::string mgmt_address = s.ssh_server_address.empty() ? node->address : s.ssh_server_address;
-    netplan::NodeInputs in{options.gid_index, s.NetdevWithAddress(mgmt_address), s.wg_private_key,
+    netplan::NodeInputs in{kPlaceholderGid, s.NetdevWithAddress(mgmt_address), s.wg_private_key,
                            s.wg_public_key};
     if (in.management_interface.empty()) {
       return FailedPreconditionError(names[i] + ": no netdev carries the management address " +
@@ -205,6 +256,20 @@ Result<ClusterChanges> PlanChanges(ssh::Transport& transport, const netplan::Clu
             fi.netdev + "; sparkctl never changes the management path: give the node a separate "
             "management interface (enP7s7 on DGX OS) and use its address in cluster.yaml");
       }
+    }
+    std::set<std::string> addressed;
+    for (const NetdevInfo& d : s.netdevs) {
+      if (!d.ipv4.empty()) addressed.insert(d.name);
+    }
+    std::string gid_note;
+    SPARK_ASSIGN_OR_RETURN(std::optional<int> gid,
+                           FindGidIndex(names[i], s.rdma, skeleton.FindNode(names[i])->addressing,
+                                        addressed, &gid_note));
+    if (!gid_note.empty()) out.notes.push_back(gid_note);
+    if (gid) {
+      in.gid_index = *gid;
+    } else {
+      gid_pending.push_back(names[i]);
     }
     if (in.wg_private_key.empty()) {
       keyless.push_back(names[i]);
@@ -220,12 +285,19 @@ Result<ClusterChanges> PlanChanges(ssh::Transport& transport, const netplan::Clu
     n.management_interface = inputs.nodes[names[i]].management_interface;
     n.needs_key = options.control_plane &&
                   std::find(keyless.begin(), keyless.end(), names[i]) != keyless.end();
+    if (std::find(gid_pending.begin(), gid_pending.end(), names[i]) != gid_pending.end()) {
+      n.gid_pending = true;
+      std::erase_if(n.plan.nccl_env,
+                    [](const netplan::EnvVar& v) { return v.name == "NCCL_IB_GID_INDEX"; });
+    }
     out.fabric.nodes[i] = n.plan;
     out.nodes.push_back(std::move(n));
   }
-  out.notes.push_back("NCCL_IB_GID_INDEX=" + std::to_string(options.gid_index) +
-                      " is assumed (host facts are not wired into the plan yet); check it with "
-                      "`show_gids` on each node");
+  if (!gid_pending.empty()) {
+    out.notes.push_back("NCCL_IB_GID_INDEX of " + Join(gid_pending, ", ") +
+                        " is read by apply: the RoCE v2 IPv4 GID appears only once the fabric "
+                        "netdevs have their addresses");
+  }
   if (!keyless.empty() && options.control_plane) {
     out.notes.push_back("WireGuard keys will be made by apply on " + Join(keyless, ", ") +
                         " (kept on the node in /etc/sparkctl/fabric; the controller reads a node's key only to "

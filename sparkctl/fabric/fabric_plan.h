@@ -7,6 +7,7 @@
 // Thread-safety: functions; the Transport must be thread-safe (all are).
 #pragma once
 
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -21,12 +22,7 @@
 
 namespace spark::fabric {
 
-// The GID index used until sparkctl/host facts (RdmaDeviceFacts::RoceV2Ipv4Index) feed the plan.
-inline constexpr int kAssumedGidIndex = 3;
-
 struct PlanOptions {
-  // RoCE v2 IPv4 GID index for NCCL_IB_GID_INDEX. Default: kAssumedGidIndex (said in the notes).
-  int gid_index = kAssumedGidIndex;
   // Bring up the WireGuard control plane. Default: on.
   bool control_plane = true;
 };
@@ -47,6 +43,9 @@ struct NodeChanges {
   bool wireguard = false;                // (re)load the WireGuard interface
   std::string wireguard_why;
   bool needs_key = false;  // no WireGuard key on the node yet (apply makes one there)
+  // NCCL_IB_GID_INDEX is not in plan.nccl_env yet: no fabric netdev had an address, so no
+  // RoCE v2 IPv4 GID existed; apply reads it once the addresses are there.
+  bool gid_pending = false;
 
   // The netdevs sparkctl manages on this node (the fabric twins of the plan).
   std::set<std::string> FabricNetdevs() const;
@@ -57,17 +56,34 @@ struct ClusterChanges {
   netplan::ClusterSpec spec;
   netplan::FabricPlan fabric;     // every node's plan (WireGuard endpoints as used)
   std::vector<NodeChanges> nodes;  // by rank
-  std::vector<std::string> notes;  // assumptions the user should know ("GID index 3 assumed")
+  std::vector<std::string> notes;  // what the user should know (GID indexes read after apply)
 
   size_t Count() const;
   const NodeChanges* Find(const std::string& node) const;
 };
 
 // FailedPrecondition when the inventory has no ranks or no fabric.kind (run `sparkctl
-// discover`), when a planned fabric netdev carries the management address, or when a node lacks
-// a fabric netdev; the errors of BuildFabricPlan; a node's connection error (prefixed with it).
+// discover`), when a planned fabric netdev carries the management address, when a node lacks
+// a fabric netdev, or when a fabric netdev has an address but its RDMA device no RoCE v2 IPv4
+// GID (FindGidIndex); the errors of BuildFabricPlan; a node's connection error (prefixed with
+// it).
 Result<ClusterChanges> PlanChanges(ssh::Transport& transport, const netplan::ClusterSpec& spec,
                                    const PlanOptions& options);
+
+// NCCL_IB_GID_INDEX of a node: the RoCE v2 IPv4 GID index of its planned RDMA devices, found
+// as preflight finds it (host::RdmaDeviceFacts::RoceV2Ipv4Index). `addressed`: the netdevs that
+// carry an IPv4 address (the GID entry exists only then). Returns nullopt when no planned netdev
+// is addressed yet; the index of the first device that has one otherwise (a note in *note when
+// devices disagree). FailedPrecondition naming the node, device and netdev when an addressed
+// netdev's device has no RoCE v2 IPv4 GID.
+Result<std::optional<int>> FindGidIndex(const std::string& node,
+                                        const std::vector<host::RdmaDeviceFacts>& rdma,
+                                        const netplan::NodeAddressing& planned,
+                                        const std::set<std::string>& addressed, std::string* note);
+
+// Sets NCCL_IB_GID_INDEX in the node's plan (after NCCL_IB_HCA, as the netplan library places it)
+// and clears gid_pending.
+void SetGidIndex(NodeChanges* node, int index);
 
 // Makes a WireGuard key on every node of `nodes` that has none (`wg genkey`, mode 0600, kept on
 // the node). Errors of Run, or Aborted naming the node when wg fails.

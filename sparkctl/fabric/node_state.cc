@@ -87,6 +87,22 @@ std::string NodeSnapshot::NetdevWithAddress(std::string_view address) const {
   return "";
 }
 
+const host::RdmaDeviceFacts* NodeSnapshot::FindRdma(std::string_view name) const {
+  for (const host::RdmaDeviceFacts& d : rdma) {
+    if (d.name == name) return &d;
+  }
+  return nullptr;
+}
+
+// Unused entries have no readable type (EINVAL on real hardware, absent in the simulator).
+std::string GidSectionCommand() {
+  return std::string("echo '") + std::string(kMarker) +
+         "gids'; for p in /sys/class/infiniband/*/ports/1; do [ -d \"$p/gid_attrs/types\" ] || "
+         "continue; d=${p%/ports/1}; d=${d##*/}; for t in \"$p\"/gid_attrs/types/*; do "
+         "y=$(cat \"$t\" 2>/dev/null) || continue; [ -n \"$y\" ] || continue; i=${t##*/}; "
+         "echo \"$d $i $(cat \"$p/gids/$i\" 2>/dev/null) $y\"; done; done";
+}
+
 std::string SnapshotCommand(const SnapshotRequest& request) {
   std::string m(kMarker);
   std::string cmd = "export LC_ALL=C; echo '" + m + "addr'; ip -j addr show; echo '" + m +
@@ -104,6 +120,7 @@ std::string SnapshotCommand(const SnapshotRequest& request) {
   for (const std::string& f : request.files) {
     cmd += "; [ -e " + f + " ] && echo \"$(stat -c %a " + f + ") $(sha256sum " + f + ")\"";
   }
+  if (request.read_gids) cmd += "; " + GidSectionCommand();
   cmd += "; echo '" + m + "saved'; [ -e " + std::string(kSavedSnapshotPath) +
          " ] && echo yes; true";
   return cmd;
@@ -138,6 +155,21 @@ Result<NodeSnapshot> ParseSnapshot(std::string_view text) {
     if (parts.size() < 3) continue;
     FileInfo info{parts[1], static_cast<int>(std::strtol(parts[0].c_str(), nullptr, 8))};
     s.files[parts[2]] = info;
+  }
+  for (const std::string& line : Split(sections["gids"], '\n', true)) {
+    // "rocep1s0f0 3 0000:0000:0000:0000:0000:ffff:c612:0001 RoCE v2"
+    std::vector<std::string> parts = Split(line, ' ', true);
+    if (parts.size() < 4) continue;
+    char* end = nullptr;
+    const long index = std::strtol(parts[1].c_str(), &end, 10);
+    if (end == parts[1].c_str() || *end != '\0') continue;
+    std::string type = parts[3];
+    for (size_t k = 4; k < parts.size(); ++k) type += " " + parts[k];
+    if (s.rdma.empty() || s.rdma.back().name != parts[0]) {
+      s.rdma.emplace_back();
+      s.rdma.back().name = parts[0];
+    }
+    s.rdma.back().gids.push_back({static_cast<int>(index), parts[2], type, ""});
   }
   s.has_saved_snapshot = Trim(sections["saved"]) == "yes";
   return s;

@@ -1,7 +1,8 @@
 // Node snapshots: what `sparkctl net plan/apply/reset` reads from a node before it changes
 // anything, in ONE SSH round trip: `ip -j addr`, `ip -j route`, the values of the sysctls the
 // plan sets, the WireGuard key kept on the node, which of sparkctl's files exist (SHA-256 and
-// mode), and the address the SSH session came in on (the management path, never touched).
+// mode), the RoCE GID tables of the RDMA devices (for NCCL_IB_GID_INDEX), and the address the
+// SSH session came in on (the management path, never touched).
 //
 // The raw `ip -j` sections are kept so that apply can save the state before its first change on
 // the node (/etc/sparkctl/fabric/pre-apply.snapshot) and reset can parse it back later.
@@ -16,6 +17,7 @@
 
 #include "base/status.h"
 #include "netplan/state_diff.h"
+#include "sparkctl/host/facts.h"
 
 namespace spark::fabric {
 
@@ -49,6 +51,9 @@ struct NodeSnapshot {
   std::map<std::string, FileInfo> files;  // only the files that exist
   bool has_saved_snapshot = false;        // pre-apply.snapshot exists on the node
   std::string ssh_server_address;         // from $SSH_CONNECTION: the management address
+  // RDMA devices with their GID tables (name and gids only), read from sysfs as
+  // `sparkctl node facts` reads them.
+  std::vector<host::RdmaDeviceFacts> rdma;
 
   // The raw sections, as read (for SavedSnapshotText).
   std::string addr_json;
@@ -58,6 +63,7 @@ struct NodeSnapshot {
   const NetdevInfo* FindNetdev(std::string_view name) const;
   // The netdev carrying `address` ("" when none does).
   std::string NetdevWithAddress(std::string_view address) const;
+  const host::RdmaDeviceFacts* FindRdma(std::string_view name) const;
 };
 
 // What to read besides addresses and routes.
@@ -65,7 +71,12 @@ struct SnapshotRequest {
   std::vector<std::string> sysctl_keys;
   std::vector<std::string> files;
   bool read_wg_key = true;
+  bool read_gids = true;
 };
+
+// Shell text printing the "gids" section: one line per GID entry that has a type,
+// "<device> <index> <gid> <type>" from /sys/class/infiniband/*/ports/1/{gids,gid_attrs/types}.
+std::string GidSectionCommand();
 
 // One shell command printing every section ("@@sparkctl <name>" marker lines). Changes nothing.
 std::string SnapshotCommand(const SnapshotRequest& request);

@@ -156,6 +156,15 @@ TEST_F(FabricSimTest, RingOfFourAppliesVerifiesSurvivesAPulledCableAndResets) {
   }
   EXPECT_EQ(reach, 4u * 3u * 4u);  // every ordered pair, every address
   EXPECT_EQ(wg, 4u * 3u);
+  // The GID index was read from each node's table once apply had given it addresses (the
+  // simulator's RoCE v2 IPv4 entry is at 3 with one address per netdev).
+  for (const auto& n : first.changes.nodes) {
+    EXPECT_FALSE(n.gid_pending) << n.node;
+    EXPECT_EQ(n.plan.Env("NCCL_IB_GID_INDEX"), "3") << n.node;
+  }
+  auto replanned = PlanChanges(*transport_, spec_, {});
+  ASSERT_TRUE(replanned.ok()) << replanned.status().ToString();
+  EXPECT_EQ(replanned->nodes[2].plan.Env("NCCL_IB_GID_INDEX"), "3");
   auto mode = transport_->Run("spark-1", "stat -c %a /etc/netplan/60-sparkctl-fabric.yaml");
   ASSERT_TRUE(mode.ok());
   EXPECT_EQ(mode->stdout_data, "600\n");

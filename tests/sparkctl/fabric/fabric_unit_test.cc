@@ -3,8 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <map>
-
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "sparkctl/fabric/apply.h"
 #include "sparkctl/fabric/fabric_plan.h"
@@ -50,11 +50,35 @@ json Link(const std::string& name, int mtu, const std::string& mac,
           {"operstate", "UP"}, {"address", mac}, {"addr_info", info}};
 }
 
-std::string Snapshot(const json& addr, const std::string& mgmt, int rank) {
+std::string Snapshot(const json& addr, const std::string& mgmt, int rank,
+                     const std::string& gids = "") {
   return "@@sparkctl addr\n" + addr.dump() + "\n@@sparkctl route\n[]\n@@sparkctl sysctl\n" +
          "net.ipv4.ip_forward = 0\n@@sparkctl ssh\n198.19.0.1 4000 " + mgmt + " 22\n" +
          "@@sparkctl wgkey\n" + Key(rank, false) + "\n" + Key(rank, true) +
-         "\n@@sparkctl files\n@@sparkctl saved\n";
+         "\n@@sparkctl files\n@@sparkctl gids\n" + gids + "@@sparkctl saved\n";
+}
+
+// A "gids" section: per device the link-local RoCE v1/v2 entries at 0 and 1, then, when the
+// device's netdev has an address, its IPv4-mapped v1/v2 entries at `v4_index` and v4_index+1.
+std::string Gids(const std::vector<std::string>& devices, std::optional<int> v4_index) {
+  std::string out;
+  for (const std::string& d : devices) {
+    out += d + " 0 fe80:0000:0000:0000:0000:00ff:fe00:0001 IB/RoCE v1\n";
+    out += d + " 1 fe80:0000:0000:0000:0000:00ff:fe00:0001 RoCE v2\n";
+    if (v4_index) {
+      out += d + " " + std::to_string(*v4_index) +
+             " 0000:0000:0000:0000:0000:ffff:c612:0001 IB/RoCE v1\n";
+      out += d + " " + std::to_string(*v4_index + 1) +
+             " 0000:0000:0000:0000:0000:ffff:c612:0001 RoCE v2\n";
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> Devices(const NodeChanges& n) {
+  std::vector<std::string> out;
+  for (const auto& fi : n.plan.addressing.interfaces) out.push_back(fi.rdma_device);
+  return out;
 }
 
 // What a node shows before sparkctl touched it (with a WireGuard key already made).
@@ -68,8 +92,8 @@ std::string FreshSnapshot(int rank) {
   return Snapshot(addr, mgmt, rank);
 }
 
-// What a node shows once `changes` is applied.
-std::string AppliedSnapshot(const NodeChanges& n, int rank) {
+// What a node shows once `changes` is applied; its RoCE v2 IPv4 GID is at index `gid_v4`.
+std::string AppliedSnapshot(const NodeChanges& n, int rank, int gid_v4 = 5) {
   json addr = json::array();
   std::string mgmt = "198.19.0." + std::to_string(10 + rank);
   addr.push_back(Link("enP7s7", 1500, "m", {mgmt + "/24"}));
@@ -90,7 +114,7 @@ std::string AppliedSnapshot(const NodeChanges& n, int rank) {
   return "@@sparkctl addr\n" + addr.dump() + "\n@@sparkctl route\n" + routes.dump() +
          "\n@@sparkctl sysctl\n" + sysctls + "@@sparkctl ssh\n198.19.0.1 4000 " + mgmt + " 22\n" +
          "@@sparkctl wgkey\n" + Key(rank, false) + "\n" + Key(rank, true) + "\n@@sparkctl files\n" +
-         files + "@@sparkctl saved\nyes\n";
+         files + "@@sparkctl gids\n" + Gids(Devices(n), gid_v4 - 1) + "@@sparkctl saved\nyes\n";
 }
 
 void ReplyFresh(FakeTransport& fake, int n) {
@@ -131,7 +155,13 @@ TEST(PlanChangesTest, FreshRingNeedsAddressesRoutesFilesAndWireGuard) {
   EXPECT_TRUE(addr);
   // WireGuard peers are reached over the management LAN, which no fabric cable can cut.
   EXPECT_EQ(n0.plan.wireguard->peers[0].endpoint, "198.19.0.11:51871");
-  EXPECT_NE(c->notes[0].find("NCCL_IB_GID_INDEX=3 is assumed"), std::string::npos);
+  // No fabric address yet, so no RoCE v2 IPv4 GID: apply reads the index later.
+  EXPECT_TRUE(n0.gid_pending);
+  EXPECT_EQ(n0.plan.Env("NCCL_IB_GID_INDEX"), "");
+  EXPECT_NE(c->notes[0].find("NCCL_IB_GID_INDEX of spark-0, spark-1, spark-2, spark-3 is read by "
+                             "apply"),
+            std::string::npos)
+      << c->notes[0];
   // Planning changes nothing: only the read-only snapshot command ran.
   for (const auto& call : fake.calls()) EXPECT_TRUE(call.command.starts_with("export LC_ALL=C"));
 }
@@ -151,6 +181,96 @@ TEST(PlanChangesTest, AppliedClusterHasNoChanges) {
     EXPECT_FALSE(n.wireguard) << n.wireguard_why;
   }
   EXPECT_EQ(again->Count(), 0u);
+  // The GID index comes from each node's table (5 here, not the usual 3).
+  for (const auto& n : again->nodes) {
+    EXPECT_FALSE(n.gid_pending);
+    EXPECT_EQ(n.plan.Env("NCCL_IB_GID_INDEX"), "5") << n.node;
+    EXPECT_EQ(again->fabric.FindNode(n.node)->Env("NCCL_IB_GID_INDEX"), "5") << n.node;
+  }
+  EXPECT_TRUE(again->notes.empty());
+}
+
+TEST(PlanChangesTest, GidIndexIsReadPerNode) {
+  FakeTransport fake({"spark-0", "spark-1", "spark-2"});
+  ReplyFresh(fake, 3);
+  auto c = PlanChanges(fake, Ring(3), {});
+  ASSERT_TRUE(c.ok());
+  for (int r = 0; r < 3; ++r)
+    fake.Reply("spark-" + std::to_string(r), "export LC_ALL=C.*",
+               AppliedSnapshot(c->nodes[r], r, r == 1 ? 7 : 3));
+  auto again = PlanChanges(fake, Ring(3), {});
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->nodes[0].plan.Env("NCCL_IB_GID_INDEX"), "3");
+  EXPECT_EQ(again->nodes[1].plan.Env("NCCL_IB_GID_INDEX"), "7");
+  // NCCL_IB_GID_INDEX stays where the netplan library puts it: right after NCCL_IB_HCA.
+  const auto& env = again->nodes[1].plan.nccl_env;
+  for (size_t i = 0; i + 1 < env.size(); ++i) {
+    if (env[i].name == "NCCL_IB_HCA") {
+      EXPECT_EQ(env[i + 1].name, "NCCL_IB_GID_INDEX");
+    }
+  }
+}
+
+// A fabric netdev with an address but no RoCE v2 IPv4 GID: the plan cannot give NCCL an index,
+// and says which node and device to look at, with preflight's hint.
+TEST(PlanChangesTest, AddressWithoutRoceGidNamesTheNode) {
+  FakeTransport fake({"spark-0", "spark-1", "spark-2"});
+  ReplyFresh(fake, 3);
+  auto c = PlanChanges(fake, Ring(3), {});
+  ASSERT_TRUE(c.ok());
+  for (int r = 0; r < 3; ++r)
+    fake.Reply("spark-" + std::to_string(r), "export LC_ALL=C.*", AppliedSnapshot(c->nodes[r], r));
+  std::string broken = AppliedSnapshot(c->nodes[2], 2);
+  const size_t from = broken.find("@@sparkctl gids\n") + 16;
+  broken.replace(from, broken.find("@@sparkctl saved") - from,
+                 Gids(Devices(c->nodes[2]), std::nullopt));  // link-local entries only
+  fake.Reply("spark-2", "export LC_ALL=C.*", broken);
+  auto again = PlanChanges(fake, Ring(3), {});
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.status().code(), StatusCode::kFailedPrecondition);
+  const std::string& m = again.status().message();
+  EXPECT_NE(m.find("spark-2: no RoCE v2 IPv4 GID on " + Devices(c->nodes[2])[0]), std::string::npos)
+      << m;
+  EXPECT_NE(m.find("check the RDMA driver (show_gids)"), std::string::npos) << m;
+}
+
+TEST(FindGidIndexTest, DevicesThatDisagreeGiveTheFirstAndANote) {
+  netplan::NodeAddressing planned;
+  planned.interfaces = {{0, 0, "enp1s0f0np0", "rocep1s0f0", {}, 0, {}},
+                        {0, 1, "enP2p1s0f0np0", "roceP2p1s0f0", {}, 0, {}}};
+  NodeSnapshot s =
+      *ParseSnapshot("@@sparkctl gids\n" + Gids({"rocep1s0f0"}, 2) + Gids({"roceP2p1s0f0"}, 4));
+  std::string note;
+  auto gid = FindGidIndex("spark-0", s.rdma, planned, {"enp1s0f0np0", "enP2p1s0f0np0"}, &note);
+  ASSERT_TRUE(gid.ok()) << gid.status().ToString();
+  EXPECT_EQ(*gid, std::optional<int>(3));
+  EXPECT_NE(note.find("rocep1s0f0=3, roceP2p1s0f0=5"), std::string::npos) << note;
+  // Nothing addressed yet: unknown, not an error.
+  auto pending = FindGidIndex("spark-0", s.rdma, planned, {}, &note);
+  ASSERT_TRUE(pending.ok());
+  EXPECT_FALSE(pending->has_value());
+}
+
+// Apply reads the index in its own round trip once the addresses exist, and puts it into the
+// plan; without the entry it fails naming the node.
+TEST(ApplyNodeTest, ReadsTheGidIndexAfterAssigningAddresses) {
+  FakeTransport fake({"spark-0", "spark-1", "spark-2"});
+  ReplyFresh(fake, 3);
+  auto c = PlanChanges(fake, Ring(3), {});
+  ASSERT_TRUE(c.ok());
+  NodeChanges n = c->nodes[0];
+  ASSERT_TRUE(n.gid_pending);
+  fake.Reply("spark-0", "/bin/sh -s", "@@sparkctl gids\n" + Gids(Devices(n), 8));
+  int gid = -1;
+  ASSERT_TRUE(ApplyNode(fake, n, &gid).ok());
+  EXPECT_EQ(gid, 9);
+  SetGidIndex(&n, gid);
+  EXPECT_EQ(n.plan.Env("NCCL_IB_GID_INDEX"), "9");
+  EXPECT_FALSE(n.gid_pending);
+  fake.Reply("spark-0", "/bin/sh -s", "@@sparkctl gids\n" + Gids(Devices(n), std::nullopt));
+  Status s = ApplyNode(fake, c->nodes[0], &gid);
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(s.message().find("spark-0: no RoCE v2 IPv4 GID"), std::string::npos) << s.message();
 }
 
 TEST(PlanChangesTest, RefusesWhenManagementIsOnAFabricNetdev) {
