@@ -111,7 +111,27 @@ Result<std::vector<float>> Checkpoint::Read(const std::string& name, const Tenso
                                   (slice.length >= 0 ? " for this rank's slice" : ""));
     }
   }
-  return file->ReadFloat(name, slice);
+  Result<std::vector<float>> data = file->ReadFloat(name, slice);
+  if (data.ok() && observer_) {
+    const TensorInfo* info = file->Find(name);
+    uint64_t bytes = info->end - info->begin;
+    if (slice.length >= 0 && slice.dim < static_cast<int>(info->shape.size()) &&
+        info->shape[slice.dim] > 0) {
+      bytes = bytes / static_cast<uint64_t>(info->shape[slice.dim]) *
+              static_cast<uint64_t>(slice.length);
+    }
+    observer_(bytes);
+  }
+  return data;
+}
+
+uint64_t Checkpoint::total_tensor_bytes() const {
+  uint64_t total = 0;
+  for (const auto& [name, file] : tensor_file_) {
+    const TensorInfo* info = files_[file]->Find(name);
+    total += info->end - info->begin;
+  }
+  return total;
 }
 
 }  // namespace spark::engine::core

@@ -5,6 +5,8 @@
 // Thread-safety: after Open, all const methods may be called from any thread.
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -38,6 +40,14 @@ class Checkpoint {
   Result<std::vector<float>> Read(const std::string& name, const TensorSlice& slice = {},
                                   const std::vector<int64_t>& expected_shape = {}) const;
 
+  // Loading progress: after each successful Read, called with the checkpoint bytes it covered
+  // (the slice's share of the tensor, in the file's dtype), on the reading thread. Set it before
+  // reading. Default: none.
+  using ReadObserver = std::function<void(uint64_t bytes)>;
+  void set_read_observer(ReadObserver observer) { observer_ = std::move(observer); }
+  // Bytes of every tensor of every shard, in the files' dtypes.
+  uint64_t total_tensor_bytes() const;
+
  private:
   Status OpenIndex(const std::string& index_path);
   Result<const SafetensorsFile*> FileFor(const std::string& name) const;
@@ -45,6 +55,7 @@ class Checkpoint {
   std::string dir_;
   std::vector<std::unique_ptr<SafetensorsFile>> files_;
   std::map<std::string, size_t> tensor_file_;  // tensor name -> index into files_
+  ReadObserver observer_;
 };
 
 }  // namespace spark::engine::core

@@ -17,6 +17,16 @@ std::string_view DTypeName(DType dtype) {
       return "F16";
     case DType::kF8E4M3:
       return "F8_E4M3";
+    case DType::kF8E8M0:
+      return "F8_E8M0";
+    case DType::kI64:
+      return "I64";
+    case DType::kI32:
+      return "I32";
+    case DType::kI8:
+      return "I8";
+    case DType::kU8:
+      return "U8";
   }
   return "?";
 }
@@ -29,18 +39,26 @@ size_t DTypeSize(DType dtype) {
       return 2;
     case DType::kF16:
       return 2;
+    case DType::kI64:
+      return 8;
+    case DType::kI32:
+      return 4;
     case DType::kF8E4M3:
+    case DType::kF8E8M0:
+    case DType::kI8:
+    case DType::kU8:
       return 1;
   }
   return 0;
 }
 
 Result<DType> ParseDType(std::string_view name) {
-  for (DType d : {DType::kF32, DType::kBF16, DType::kF16, DType::kF8E4M3}) {
+  for (DType d : {DType::kF32, DType::kBF16, DType::kF16, DType::kF8E4M3, DType::kF8E8M0,
+                  DType::kI64, DType::kI32, DType::kI8, DType::kU8}) {
     if (name == DTypeName(d)) return d;
   }
   return InvalidArgumentError("unsupported dtype '" + std::string(name) +
-                              "' (supported: F32, BF16, F16, F8_E4M3)");
+                              "' (supported: F32, BF16, F16, F8_E4M3, F8_E8M0, I64, I32, I8, U8)");
 }
 
 float Bf16ToFloat(uint16_t bits) { return std::bit_cast<float>(uint32_t{bits} << 16); }
@@ -76,6 +94,11 @@ float F8E4M3ToFloat(uint8_t bits) {
   return negative ? -magnitude : magnitude;
 }
 
+float F8E8M0ToFloat(uint8_t bits) {
+  if (bits == 0xFF) return std::numeric_limits<float>::quiet_NaN();
+  return std::ldexp(1.0f, static_cast<int>(bits) - 127);
+}
+
 void ConvertToFloat(DType dtype, const void* src, size_t count, float* dst) {
   const auto* bytes = static_cast<const uint8_t*>(src);
   switch (dtype) {
@@ -91,6 +114,29 @@ void ConvertToFloat(DType dtype, const void* src, size_t count, float* dst) {
       return;
     case DType::kF8E4M3:
       for (size_t i = 0; i < count; ++i) dst[i] = F8E4M3ToFloat(bytes[i]);
+      return;
+    case DType::kF8E8M0:
+      for (size_t i = 0; i < count; ++i) dst[i] = F8E8M0ToFloat(bytes[i]);
+      return;
+    case DType::kI64:
+      for (size_t i = 0; i < count; ++i) {
+        int64_t v;
+        std::memcpy(&v, bytes + 8 * i, 8);
+        dst[i] = static_cast<float>(v);
+      }
+      return;
+    case DType::kI32:
+      for (size_t i = 0; i < count; ++i) {
+        int32_t v;
+        std::memcpy(&v, bytes + 4 * i, 4);
+        dst[i] = static_cast<float>(v);
+      }
+      return;
+    case DType::kI8:
+      for (size_t i = 0; i < count; ++i) dst[i] = static_cast<int8_t>(bytes[i]);
+      return;
+    case DType::kU8:
+      for (size_t i = 0; i < count; ++i) dst[i] = bytes[i];
       return;
   }
 }

@@ -1,8 +1,8 @@
 // ModelConfig: the architecture of a checkpoint, read from its Hugging Face config.json.
 //
-// Supported model_type values: "qwen3" (dense) and "qwen3_moe". The struct is shaped for what
-// comes next (DeepSeek-V4): a per-layer list says each layer's attention and MLP kind, MoE
-// settings include shared experts, and the residual stream count is explicit. Keys that would
+// Supported model_type values: "qwen3" (dense), "qwen3_moe" and "deepseek_v4". A per-layer list
+// says each layer's attention and MLP kind, MoE settings include shared experts, and the residual
+// stream count is explicit; DeepSeek-V4's own settings are in DeepseekV4Settings. Keys that would
 // change the numerics but are not implemented (rope_scaling, sliding windows, attention biases,
 // other activations) are rejected with the file and key named rather than silently ignored;
 // keys that do not affect the forward pass (architectures, torch_dtype, ...) are ignored.
@@ -17,8 +17,11 @@
 
 namespace spark::engine::core {
 
-enum class AttentionType { kFull };   // later: kSliding, kCompressedSparse, ...
-enum class MlpType { kDense, kMoe };  // later: kHashMoe
+// DeepSeek-V4: kSliding = window only; kCompressedSparse = window + CSA (overlapping pooling,
+// lightning indexer top-k); kHeavilyCompressed = window + HCA (every visible entry).
+enum class AttentionType { kFull, kSliding, kCompressedSparse, kHeavilyCompressed };
+// kHashMoe: routed experts chosen by a token-id table (tid2eid), weighted by the router.
+enum class MlpType { kDense, kMoe, kHashMoe };
 
 struct LayerSpec {
   AttentionType attention = AttentionType::kFull;
@@ -34,8 +37,38 @@ struct MoeConfig {
   int shared_intermediate_size = 0;
 };
 
+// YaRN scaling of a RoPE table (transformers' "yarn" rope_type).
+struct YarnSettings {
+  bool enabled = false;
+  double factor = 1.0;
+  int original_max_position_embeddings = 0;
+  double beta_fast = 32.0;
+  double beta_slow = 1.0;
+  double attention_factor = 1.0;  // multiplies cos and sin; V4 forces 1.0
+};
+
+// DeepSeek-V4 architecture settings (transformers' DeepseekV4Config); unused for other types.
+struct DeepseekV4Settings {
+  int q_lora_rank = 0;
+  int o_groups = 0;
+  int o_lora_rank = 0;
+  int rope_head_dim = 0;  // trailing channels of each head that get RoPE
+  int compress_rate_csa = 4;
+  int compress_rate_hca = 128;
+  int sliding_window = 0;  // keys a query sees in the window, itself included
+  int hc_sinkhorn_iters = 20;
+  float hc_eps = 1e-6f;
+  int index_n_heads = 0;
+  int index_head_dim = 0;
+  int index_topk = 0;
+  float swiglu_limit = 0;  // clamps gate (above) and up (both sides); 0 = no clamp
+  float routed_scaling_factor = 1.0f;
+  double compress_rope_theta = 160000.0;  // the "compress" table (CSA/HCA layers)
+  YarnSettings compress_yarn;             // the "main" table (sliding layers) has no scaling
+};
+
 struct ModelConfig {
-  std::string model_type;  // "qwen3" or "qwen3_moe"
+  std::string model_type;  // "qwen3", "qwen3_moe" or "deepseek_v4"
   int vocab_size = 0;
   int hidden_size = 0;
   int intermediate_size = 0;  // dense MLP layers
@@ -52,6 +85,7 @@ struct ModelConfig {
   std::vector<int> eos_token_ids;
   MoeConfig moe;
   std::vector<LayerSpec> layers;  // num_layers entries
+  DeepseekV4Settings dsv4;
 
   // InvalidArgument listing every inconsistent field ("config.json: num_key_value_heads: ...").
   Status Validate(const std::string& path) const;

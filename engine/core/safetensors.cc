@@ -160,6 +160,12 @@ const TensorInfo* SafetensorsFile::Find(const std::string& name) const {
   return it == tensors_.end() ? nullptr : &it->second;
 }
 
+Result<std::span<const uint8_t>> SafetensorsFile::RawBytes(const std::string& name) const {
+  const TensorInfo* info = Find(name);
+  if (info == nullptr) return NotFoundError(path_ + ": no tensor '" + name + "'");
+  return std::span<const uint8_t>(map_ + data_offset_ + info->begin, info->end - info->begin);
+}
+
 Result<std::vector<int64_t>> SafetensorsFile::SliceShape(const TensorInfo& info,
                                                          const TensorSlice& slice) const {
   std::vector<int64_t> shape = info.shape;

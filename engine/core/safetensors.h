@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -63,6 +64,11 @@ class SafetensorsFile {
   // The slice's elements in row-major order, as fp32. NotFound for an unknown tensor,
   // InvalidArgument for a slice outside the tensor's shape.
   Result<std::vector<float>> ReadFloat(const std::string& name, const TensorSlice& slice) const;
+
+  // The tensor's bytes as stored (little-endian, dtype of its TensorInfo), for loaders that
+  // convert themselves (packed FP4, block scales, integer tables). Valid while the file lives.
+  // NotFound for an unknown tensor.
+  Result<std::span<const uint8_t>> RawBytes(const std::string& name) const;
 
   // Shape of a slice of `info` (validates the slice). InvalidArgument when out of range.
   Result<std::vector<int64_t>> SliceShape(const TensorInfo& info, const TensorSlice& slice) const;

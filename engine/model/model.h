@@ -8,6 +8,7 @@
 // Thread-safety: a Model is used by one thread (its rank's engine thread).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -27,6 +28,11 @@ struct ModelOptions {
   TpShard shard;
   // How routed experts are split across ranks (default: inside each expert).
   MoeSharding moe_sharding = MoeSharding::kInsideExperts;
+  // Loading progress in [0, 1], called on the loading thread as weights are read: bytes read
+  // over the checkpoint's tensor bytes / shard.size (this rank's expected share; replicated
+  // tensors make it an estimate, so it is capped just below 1: the load is done when LoadModel
+  // returns). Default: none.
+  std::function<void(double fraction)> on_progress;
 };
 
 class Model {

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 
 #include "engine/core/checkpoint.h"
@@ -80,6 +81,56 @@ TEST_F(SafetensorsTest, ConvertsHalfTypesAndFp8) {
   EXPECT_EQ(*(*file)->ReadFloat("f8", {}), (std::vector<float>{1.0f, -1.5f, 448.0f, 1.0f / 512}));
 }
 
+TEST_F(SafetensorsTest, ReadsDeepseekScaleAndIntegerTypes) {
+  // e8m0 0x7F = 2^0, 0x80 = 2, 0x7E = 0.5, 0xFF = NaN; integers little-endian.
+  const std::vector<uint8_t> i64 = {0xFD, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF,  // -3
+                                    0x07, 0,    0,    0,    0,    0,    0,    0};    // 7
+  WriteSafetensors(Path("a.safetensors"),
+                   {{"scale", "F8_E8M0", {4}, {0x7F, 0x80, 0x7E, 0xFF}},
+                    {"tid2eid", "I64", {2}, i64},
+                    {"i32", "I32", {2}, {0x05, 0, 0, 0, 0xFF, 0xFF, 0xFF, 0xFF}},
+                    {"packed", "I8", {2}, {0xFE, 0x7F}},
+                    {"u8", "U8", {1}, {0xC8}}});
+  auto file = SafetensorsFile::Open(Path("a.safetensors"));
+  ASSERT_TRUE(file.ok()) << file.status().message();
+  EXPECT_EQ((*file)->Find("scale")->dtype, DType::kF8E8M0);
+  EXPECT_EQ((*file)->Find("tid2eid")->dtype, DType::kI64);
+  EXPECT_EQ((*file)->Find("packed")->dtype, DType::kI8);
+  auto scale = (*file)->ReadFloat("scale", {});
+  ASSERT_TRUE(scale.ok());
+  EXPECT_EQ((*scale)[0], 1.0f);
+  EXPECT_EQ((*scale)[1], 2.0f);
+  EXPECT_EQ((*scale)[2], 0.5f);
+  EXPECT_TRUE(std::isnan((*scale)[3]));
+  EXPECT_EQ(*(*file)->ReadFloat("tid2eid", {}), (std::vector<float>{-3.0f, 7.0f}));
+  EXPECT_EQ(*(*file)->ReadFloat("i32", {}), (std::vector<float>{5.0f, -1.0f}));
+  EXPECT_EQ(*(*file)->ReadFloat("packed", {}), (std::vector<float>{-2.0f, 127.0f}));
+  EXPECT_EQ(*(*file)->ReadFloat("u8", {}), (std::vector<float>{200.0f}));
+  auto raw = (*file)->RawBytes("tid2eid");
+  ASSERT_TRUE(raw.ok());
+  EXPECT_EQ(std::vector<uint8_t>(raw->begin(), raw->end()), i64);
+  auto packed = (*file)->RawBytes("packed");
+  ASSERT_TRUE(packed.ok());
+  EXPECT_EQ(std::vector<uint8_t>(packed->begin(), packed->end()),
+            (std::vector<uint8_t>{0xFE, 0x7F}));
+  EXPECT_EQ((*file)->RawBytes("nope").status().code(), StatusCode::kNotFound);
+}
+
+TEST(DTypeTest, NamesSizesAndParsingAgree) {
+  const std::vector<std::pair<const char*, size_t>> cases = {
+      {"F32", 4}, {"BF16", 2}, {"F16", 2}, {"F8_E4M3", 1}, {"F8_E8M0", 1},
+      {"I64", 8}, {"I32", 4},  {"I8", 1},  {"U8", 1}};
+  for (const auto& [name, size] : cases) {
+    auto dtype = ParseDType(name);
+    ASSERT_TRUE(dtype.ok()) << name;
+    EXPECT_EQ(DTypeName(*dtype), name);
+    EXPECT_EQ(DTypeSize(*dtype), size) << name;
+  }
+  auto bad = ParseDType("F8_E5M2");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("F8_E8M0"), std::string::npos) << bad.status().message();
+}
+
 struct MalformedCase {
   const char* label;
   std::string header;
@@ -100,6 +151,14 @@ TEST_F(SafetensorsTest, RejectsMalformedFilesNamingFileAndTensor) {
        16, "overlap"},
       {"negative_dim", R"({"w":{"dtype":"F32","shape":[-1],"data_offsets":[0,0]}})", 0, "'w'"},
       {"missing_offsets", R"({"w":{"dtype":"F32","shape":[1]}})", 4, "data_offsets"},
+      {"i64_wrong_size", R"({"w":{"dtype":"I64","shape":[3],"data_offsets":[0,16]}})", 16,
+       "needs 24"},
+      {"e8m0_wrong_size", R"({"w":{"dtype":"F8_E8M0","shape":[4],"data_offsets":[0,3]}})", 4,
+       "needs 4"},
+      {"i8_out_of_range", R"({"w":{"dtype":"I8","shape":[8],"data_offsets":[8,16]}})", 12,
+       "truncated"},
+      {"unknown_f8", R"({"w":{"dtype":"F8_E5M2","shape":[4],"data_offsets":[0,4]}})", 4,
+       "unsupported dtype 'F8_E5M2'"},
   };
   for (const MalformedCase& c : cases) {
     const std::string path = Path(std::string(c.label) + ".safetensors");

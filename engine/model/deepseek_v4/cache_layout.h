@@ -1,0 +1,55 @@
+// Where DeepSeek-V4's per-layer attention state lives in the paged KV cache.
+//
+// Every piece of decode state is stored per token, at the token's KV slot, so the state of a
+// sequence is a pure function of its cached tokens: chunked prefill may split anywhere, decode
+// needs nothing beyond the block table, and a cached prefix restores the compressor and indexer
+// state exactly. Per token and layer:
+//   window     [D]      kv_norm(wkv a), roped — the sliding-window keys (= values)
+//   comp_kv    [cw]     compressor kv projection (cw = 2D for CSA, D for HCA)
+//   comp_gate  [cw]     compressor gate projection plus ape[position % ratio]
+//   entry      [D]      the compressed entry of the window this token closes (written only at
+//                       positions p with (p + 1) % ratio == 0)
+//   idx_kv, idx_gate [2 dI], idx_key [dI]   the same for the lightning indexer (CSA layers)
+// The fields of a layer are spread over the cache's K and V arrays (kv_width floats each) to
+// keep the two halves balanced. This is the fp32 reference layout; it trades memory (every
+// token keeps its projections) for simplicity.
+// Thread-safety: read-only after construction.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/core/model_config.h"
+#include "engine/model/kv_cache.h"
+
+namespace spark::engine::model::dsv4 {
+
+struct Field {
+  int offset = -1;  // in [0, 2 * kv_width): below kv_width in K, else in V
+  int width = 0;
+  bool present() const { return offset >= 0; }
+};
+
+struct LayerRecord {
+  Field window, comp_kv, comp_gate, entry, idx_kv, idx_gate, idx_key;
+};
+
+class CacheLayout {
+ public:
+  explicit CacheLayout(const core::ModelConfig& config);
+
+  int kv_width() const { return kv_width_; }
+  const LayerRecord& layer(int i) const { return layers_[i]; }
+
+  // The field's floats for the token at `slot` of `layer`.
+  float* At(PagedKvCache& cache, int layer, int64_t slot, const Field& f) const {
+    return f.offset < kv_width_ ? cache.k(layer) + slot * kv_width_ + f.offset
+                                : cache.v(layer) + slot * kv_width_ + (f.offset - kv_width_);
+  }
+
+ private:
+  int kv_width_ = 0;
+  std::vector<LayerRecord> layers_;
+};
+
+}  // namespace spark::engine::model::dsv4

@@ -1,0 +1,413 @@
+#include "engine/model/deepseek_v4/weights.h"
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+
+#include "base/field_errors.h"
+#include "engine/core/block_quant.h"
+#include "engine/core/dtype.h"
+#include "engine/model/deepseek_v4/weight_names.h"
+
+namespace spark::engine::model::dsv4 {
+namespace {
+
+using core::AttentionType;
+using core::MlpType;
+
+// Block sizes of FP8 scales seen in released checkpoints (V4: 128, V4.1: 32).
+constexpr int64_t kFp8Blocks[] = {128, 32, 64};
+
+std::string Join(const std::vector<std::string>& names) {
+  std::string s;
+  for (size_t i = 1; i < names.size(); ++i) s += (i > 1 ? ", " : "") + names[i];
+  return s;
+}
+
+// Finds tensors under any of their names, converts them to fp32 and records which were used.
+class Loader {
+ public:
+  Loader(const TensorSource& src, ReadObserver on_read) : src_(src), on_read_(std::move(on_read)) {}
+
+  // The tensor stored under one of `canonical`'s names, or nullptr.
+  const RawTensor* Lookup(const std::string& canonical) {
+    for (const std::string& name : CandidateNames(canonical)) {
+      if (const RawTensor* t = src_.Find(name)) return t;
+    }
+    return nullptr;
+  }
+  bool Has(const std::string& canonical) { return Lookup(canonical) != nullptr; }
+
+  Result<Vec> Float(const std::string& canonical, const std::vector<int64_t>& shape) {
+    const RawTensor* t = Lookup(canonical);
+    if (t == nullptr) return Missing(canonical);
+    Use(*t);
+    if (t->dtype == "I8" || t->dtype == "U8") return Fp4(*t, shape);
+    if (t->shape != shape) return ShapeError(*t, shape);
+    if (t->dtype == "F8_E4M3") {
+      if (const RawTensor* scale = ScaleOf(*t)) return Fp8(*t, *scale, shape);
+    }
+    return Convert(*t);
+  }
+
+  Result<std::vector<int32_t>> Ints(const std::string& canonical,
+                                    const std::vector<int64_t>& shape) {
+    const RawTensor* t = Lookup(canonical);
+    if (t == nullptr) return Missing(canonical);
+    Use(*t);
+    if (t->shape != shape) return ShapeError(*t, shape);
+    std::vector<int32_t> out(t->bytes.size() / t->element_size);
+    for (size_t i = 0; i < out.size(); ++i) {
+      if (t->dtype == "I64") {
+        int64_t v;
+        std::memcpy(&v, t->bytes.data() + 8 * i, 8);
+        out[i] = static_cast<int32_t>(v);
+      } else if (t->dtype == "I32") {
+        std::memcpy(&out[i], t->bytes.data() + 4 * i, 4);
+      } else {
+        return InvalidArgumentError(t->file + ": tensor '" + t->name + "': dtype " + t->dtype +
+                                    " is not an integer table (expected I64 or I32)");
+      }
+    }
+    return out;
+  }
+
+  // Records `t` as consumed; the first time, reports its bytes to the read observer.
+  void Use(const RawTensor& t) {
+    if (used_.insert(t.name).second && on_read_) on_read_(t.bytes.size());
+  }
+  void MarkUsed(const RawTensor& t) { Use(t); }
+  // Marks the w1/w2/w3 tensors (and scales) under `prefix` as accounted for without reading them.
+  void Skip(const std::string& prefix) {
+    for (const char* w : {"w1", "w2", "w3"}) {
+      if (const RawTensor* t = Lookup(prefix + w + ".weight")) {
+        used_.insert(t->name);
+        ScaleOf(*t);
+      }
+    }
+  }
+
+  // InvalidArgument naming every tensor that nothing consumed.
+  Status CheckAllUsed() const {
+    std::vector<std::string> extra;
+    for (const auto& [name, t] : src_.tensors()) {
+      if (!used_.count(name) && !IsIgnoredTensor(name)) extra.push_back(name);
+    }
+    if (extra.empty()) return Status::Ok();
+    std::string list;
+    for (size_t i = 0; i < extra.size() && i < 8; ++i) list += (i ? ", " : "") + extra[i];
+    if (extra.size() > 8) list += ", ... (" + std::to_string(extra.size()) + " in all)";
+    return InvalidArgumentError(src_.dir() + ": unexpected tensors that config.json gives no " +
+                                "place to: " + list +
+                                "; check num_hidden_layers, layer_types and n_routed_experts");
+  }
+
+  Status Missing(const std::string& canonical) const {
+    return NotFoundError(src_.dir() + ": tensor '" + canonical + "' is missing (also tried " +
+                         Join(CandidateNames(canonical)) + ")");
+  }
+  static Status ShapeError(const RawTensor& t, const std::vector<int64_t>& shape) {
+    return InvalidArgumentError(t.file + ": tensor '" + t.name + "' has shape " +
+                                ShapeText(t.shape) + ", config.json implies " + ShapeText(shape));
+  }
+
+ private:
+  // The scale tensor next to an fp8 weight: "<x>.scale" (released) or "<x>.weight_scale_inv".
+  const RawTensor* ScaleOf(const RawTensor& w) {
+    const std::string suffix = ".weight";
+    if (w.name.size() <= suffix.size() ||
+        w.name.compare(w.name.size() - suffix.size(), suffix.size(), suffix) != 0) {
+      return nullptr;
+    }
+    const std::string stem = w.name.substr(0, w.name.size() - suffix.size());
+    for (const std::string& name : {stem + ".scale", stem + ".weight_scale_inv"}) {
+      if (const RawTensor* s = src_.Find(name)) {
+        Use(*s);
+        return s;
+      }
+    }
+    return nullptr;
+  }
+
+  Result<Vec> Convert(const RawTensor& t) {
+    Result<core::DType> dtype = core::ParseDType(t.dtype);
+    if (!dtype.ok()) {
+      return InvalidArgumentError(t.file + ": tensor '" + t.name + "': dtype " + t.dtype +
+                                  " cannot be read as a float tensor");
+    }
+    Vec out(t.bytes.size() / core::DTypeSize(*dtype));
+    core::ConvertToFloat(*dtype, t.bytes.data(), out.size(), out.data());
+    return out;
+  }
+
+  Result<Vec> ScaleValues(const RawTensor& s) {
+    if (s.dtype == "F8_E8M0" || s.dtype == "U8") {
+      Vec out(s.bytes.size());
+      for (size_t i = 0; i < out.size(); ++i) out[i] = core::E8M0ToFloat(s.bytes[i]);
+      return out;
+    }
+    return Convert(s);
+  }
+
+  Result<Vec> Fp8(const RawTensor& w, const RawTensor& s, const std::vector<int64_t>& shape) {
+    if (shape.size() != 2 || s.shape.size() != 2) {
+      return InvalidArgumentError(w.file + ": tensor '" + w.name + "': fp8 block scales need a " +
+                                  "2-d weight and scale, got " + ShapeText(s.shape));
+    }
+    SPARK_ASSIGN_OR_RETURN(Vec scales, ScaleValues(s));
+    for (int64_t b : kFp8Blocks) {
+      if (core::ScaleBlocks(shape[0], b) == s.shape[0] &&
+          core::ScaleBlocks(shape[1], b) == s.shape[1]) {
+        return core::DequantFp8Blocks(w.bytes, shape[0], shape[1], scales, {b, b}, w.name);
+      }
+    }
+    return DataLossError(s.file + ": tensor '" + s.name + "' has shape " + ShapeText(s.shape) +
+                         ", which fits no 128x128, 32x32 or 64x64 blocking of " + ShapeText(shape));
+  }
+
+  Result<Vec> Fp4(const RawTensor& w, const std::vector<int64_t>& shape) {
+    if (shape.size() != 2 || w.shape != std::vector<int64_t>{shape[0], shape[1] / 2}) {
+      return InvalidArgumentError(w.file + ": tensor '" + w.name + "' (packed fp4) has shape " +
+                                  ShapeText(w.shape) + ", config.json implies " +
+                                  ShapeText({shape[0], shape[1] / 2}) + " bytes");
+    }
+    const RawTensor* s = ScaleOf(w);
+    if (s == nullptr) {
+      return NotFoundError(w.file + ": packed fp4 tensor '" + w.name + "' has no '.scale' tensor");
+    }
+    return core::DequantFp4(w.bytes, shape[0], shape[1], s->bytes, w.name);
+  }
+
+  const TensorSource& src_;
+  ReadObserver on_read_;
+  std::set<std::string> used_;
+};
+
+// Rows [r.begin, r.end()) of a row-major [*, cols] matrix.
+Vec SliceRows(const Vec& m, int64_t cols, Range r) {
+  return Vec(m.begin() + r.begin * cols, m.begin() + r.end() * cols);
+}
+
+// Columns [r.begin, r.end()) of a row-major [rows, cols] matrix.
+Vec SliceCols(const Vec& m, int64_t cols, Range r) {
+  const int64_t rows = static_cast<int64_t>(m.size()) / cols;
+  Vec out;
+  out.reserve(rows * r.size);
+  for (int64_t i = 0; i < rows; ++i) {
+    out.insert(out.end(), m.begin() + i * cols + r.begin, m.begin() + i * cols + r.end());
+  }
+  return out;
+}
+
+Status LoadHc(Loader& ld, const std::string& p, const std::string& site, int64_t n, int64_t hidden,
+              HyperConnectionWeights* hc) {
+  const int64_t mix = (2 + n) * n;
+  SPARK_ASSIGN_OR_RETURN(hc->fn, ld.Float(p + "hc_" + site + "_fn", {mix, n * hidden}));
+  SPARK_ASSIGN_OR_RETURN(hc->base, ld.Float(p + "hc_" + site + "_base", {mix}));
+  SPARK_ASSIGN_OR_RETURN(hc->scale, ld.Float(p + "hc_" + site + "_scale", {3}));
+  return Status::Ok();
+}
+
+Status LoadCompressor(Loader& ld, const std::string& p, int64_t width, int64_t dim, int64_t ratio,
+                      int64_t hidden, CompressorWeights* c) {
+  SPARK_ASSIGN_OR_RETURN(c->wkv, ld.Float(p + "wkv.weight", {width, hidden}));
+  SPARK_ASSIGN_OR_RETURN(c->wgate, ld.Float(p + "wgate.weight", {width, hidden}));
+  SPARK_ASSIGN_OR_RETURN(c->ape, ld.Float(p + "ape", {ratio, width}));
+  SPARK_ASSIGN_OR_RETURN(c->norm, ld.Float(p + "norm.weight", {dim}));
+  return Status::Ok();
+}
+
+Status LoadAttention(Loader& ld, const std::string& p, const core::ModelConfig& c,
+                     const ShardRanges& r, LayerWeights* l) {
+  const core::DeepseekV4Settings& d = c.dsv4;
+  const int64_t hidden = c.hidden_size, hd = c.head_dim, heads = c.num_heads;
+  SPARK_ASSIGN_OR_RETURN(l->attn_norm, ld.Float(p + "attn_norm.weight", {hidden}));
+  SPARK_ASSIGN_OR_RETURN(l->sinks, ld.Float(p + "attn.attn_sink", {heads}));
+  l->sinks = SliceRows(l->sinks, 1, r.heads);
+  SPARK_ASSIGN_OR_RETURN(l->wq_a, ld.Float(p + "attn.wq_a.weight", {d.q_lora_rank, hidden}));
+  SPARK_ASSIGN_OR_RETURN(l->q_norm, ld.Float(p + "attn.q_norm.weight", {d.q_lora_rank}));
+  SPARK_ASSIGN_OR_RETURN(l->wq_b, ld.Float(p + "attn.wq_b.weight", {heads * hd, d.q_lora_rank}));
+  l->wq_b = SliceRows(l->wq_b, d.q_lora_rank, {r.heads.begin * hd, r.heads.size * hd});
+  SPARK_ASSIGN_OR_RETURN(l->wkv, ld.Float(p + "attn.wkv.weight", {hd, hidden}));
+  SPARK_ASSIGN_OR_RETURN(l->kv_norm, ld.Float(p + "attn.kv_norm.weight", {hd}));
+  SPARK_ASSIGN_OR_RETURN(l->wo_a,
+                         ld.Float(p + "attn.wo_a.weight",
+                                  {int64_t{d.o_groups} * d.o_lora_rank, heads * hd / d.o_groups}));
+  SPARK_ASSIGN_OR_RETURN(
+      l->wo_b, ld.Float(p + "attn.wo_b.weight", {hidden, int64_t{d.o_groups} * d.o_lora_rank}));
+  const int64_t in = heads * hd / d.o_groups, ol = d.o_lora_rank;
+  Vec wo_a;
+  for (int64_t i = 0; i < r.groups.size; ++i) {
+    const int64_t g = r.groups.begin + i;
+    const Range mine = r.GroupHeads(i);
+    const Vec block = SliceRows(l->wo_a, in, {g * ol, ol});
+    const Vec cols =
+        SliceCols(block, in, {(mine.begin - g * r.heads_per_group) * hd, mine.size * hd});
+    wo_a.insert(wo_a.end(), cols.begin(), cols.end());
+  }
+  l->wo_a = std::move(wo_a);
+  l->wo_b = SliceCols(l->wo_b, int64_t{d.o_groups} * ol, {r.groups.begin * ol, r.groups.size * ol});
+  if (l->attention == AttentionType::kHeavilyCompressed) {
+    return LoadCompressor(ld, p + "attn.compressor.", hd, hd, d.compress_rate_hca, hidden,
+                          &l->compressor);
+  }
+  if (l->attention != AttentionType::kCompressedSparse) return Status::Ok();
+  const int64_t idim = d.index_head_dim, ih = d.index_n_heads;
+  SPARK_RETURN_IF_ERROR(LoadCompressor(ld, p + "attn.compressor.", 2 * hd, hd, d.compress_rate_csa,
+                                       hidden, &l->compressor));
+  SPARK_RETURN_IF_ERROR(LoadCompressor(ld, p + "attn.indexer.compressor.", 2 * idim, idim,
+                                       d.compress_rate_csa, hidden, &l->index_compressor));
+  SPARK_ASSIGN_OR_RETURN(l->index_wq_b,
+                         ld.Float(p + "attn.indexer.wq_b.weight", {ih * idim, d.q_lora_rank}));
+  SPARK_ASSIGN_OR_RETURN(l->index_weights,
+                         ld.Float(p + "attn.indexer.weights_proj.weight", {ih, hidden}));
+  return Status::Ok();
+}
+
+// Channels `ch` of w1 then of w3, as one [2 * ch.size, hidden] matrix; w2's columns `ch`.
+Status LoadSwiGlu(Loader& ld, const std::string& p, int64_t inter, int64_t hidden, Range ch,
+                  Vec* gate_up, Vec* down) {
+  SPARK_ASSIGN_OR_RETURN(Vec gate, ld.Float(p + "w1.weight", {inter, hidden}));
+  SPARK_ASSIGN_OR_RETURN(Vec up, ld.Float(p + "w3.weight", {inter, hidden}));
+  *gate_up = SliceRows(gate, hidden, ch);
+  up = SliceRows(up, hidden, ch);
+  gate_up->insert(gate_up->end(), up.begin(), up.end());
+  SPARK_ASSIGN_OR_RETURN(Vec w2, ld.Float(p + "w2.weight", {hidden, inter}));
+  *down = SliceCols(w2, inter, ch);
+  return Status::Ok();
+}
+
+// transformers' module layout: experts fused as gate_up_proj [E, 2I, H] and down_proj [E, H, I].
+Status LoadFusedExperts(Loader& ld, const TensorSource& src, int layer, const core::ModelConfig& c,
+                        const ShardRanges& r, LayerWeights* l) {
+  const std::string p = "model.layers." + std::to_string(layer) + ".mlp.experts.";
+  const RawTensor* gu = src.Find(p + "gate_up_proj");
+  const RawTensor* dn = src.Find(p + "down_proj");
+  if (gu == nullptr || dn == nullptr)
+    return ld.Missing("layers." + std::to_string(layer) + ".ffn.experts.0.w1.weight");
+  const int64_t e = c.moe.num_experts, inter = c.moe.intermediate_size, hidden = c.hidden_size;
+  if (gu->shape != std::vector<int64_t>{e, 2 * inter, hidden}) {
+    return Loader::ShapeError(*gu, {e, 2 * inter, hidden});
+  }
+  if (dn->shape != std::vector<int64_t>{e, hidden, inter}) {
+    return Loader::ShapeError(*dn, {e, hidden, inter});
+  }
+  if (gu->dtype != "F32" && gu->dtype != "BF16" && gu->dtype != "F16") {
+    return InvalidArgumentError(gu->file + ": tensor '" + gu->name + "': dtype " + gu->dtype +
+                                " is not supported for fused experts (F32, BF16 or F16)");
+  }
+  ld.MarkUsed(*gu);
+  ld.MarkUsed(*dn);
+  SPARK_ASSIGN_OR_RETURN(core::DType dtype, core::ParseDType(gu->dtype));
+  const size_t elem = core::DTypeSize(dtype);
+  const size_t gu_count = 2 * inter * hidden, dn_count = hidden * inter;
+  for (int64_t i = r.experts.begin; i < r.experts.end(); ++i) {
+    Vec a(gu_count), b(dn_count);
+    core::ConvertToFloat(dtype, gu->bytes.data() + i * gu_count * elem, gu_count, a.data());
+    core::ConvertToFloat(dtype, dn->bytes.data() + i * dn_count * elem, dn_count, b.data());
+    Vec gate_up = SliceRows(a, hidden, r.expert_channels);
+    const Vec up = SliceRows(a, hidden, {inter + r.expert_channels.begin, r.expert_channels.size});
+    gate_up.insert(gate_up.end(), up.begin(), up.end());
+    l->expert_gate_up.push_back(std::move(gate_up));
+    l->expert_down.push_back(SliceCols(b, inter, r.expert_channels));
+  }
+  return Status::Ok();
+}
+
+Status LoadMoe(Loader& ld, const TensorSource& src, int layer, const core::ModelConfig& c,
+               const ShardRanges& r, LayerWeights* l) {
+  const std::string p = "layers." + std::to_string(layer) + ".";
+  const int64_t hidden = c.hidden_size, inter = c.moe.intermediate_size, e = c.moe.num_experts;
+  SPARK_ASSIGN_OR_RETURN(l->ffn_norm, ld.Float(p + "ffn_norm.weight", {hidden}));
+  SPARK_ASSIGN_OR_RETURN(l->router, ld.Float(p + "ffn.gate.weight", {e, hidden}));
+  if (l->mlp == MlpType::kHashMoe) {
+    SPARK_ASSIGN_OR_RETURN(l->tid2eid,
+                           ld.Ints(p + "ffn.gate.tid2eid", {c.vocab_size, c.moe.top_k}));
+    for (int32_t id : l->tid2eid) {
+      if (id < 0 || id >= e) {
+        return InvalidArgumentError(src.dir() + ": tensor '" + p + "ffn.gate.tid2eid' holds " +
+                                    "expert id " + std::to_string(id) + ", outside [0, " +
+                                    std::to_string(e) + ")");
+      }
+    }
+  } else {
+    SPARK_ASSIGN_OR_RETURN(l->router_bias, ld.Float(p + "ffn.gate.bias", {e}));
+  }
+  SPARK_RETURN_IF_ERROR(LoadSwiGlu(ld, p + "ffn.shared_experts.", inter, hidden, r.shared_channels,
+                                   &l->shared_gate_up, &l->shared_down));
+  if (!ld.Has(p + "ffn.experts.0.w1.weight")) return LoadFusedExperts(ld, src, layer, c, r, l);
+  for (int64_t i = 0; i < e; ++i) {
+    const std::string expert = p + "ffn.experts." + std::to_string(i) + ".";
+    if (i < r.experts.begin || i >= r.experts.end()) {
+      ld.Skip(expert);  // another rank's expert
+      continue;
+    }
+    Vec gate_up, down;
+    SPARK_RETURN_IF_ERROR(
+        LoadSwiGlu(ld, expert, inter, hidden, r.expert_channels, &gate_up, &down));
+    l->expert_gate_up.push_back(std::move(gate_up));
+    l->expert_down.push_back(std::move(down));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<ShardRanges> PlanShard(const core::ModelConfig& c, const TpShard& shard, MoeSharding moe) {
+  FieldErrors e;
+  auto divides = [&](const char* key, int64_t v) {
+    if (v % shard.size != 0) {
+      e.Add(key, "= " + std::to_string(v) + " is not divisible by the tensor-parallel size " +
+                     std::to_string(shard.size) + "; pick a size that divides it");
+    }
+  };
+  divides("num_attention_heads", c.num_heads);
+  divides("moe_intermediate_size", c.moe.intermediate_size);
+  if (moe == MoeSharding::kByExpert) divides("n_routed_experts", c.moe.num_experts);
+  SPARK_RETURN_IF_ERROR(e.ToStatus("config.json (tensor parallelism)"));
+  ShardRanges r;
+  r.heads = shard.Even(c.num_heads);
+  r.heads_per_group = c.num_heads / c.dsv4.o_groups;
+  const int64_t first = r.heads.begin / r.heads_per_group;
+  r.groups = {first, (r.heads.end() - 1) / r.heads_per_group + 1 - first};
+  r.shared_channels = shard.Even(c.moe.intermediate_size);
+  const bool by_expert = moe == MoeSharding::kByExpert;
+  r.experts = by_expert ? shard.Even(c.moe.num_experts) : Range{0, c.moe.num_experts};
+  r.expert_channels = by_expert ? Range{0, c.moe.intermediate_size} : r.shared_channels;
+  r.vocab = shard.Vocab(c.vocab_size);
+  return r;
+}
+
+Result<Weights> LoadWeights(const TensorSource& source, const core::ModelConfig& c,
+                            const TpShard& shard, MoeSharding moe, ReadObserver on_read) {
+  Loader ld(source, std::move(on_read));
+  Weights w;
+  SPARK_ASSIGN_OR_RETURN(w.ranges, PlanShard(c, shard, moe));
+  const ShardRanges& r = w.ranges;
+  const int64_t hidden = c.hidden_size, vocab = c.vocab_size, n = c.residual_streams;
+  SPARK_ASSIGN_OR_RETURN(Vec embed, ld.Float("embed.weight", {vocab, hidden}));
+  w.embed = SliceRows(embed, hidden, r.vocab);
+  if (!c.tie_word_embeddings) {
+    SPARK_ASSIGN_OR_RETURN(Vec head, ld.Float("head.weight", {vocab, hidden}));
+    w.head = SliceRows(head, hidden, r.vocab);
+  }
+  SPARK_ASSIGN_OR_RETURN(w.final_norm, ld.Float("norm.weight", {hidden}));
+  SPARK_ASSIGN_OR_RETURN(w.hc_head_fn, ld.Float("hc_head_fn", {n, n * hidden}));
+  SPARK_ASSIGN_OR_RETURN(w.hc_head_base, ld.Float("hc_head_base", {n}));
+  SPARK_ASSIGN_OR_RETURN(w.hc_head_scale, ld.Float("hc_head_scale", {1}));
+  for (int i = 0; i < c.num_layers; ++i) {
+    const std::string p = "layers." + std::to_string(i) + ".";
+    LayerWeights l;
+    l.attention = c.layers[i].attention;
+    l.mlp = c.layers[i].mlp;
+    SPARK_RETURN_IF_ERROR(LoadHc(ld, p, "attn", n, hidden, &l.hc_attn));
+    SPARK_RETURN_IF_ERROR(LoadHc(ld, p, "ffn", n, hidden, &l.hc_ffn));
+    SPARK_RETURN_IF_ERROR(LoadAttention(ld, p, c, r, &l));
+    SPARK_RETURN_IF_ERROR(LoadMoe(ld, source, i, c, r, &l));
+    w.layers.push_back(std::move(l));
+  }
+  SPARK_RETURN_IF_ERROR(ld.CheckAllUsed());
+  return w;
+}
+
+}  // namespace spark::engine::model::dsv4
