@@ -1,0 +1,71 @@
+#include "engine/backend/cuda/stream_ordered_communicator.h"
+
+#include <cuda_runtime.h>
+
+#include "kernels/cuda_check.h"
+
+namespace spark::engine::backend::cuda {
+namespace {
+
+// Device scratch of `bytes`, filled from host memory when `from` is set.
+Result<Buffer> ToDevice(CudaBackend& backend, const void* from, size_t bytes) {
+  SPARK_ASSIGN_OR_RETURN(Buffer b, backend.Allocate((bytes + sizeof(float) - 1) / sizeof(float)));
+  if (from != nullptr) {
+    SPARK_CUDA_RETURN_IF_ERROR(cudaMemcpy(b.data(), from, bytes, cudaMemcpyHostToDevice));
+  }
+  return b;
+}
+
+}  // namespace
+
+bool IsHostPointer(const void* p) {
+  cudaPointerAttributes attr{};
+  if (cudaPointerGetAttributes(&attr, p) != cudaSuccess) {
+    cudaGetLastError();
+    return true;
+  }
+  return attr.type != cudaMemoryTypeDevice && attr.type != cudaMemoryTypeManaged;
+}
+
+Status StreamOrderedCommunicator::AllReduceSum(float* data, size_t count) {
+  SPARK_RETURN_IF_ERROR(backend_->Synchronize());
+  if (!IsHostPointer(data)) return inner_->AllReduceSum(data, count);
+  SPARK_ASSIGN_OR_RETURN(Buffer d, ToDevice(*backend_, data, count * sizeof(float)));
+  SPARK_RETURN_IF_ERROR(inner_->AllReduceSum(d.data(), count));
+  SPARK_CUDA_RETURN_IF_ERROR(
+      cudaMemcpy(data, d.data(), count * sizeof(float), cudaMemcpyDeviceToHost));
+  return Status::Ok();
+}
+
+Status StreamOrderedCommunicator::AllGather(const float* in, size_t count, float* out) {
+  SPARK_RETURN_IF_ERROR(backend_->Synchronize());
+  if (!IsHostPointer(in) && !IsHostPointer(out)) return inner_->AllGather(in, count, out);
+  const size_t bytes = count * sizeof(float);
+  const size_t world = static_cast<size_t>(world_size());
+  SPARK_ASSIGN_OR_RETURN(Buffer din, ToDevice(*backend_, IsHostPointer(in) ? in : nullptr, bytes));
+  if (!IsHostPointer(in)) {
+    SPARK_CUDA_RETURN_IF_ERROR(cudaMemcpy(din.data(), in, bytes, cudaMemcpyDeviceToDevice));
+  }
+  SPARK_ASSIGN_OR_RETURN(Buffer dout, ToDevice(*backend_, nullptr, bytes * world));
+  SPARK_RETURN_IF_ERROR(inner_->AllGather(din.data(), count, dout.data()));
+  SPARK_CUDA_RETURN_IF_ERROR(
+      cudaMemcpy(out, dout.data(), bytes * world,
+                 IsHostPointer(out) ? cudaMemcpyDeviceToHost : cudaMemcpyDeviceToDevice));
+  return Status::Ok();
+}
+
+Status StreamOrderedCommunicator::Broadcast(void* data, size_t bytes, int root) {
+  SPARK_RETURN_IF_ERROR(backend_->Synchronize());
+  if (!IsHostPointer(data)) return inner_->Broadcast(data, bytes, root);
+  SPARK_ASSIGN_OR_RETURN(Buffer d, ToDevice(*backend_, data, bytes));
+  SPARK_RETURN_IF_ERROR(inner_->Broadcast(d.data(), bytes, root));
+  SPARK_CUDA_RETURN_IF_ERROR(cudaMemcpy(data, d.data(), bytes, cudaMemcpyDeviceToHost));
+  return Status::Ok();
+}
+
+Status StreamOrderedCommunicator::Barrier() {
+  SPARK_RETURN_IF_ERROR(backend_->Synchronize());
+  return inner_->Barrier();
+}
+
+}  // namespace spark::engine::backend::cuda

@@ -1,0 +1,360 @@
+// Paged decode attention with split-K. A block (4 warps) takes one query row, one KV head, the
+// query heads that share it (up to kGroup<kE> of them, so each K/V row is read once for the
+// group) and one slice of at most kMaxSplitLen context tokens, in three passes:
+//  0. the slice's cache slots into shared memory (no table lookups in the hot loops);
+//  1. scores: 8 lanes per token (each holds head_dim / 8 elements of q and k, 16-byte loads),
+//     4 tokens per warp at a time, a 3-step shuffle reduction; scores go to shared memory;
+//  2. softmax over the slice: block max and sum per head, p = exp(s - max) in place;
+//  3. values: 16-byte loads (one or two V rows per warp step), p from shared memory,
+//     eight steps in flight per warp; the warps' sums merge in shared memory.
+// With several splits a second kernel merges the splits' (max, sum, unnormalised output).
+#include <algorithm>
+
+#include "kernels/attention.h"
+#include "kernels/cuda_check.h"
+#include "kernels/device_math.cuh"
+
+namespace spark::kernels {
+namespace {
+
+using detail::FromFloat;
+using detail::ToFloat;
+
+constexpr int kWarps = 4;
+constexpr int kLanesPerToken = 8;
+constexpr int kTokensPerWarp = 32 / kLanesPerToken;
+constexpr int kMaxSplitLen = 512;
+constexpr int kMinSplitLen = 64;
+constexpr int kVUnroll = 8;
+
+// Token sets in flight per warp in the score pass (two K rows per lane).
+template <int kE>
+constexpr int kKUnroll = 2;
+
+// Query heads per block for kE elements per lane: q stays within 64 registers.
+template <int kE>
+constexpr int kGroup = kE >= 32 ? 2 : (kE >= 16 ? 4 : 8);
+
+template <typename T, int kN>
+struct alignas(sizeof(T) * kN) Vec {
+  T v[kN];
+};
+
+// dst[i] = p[d0 + i] for the kN elements from d0, in vectors of up to 16 bytes; elements at or
+// past D read as 0. p + d0 must be aligned to the vector (D is a multiple of it).
+template <typename T, int kN>
+__device__ __forceinline__ void LoadPart(const T* p, int d0, int D, float (&dst)[kN]) {
+  constexpr int kVec = kN * sizeof(T) >= 16 ? 16 / sizeof(T) : kN;
+#pragma unroll
+  for (int c = 0; c < kN / kVec; ++c) {
+    const int d = d0 + c * kVec;
+    if (d + kVec <= D) {
+      const Vec<T, kVec> v = *reinterpret_cast<const Vec<T, kVec>*>(p + d);
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) dst[c * kVec + i] = ToFloat(v.v[i]);
+    } else {
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) dst[c * kVec + i] = 0.0f;
+    }
+  }
+}
+
+template <typename T, int kE>
+__global__ void __launch_bounds__(kWarps * 32)
+    DecodeKernel(const T* __restrict__ q, DecodeRows rows, const T* __restrict__ k_cache,
+                 const T* __restrict__ v_cache, PagedKvLayout layout, int group_chunks, int splits,
+                 int split_len, float* __restrict__ partial, T* __restrict__ out) {
+  constexpr int kG = kGroup<kE>;
+  constexpr int kDpl = kE >= 4 ? kE / 4 : 1;  // elements per lane in the value pass
+  __shared__ float red[32];
+  extern __shared__ float smem[];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t i_row = blockIdx.x;
+  const int kvh = blockIdx.y / group_chunks;
+  const int group = layout.num_heads / layout.num_kv_heads;
+  const int g0 = (blockIdx.y % group_chunks) * kG;
+  const int ng = min(kG, group - g0);
+  const int D = layout.head_dim;
+  const int64_t q_row = rows.row_ids != nullptr ? rows.row_ids[i_row] : i_row;
+  const int len = rows.kv_len[i_row];
+  const int begin = blockIdx.z * split_len;
+  const int n = max(0, min(len, begin + split_len) - begin);
+  const int32_t* table = rows.block_tables + rows.table_offset[i_row];
+  const int64_t kv_width = int64_t{layout.num_kv_heads} * D;
+  const int64_t head_off = int64_t{kvh} * D;
+  const int h0 = kvh * group + g0;
+  const int bs = layout.block_size;
+  float* scores = smem;                                                  // [kG][split_len]
+  float* merge = smem + kG * split_len;                                  // [kWarps][kG][D]
+  int32_t* slots = reinterpret_cast<int32_t*>(merge + kWarps * kG * D);  // [split_len]
+
+  // Pass 0: slots.
+  for (int t = threadIdx.x; t < n; t += blockDim.x) {
+    const int j = begin + t;
+    slots[t] = table[j / bs] * bs + j % bs;
+  }
+  __syncthreads();
+
+  // Pass 1: scores.
+  const int part = lane % kLanesPerToken, sub = lane / kLanesPerToken;
+  float qr[kG][kE];
+#pragma unroll
+  for (int g = 0; g < kG; ++g) {
+    if (g < ng) {
+      LoadPart<T, kE>(q + (q_row * layout.num_heads + h0 + g) * D, part * kE, D, qr[g]);
+    } else {
+#pragma unroll
+      for (int i = 0; i < kE; ++i) qr[g][i] = 0.0f;
+    }
+#pragma unroll
+    for (int i = 0; i < kE; ++i) qr[g][i] *= layout.scale;
+  }
+  float lmax[kG];
+#pragma unroll
+  for (int g = 0; g < kG; ++g) lmax[g] = -INFINITY;
+  constexpr int kStride = kWarps * kTokensPerWarp;
+  constexpr int kU = kKUnroll<kE>;
+  for (int base = warp * kTokensPerWarp; base < n; base += kU * kStride) {
+    float kr[kU][kE];
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      const int t = base + u * kStride + sub;
+      const bool ok = t < n;
+      LoadPart<T, kE>(k_cache + (ok ? int64_t{slots[t]} : 0) * kv_width + head_off, part * kE,
+                      ok ? D : 0, kr[u]);
+    }
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      const int t = base + u * kStride + sub;
+#pragma unroll
+      for (int g = 0; g < kG; ++g) {
+        float a = 0.0f;
+#pragma unroll
+        for (int i = 0; i < kE; ++i) a += qr[g][i] * kr[u][i];
+#pragma unroll
+        for (int off = 1; off < kLanesPerToken; off <<= 1)
+          a += __shfl_xor_sync(0xffffffffu, a, off);
+        if (g < ng && t < n) {
+          lmax[g] = fmaxf(lmax[g], a);
+          if (part == 0) scores[g * split_len + t] = a;
+        }
+      }
+    }
+  }
+  __syncthreads();
+  // Pass 2: softmax of the slice, per head.
+  float m[kG], l[kG];
+#pragma unroll
+  for (int g = 0; g < kG; ++g) {
+    m[g] = -INFINITY;
+    l[g] = 0.0f;
+    if (g < ng) {
+      m[g] = detail::BlockMax(lmax[g], red);
+      float sum = 0.0f;
+      for (int t = threadIdx.x; t < n; t += blockDim.x) {
+        const float p = expf(scores[g * split_len + t] - m[g]);
+        scores[g * split_len + t] = p;
+        sum += p;
+      }
+      l[g] = detail::BlockSum(sum, red);
+    }
+  }
+  __syncthreads();
+  // Pass 3: values. A token's row is spread over kLanesV lanes of kDplV elements (16 bytes
+  // each where the head is wide enough), so a warp reads kTps rows per step.
+  constexpr int kDplV = kDpl * int{sizeof(T)} >= 16 ? kDpl : 16 / int{sizeof(T)};
+  constexpr int kTps = kDplV / kDpl;  // tokens per warp step
+  constexpr int kLanesV = 32 / kTps;
+  const int vs = lane / kLanesV, vpart = lane % kLanesV;
+  float acc[kG][kDplV];
+#pragma unroll
+  for (int g = 0; g < kG; ++g)
+#pragma unroll
+    for (int i = 0; i < kDplV; ++i) acc[g][i] = 0.0f;
+  constexpr int kVStride = kWarps * kTps;
+  for (int base = warp * kTps; base < n; base += kVStride * kVUnroll) {
+    float v[kVUnroll][kDplV];
+#pragma unroll
+    for (int u = 0; u < kVUnroll; ++u) {
+      const int t = base + u * kVStride + vs;
+      const bool ok = t < n;
+      LoadPart<T, kDplV>(v_cache + (ok ? int64_t{slots[t]} : 0) * kv_width + head_off,
+                         vpart * kDplV, ok ? D : 0, v[u]);
+    }
+#pragma unroll
+    for (int u = 0; u < kVUnroll; ++u) {
+      const int t = base + u * kVStride + vs;
+      if (t < n) {
+#pragma unroll
+        for (int g = 0; g < kG; ++g) {
+          if (g < ng) {
+            const float p = scores[g * split_len + t];
+#pragma unroll
+            for (int i = 0; i < kDplV; ++i) acc[g][i] += p * v[u][i];
+          }
+        }
+      }
+    }
+  }
+  // Sum the kTps token lanes of the same elements, then the warps in shared memory.
+#pragma unroll
+  for (int off = kLanesV; off < 32; off <<= 1)
+#pragma unroll
+    for (int g = 0; g < kG; ++g)
+#pragma unroll
+      for (int i = 0; i < kDplV; ++i) acc[g][i] += __shfl_xor_sync(0xffffffffu, acc[g][i], off);
+  if (vs == 0) {
+#pragma unroll
+    for (int g = 0; g < kG; ++g) {
+      if (g >= ng) break;
+#pragma unroll
+      for (int i = 0; i < kDplV; ++i) {
+        const int d = vpart * kDplV + i;
+        if (d < D) merge[(warp * kG + g) * D + d] = acc[g][i];
+      }
+    }
+  }
+  __syncthreads();
+  for (int idx = threadIdx.x; idx < ng * D; idx += blockDim.x) {
+    const int g = idx / D, d = idx % D;
+    float o = 0.0f;
+    for (int w = 0; w < kWarps; ++w) o += merge[(w * kG + g) * D + d];
+    float mg = m[0], lg = l[0];
+#pragma unroll
+    for (int gg = 1; gg < kG; ++gg) {
+      if (gg == g) {
+        mg = m[gg];
+        lg = l[gg];
+      }
+    }
+    const int h = h0 + g;
+    if (splits == 1) {
+      out[(q_row * layout.num_heads + h) * D + d] = FromFloat<T>(o / lg);
+    } else {
+      float* p = partial + ((i_row * layout.num_heads + h) * splits + blockIdx.z) * (D + 2);
+      if (d == 0) {
+        p[0] = n > 0 ? mg : -INFINITY;
+        p[1] = lg;
+      }
+      p[2 + d] = o;
+    }
+  }
+}
+
+template <typename T>
+__global__ void CombineKernel(const float* __restrict__ partial, DecodeRows rows,
+                              PagedKvLayout layout, int splits, T* __restrict__ out) {
+  const int64_t i_row = blockIdx.x;
+  const int h = blockIdx.y;
+  const int D = layout.head_dim;
+  const int64_t q_row = rows.row_ids != nullptr ? rows.row_ids[i_row] : i_row;
+  const float* p = partial + (i_row * layout.num_heads + h) * splits * (D + 2);
+  float mx = -INFINITY;
+  for (int s = 0; s < splits; ++s) mx = fmaxf(mx, p[s * (D + 2)]);
+  for (int d = threadIdx.x; d < D; d += blockDim.x) {
+    float sum = 0.0f, o = 0.0f;
+    for (int s = 0; s < splits; ++s) {
+      const float sm = p[s * (D + 2)];
+      const float f = sm == -INFINITY ? 0.0f : expf(sm - mx);
+      sum += p[s * (D + 2) + 1] * f;
+      o += p[s * (D + 2) + 2 + d] * f;
+    }
+    out[(q_row * layout.num_heads + h) * D + d] = FromFloat<T>(o / sum);
+  }
+}
+
+// Elements per lane in the score pass for head_dim D (0 when unsupported).
+int ElementsPerLane(int D) {
+  if (D <= 0 || D > 256 || D % 8 != 0) return 0;
+  if (D <= 16) return 2;
+  if (D <= 32) return 4;
+  if (D <= 64) return 8;
+  if (D <= 128) return 16;
+  return 32;
+}
+
+int GroupChunks(const PagedKvLayout& layout) {
+  const int group = layout.num_heads / layout.num_kv_heads;
+  const int e = std::max(2, ElementsPerLane(layout.head_dim));
+  const int per_block = e >= 32 ? 2 : (e >= 16 ? 4 : 8);
+  return (group + per_block - 1) / per_block;
+}
+
+template <typename T, int kE>
+void Launch(const T* q, const DecodeRows& rows, const T* k_cache, const T* v_cache,
+            const PagedKvLayout& layout, const DecodeSplit& plan, float* workspace, T* out,
+            cudaStream_t stream) {
+  constexpr int kG = kGroup<kE>;
+  const int chunks = GroupChunks(layout);
+  const dim3 grid(static_cast<unsigned>(rows.rows), layout.num_kv_heads * chunks, plan.splits);
+  const size_t smem =
+      (size_t{kG} * plan.split_len + size_t{kWarps} * kG * layout.head_dim) * sizeof(float) +
+      size_t{static_cast<size_t>(plan.split_len)} * sizeof(int32_t);
+  DecodeKernel<T, kE><<<grid, kWarps * 32, smem, stream>>>(
+      q, rows, k_cache, v_cache, layout, chunks, plan.splits, plan.split_len, workspace, out);
+}
+
+}  // namespace
+
+// Enough splits to give every SM a few blocks, at least kMinSplitLen tokens each, and never
+// more than kMaxSplitLen tokens per split (the scores live in shared memory).
+DecodeSplit PlanDecodeSplit(const DecodeRows& rows, const PagedKvLayout& layout, int sm_count) {
+  DecodeSplit plan;
+  const int64_t blocks = rows.rows * layout.num_kv_heads * GroupChunks(layout);
+  const int max_len = std::max(1, rows.max_kv_len);
+  const int64_t fewest = (max_len + kMaxSplitLen - 1) / kMaxSplitLen;
+  const int64_t most = std::max<int64_t>(fewest, (max_len + kMinSplitLen - 1) / kMinSplitLen);
+  const int64_t want = (4 * int64_t{sm_count} + blocks - 1) / std::max<int64_t>(1, blocks);
+  plan.splits = static_cast<int>(std::clamp<int64_t>(want, fewest, most));
+  plan.split_len = (max_len + plan.splits - 1) / plan.splits;
+  plan.workspace_floats = plan.splits == 1 ? 0
+                                           : static_cast<size_t>(rows.rows) * layout.num_heads *
+                                                 plan.splits * (layout.head_dim + 2);
+  return plan;
+}
+
+template <typename T>
+Status PagedDecodeAttention(const T* q, const DecodeRows& rows, const T* k_cache, const T* v_cache,
+                            const PagedKvLayout& layout, const DecodeSplit& plan, float* workspace,
+                            T* out, cudaStream_t stream) {
+  if (rows.rows <= 0) return Status::Ok();
+  const int D = layout.head_dim;
+  switch (ElementsPerLane(D)) {
+    case 2:
+      Launch<T, 2>(q, rows, k_cache, v_cache, layout, plan, workspace, out, stream);
+      break;
+    case 4:
+      Launch<T, 4>(q, rows, k_cache, v_cache, layout, plan, workspace, out, stream);
+      break;
+    case 8:
+      Launch<T, 8>(q, rows, k_cache, v_cache, layout, plan, workspace, out, stream);
+      break;
+    case 16:
+      Launch<T, 16>(q, rows, k_cache, v_cache, layout, plan, workspace, out, stream);
+      break;
+    case 32:
+      Launch<T, 32>(q, rows, k_cache, v_cache, layout, plan, workspace, out, stream);
+      break;
+    default:
+      return InvalidArgumentError("paged decode attention: head_dim " + std::to_string(D) +
+                                  " is not supported (a multiple of 8, at most 256)");
+  }
+  SPARK_CUDA_RETURN_IF_LAUNCH_FAILED();
+  if (plan.splits > 1) {
+    const dim3 grid(static_cast<unsigned>(rows.rows), layout.num_heads);
+    CombineKernel<T><<<grid, std::min(256, (D + 31) / 32 * 32), 0, stream>>>(
+        workspace, rows, layout, plan.splits, out);
+    SPARK_CUDA_RETURN_IF_LAUNCH_FAILED();
+  }
+  return Status::Ok();
+}
+
+template Status PagedDecodeAttention<float>(const float*, const DecodeRows&, const float*,
+                                            const float*, const PagedKvLayout&, const DecodeSplit&,
+                                            float*, float*, cudaStream_t);
+template Status PagedDecodeAttention<__nv_bfloat16>(const __nv_bfloat16*, const DecodeRows&,
+                                                    const __nv_bfloat16*, const __nv_bfloat16*,
+                                                    const PagedKvLayout&, const DecodeSplit&,
+                                                    float*, __nv_bfloat16*, cudaStream_t);
+
+}  // namespace spark::kernels

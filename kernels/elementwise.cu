@@ -1,0 +1,56 @@
+// Residual add and dtype conversions: grid-stride loops.
+#include <algorithm>
+
+#include "kernels/cuda_check.h"
+#include "kernels/device_math.cuh"
+#include "kernels/elementwise.h"
+
+namespace spark::kernels {
+namespace {
+
+template <typename T>
+__global__ void AddKernel(T* x, const T* __restrict__ y, size_t count) {
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < count;
+       i += size_t{gridDim.x} * blockDim.x) {
+    x[i] = detail::FromFloat<T>(detail::ToFloat(x[i]) + detail::ToFloat(y[i]));
+  }
+}
+
+template <typename From, typename To>
+__global__ void CastKernel(const From* __restrict__ src, size_t count, To* __restrict__ dst) {
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < count;
+       i += size_t{gridDim.x} * blockDim.x) {
+    dst[i] = detail::FromFloat<To>(detail::ToFloat(src[i]));
+  }
+}
+
+unsigned Blocks(size_t count) { return std::min<unsigned>(detail::CeilDiv(count, 256), 1u << 20); }
+
+}  // namespace
+
+template <typename T>
+Status Add(T* x, const T* y, size_t count, cudaStream_t stream) {
+  if (count == 0) return Status::Ok();
+  AddKernel<T><<<Blocks(count), 256, 0, stream>>>(x, y, count);
+  SPARK_CUDA_RETURN_IF_LAUNCH_FAILED();
+  return Status::Ok();
+}
+
+template Status Add<float>(float*, const float*, size_t, cudaStream_t);
+template Status Add<__nv_bfloat16>(__nv_bfloat16*, const __nv_bfloat16*, size_t, cudaStream_t);
+
+Status CastF32ToBf16(const float* src, size_t count, __nv_bfloat16* dst, cudaStream_t stream) {
+  if (count == 0) return Status::Ok();
+  CastKernel<float, __nv_bfloat16><<<Blocks(count), 256, 0, stream>>>(src, count, dst);
+  SPARK_CUDA_RETURN_IF_LAUNCH_FAILED();
+  return Status::Ok();
+}
+
+Status CastBf16ToF32(const __nv_bfloat16* src, size_t count, float* dst, cudaStream_t stream) {
+  if (count == 0) return Status::Ok();
+  CastKernel<__nv_bfloat16, float><<<Blocks(count), 256, 0, stream>>>(src, count, dst);
+  SPARK_CUDA_RETURN_IF_LAUNCH_FAILED();
+  return Status::Ok();
+}
+
+}  // namespace spark::kernels

@@ -1,0 +1,116 @@
+// cuBLASLt GEMM: row-major out = x * w^T is, in cuBLAS's column-major terms,
+// out^T[n, m] = op(w)[n, k] * x^T[k, m] with w transposed (its row-major [n, k] storage is a
+// column-major k x n matrix).
+#include "kernels/gemm.h"
+
+#include <cublasLt.h>
+
+#include "kernels/cuda_check.h"
+
+namespace spark::kernels {
+
+struct Gemm::Plan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  ~Plan() {
+    if (a) cublasLtMatrixLayoutDestroy(a);
+    if (b) cublasLtMatrixLayoutDestroy(b);
+    if (c) cublasLtMatrixLayoutDestroy(c);
+    if (desc) cublasLtMatmulDescDestroy(desc);
+  }
+};
+
+namespace {
+
+cudaDataType_t CudaType(GemmType t) { return t == GemmType::kF32 ? CUDA_R_32F : CUDA_R_16BF; }
+
+std::string ShapeName(GemmType in, int64_t m, int n, int k) {
+  return std::string(in == GemmType::kF32 ? "fp32" : "bf16") + " gemm m=" + std::to_string(m) +
+         " n=" + std::to_string(n) + " k=" + std::to_string(k);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Gemm>> Gemm::Create(const Options& options) {
+  std::unique_ptr<Gemm> g(new Gemm());
+  g->options_ = options;
+  cublasLtHandle_t handle = nullptr;
+  SPARK_CUBLAS_RETURN_IF_ERROR(cublasLtCreate(&handle));
+  g->handle_ = handle;
+  if (options.workspace_bytes > 0) {
+    SPARK_CUDA_RETURN_IF_ERROR(cudaMalloc(&g->workspace_, options.workspace_bytes));
+  }
+  return g;
+}
+
+Gemm::~Gemm() {
+  plans_.clear();
+  if (workspace_ != nullptr) cudaFree(workspace_);
+  if (handle_ != nullptr) cublasLtDestroy(static_cast<cublasLtHandle_t>(handle_));
+}
+
+Result<Gemm::Plan*> Gemm::GetPlan(GemmType in, GemmType out_type, int64_t m, int n, int k) {
+  const Key key{static_cast<int>(in), static_cast<int>(out_type), m, n, k};
+  auto it = plans_.find(key);
+  if (it != plans_.end()) return it->second.get();
+  auto plan = std::make_unique<Plan>();
+  const cublasComputeType_t compute = in == GemmType::kF32 && options_.allow_tf32
+                                          ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                          : CUBLAS_COMPUTE_32F;
+  SPARK_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescCreate(&plan->desc, compute, CUDA_R_32F));
+  const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
+  SPARK_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+      plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof(trans_a)));
+  SPARK_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+      plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof(trans_b)));
+  // A = w: column-major k x n (ld k), used transposed; B = x: column-major k x m (ld k);
+  // C = out: column-major n x m (ld n).
+  SPARK_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&plan->a, CudaType(in), k, n, k));
+  SPARK_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&plan->b, CudaType(in), k, m, k));
+  SPARK_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&plan->c, CudaType(out_type), n, m, n));
+  cublasLtMatmulPreference_t pref = nullptr;
+  SPARK_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceCreate(&pref));
+  const size_t ws = options_.workspace_bytes;
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+                                       sizeof(ws));
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  const cublasStatus_t st =
+      cublasLtMatmulAlgoGetHeuristic(static_cast<cublasLtHandle_t>(handle_), plan->desc, plan->a,
+                                     plan->b, plan->c, plan->c, pref, 1, &result, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
+    return InternalError("cuBLASLt has no algorithm for " + ShapeName(in, m, n, k) + " (status " +
+                         std::to_string(static_cast<int>(st)) + ")");
+  }
+  plan->algo = result.algo;
+  Plan* raw = plan.get();
+  plans_.emplace(key, std::move(plan));
+  return raw;
+}
+
+Status Gemm::Run(GemmType in, GemmType out_type, const void* x, int64_t m, int k, const void* w,
+                 int n, void* out, cudaStream_t stream) {
+  if (m <= 0 || n <= 0) return Status::Ok();
+  if (in == GemmType::kF32 && out_type != GemmType::kF32) {
+    return InvalidArgumentError("gemm: fp32 inputs need an fp32 output");
+  }
+  if (k <= 0) {
+    const size_t bytes = static_cast<size_t>(m) * n * (out_type == GemmType::kF32 ? 4 : 2);
+    SPARK_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(out, 0, bytes, stream));
+    return Status::Ok();
+  }
+  SPARK_ASSIGN_OR_RETURN(Plan * plan, GetPlan(in, out_type, m, n, k));
+  const float alpha = 1.0f, beta = 0.0f;
+  const cublasStatus_t st = cublasLtMatmul(
+      static_cast<cublasLtHandle_t>(handle_), plan->desc, &alpha, w, plan->a, x, plan->b, &beta,
+      out, plan->c, out, plan->c, &plan->algo, workspace_, options_.workspace_bytes, stream);
+  if (st != CUBLAS_STATUS_SUCCESS) {
+    return InternalError("cuBLASLt matmul failed for " + ShapeName(in, m, n, k) + " (status " +
+                         std::to_string(static_cast<int>(st)) + ")");
+  }
+  return Status::Ok();
+}
+
+}  // namespace spark::kernels

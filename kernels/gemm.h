@@ -1,0 +1,52 @@
+// GEMMs through cuBLASLt: out[m, n] = x[m, k] * w[n, k]^T, the layout of a Linear layer whose
+// weight is stored [out_features, in_features] row-major. fp32 (exact fp32 math unless TF32 is
+// allowed) and bf16 inputs with fp32 accumulation and an fp32 or bf16 output.
+// The best algorithm of cuBLASLt's heuristic is cached per (types, m, n, k).
+// Thread-safety: one Gemm per stream/thread; Run is not reentrant.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <tuple>
+
+#include "base/status.h"
+
+namespace spark::kernels {
+
+enum class GemmType { kF32, kBF16 };
+
+class Gemm {
+ public:
+  struct Options {
+    size_t workspace_bytes = 32 << 20;  // cuBLASLt scratch; 32 MiB suits Hopper
+    bool allow_tf32 = false;            // fp32 inputs through TF32 tensor cores (~1e-3 error)
+  };
+
+  // Internal when cuBLASLt cannot start; ResourceExhausted for the workspace.
+  static Result<std::unique_ptr<Gemm>> Create(const Options& options);
+  ~Gemm();
+  Gemm(const Gemm&) = delete;
+  Gemm& operator=(const Gemm&) = delete;
+
+  // x and w have type `in`, out has type `out_type` (kBF16 output only with kBF16 inputs).
+  // Internal naming the shape when cuBLASLt has no algorithm or fails.
+  Status Run(GemmType in, GemmType out_type, const void* x, int64_t m, int k, const void* w, int n,
+             void* out, cudaStream_t stream);
+
+ private:
+  struct Plan;
+  using Key = std::tuple<int, int, int64_t, int, int>;
+  Gemm() = default;
+  Result<Plan*> GetPlan(GemmType in, GemmType out_type, int64_t m, int n, int k);
+
+  Options options_;
+  void* handle_ = nullptr;  // cublasLtHandle_t
+  void* workspace_ = nullptr;
+  std::map<Key, std::unique_ptr<Plan>> plans_;
+};
+
+}  // namespace spark::kernels

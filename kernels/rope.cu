@@ -1,0 +1,101 @@
+// RoPE: the host-side frequency table (plain and YaRN) and the in-place rotation kernel.
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/cuda_check.h"
+#include "kernels/device_math.cuh"
+#include "kernels/rope.h"
+
+namespace spark::kernels {
+namespace {
+
+using detail::FromFloat;
+using detail::ToFloat;
+
+double YarnMscale(double scale, double mscale) {
+  return scale <= 1.0 ? 1.0 : 0.1 * mscale * std::log(scale) + 1.0;
+}
+
+// The dimension whose wavelength makes `rotations` turns over the original context.
+double CorrectionDim(double rotations, int dim, double base, int max_position) {
+  return dim * std::log(max_position / (rotations * 2.0 * M_PI)) / (2.0 * std::log(base));
+}
+
+// One block per token; a thread per (head, pair), looping when heads * half > blockDim.
+template <typename T>
+__global__ void RopeKernel(T* x, const int32_t* __restrict__ positions, int heads, int head_dim,
+                           const float* __restrict__ inv_freq, float attention_factor) {
+  const int64_t t = blockIdx.x;
+  const int half = head_dim / 2;
+  const float pos = static_cast<float>(positions[t]);
+  for (int idx = threadIdx.x; idx < heads * half; idx += blockDim.x) {
+    const int h = idx / half, i = idx % half;
+    float s, c;
+    sincosf(pos * inv_freq[i], &s, &c);
+    c *= attention_factor;
+    s *= attention_factor;
+    T* v = x + (t * heads + h) * head_dim;
+    const float a = ToFloat(v[i]), b = ToFloat(v[i + half]);
+    v[i] = FromFloat<T>(a * c - b * s);
+    v[i + half] = FromFloat<T>(b * c + a * s);
+  }
+}
+
+}  // namespace
+
+RopeTable RopeInvFreq(int head_dim, double theta, const RopeScaling& scaling) {
+  const int half = head_dim / 2;
+  RopeTable table;
+  table.inv_freq.resize(half);
+  for (int i = 0; i < half; ++i) {
+    table.inv_freq[i] = 1.0f / std::pow(static_cast<float>(theta),
+                                        static_cast<float>(2 * i) / static_cast<float>(head_dim));
+  }
+  if (scaling.type != RopeScaling::Type::kYarn) return table;
+  const double factor = scaling.factor;
+  if (scaling.attention_factor > 0) {
+    table.attention_factor = static_cast<float>(scaling.attention_factor);
+  } else if (scaling.mscale > 0 && scaling.mscale_all_dim > 0) {
+    table.attention_factor = static_cast<float>(YarnMscale(factor, scaling.mscale) /
+                                                YarnMscale(factor, scaling.mscale_all_dim));
+  } else {
+    table.attention_factor = static_cast<float>(YarnMscale(factor, 1.0));
+  }
+  double low = CorrectionDim(scaling.beta_fast, head_dim, theta, scaling.original_max_position);
+  double high = CorrectionDim(scaling.beta_slow, head_dim, theta, scaling.original_max_position);
+  if (scaling.truncate) {
+    low = std::floor(low);
+    high = std::ceil(high);
+  }
+  low = std::max(low, 0.0);
+  high = std::min(high, static_cast<double>(head_dim - 1));
+  if (low == high) high += 0.001;
+  for (int i = 0; i < half; ++i) {
+    const float extrapolated = table.inv_freq[i];
+    const float interpolated = extrapolated / static_cast<float>(factor);
+    const float ramp = std::clamp(static_cast<float>((i - low) / (high - low)), 0.0f, 1.0f);
+    const float extrapolation_weight = 1.0f - ramp;
+    table.inv_freq[i] =
+        interpolated * (1.0f - extrapolation_weight) + extrapolated * extrapolation_weight;
+  }
+  return table;
+}
+
+template <typename T>
+Status Rope(T* x, const int32_t* positions, int64_t tokens, int heads, int head_dim,
+            const float* inv_freq, float attention_factor, cudaStream_t stream) {
+  if (tokens <= 0) return Status::Ok();
+  const int pairs = heads * (head_dim / 2);
+  const int threads = std::min(1024, (pairs + 31) / 32 * 32);
+  RopeKernel<T>
+      <<<tokens, threads, 0, stream>>>(x, positions, heads, head_dim, inv_freq, attention_factor);
+  SPARK_CUDA_RETURN_IF_LAUNCH_FAILED();
+  return Status::Ok();
+}
+
+template Status Rope<float>(float*, const int32_t*, int64_t, int, int, const float*, float,
+                            cudaStream_t);
+template Status Rope<__nv_bfloat16>(__nv_bfloat16*, const int32_t*, int64_t, int, int, const float*,
+                                    float, cudaStream_t);
+
+}  // namespace spark::kernels

@@ -1,0 +1,69 @@
+// The tiny Qwen3 and Qwen3-MoE fixtures on CudaBackend: prompt logits against transformers'
+// (tests/fixtures/models/*/expected.json) and against CpuBackend, then greedy decode of every
+// prompt together, one token per step, which must give transformers' tokens.
+// Tolerance: max|ours - ref| / max|ref| < 1e-4, as for the CPU backend (both are fp32).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "engine/backend/cpu/cpu_backend.h"
+#include "engine/backend/cuda/cuda_backend.h"
+#include "engine/model/model.h"
+#include "kernels/cuda_check.h"
+#include "tests/engine/backend/cuda_model_util.h"
+
+namespace spark::engine::model {
+namespace {
+
+using namespace testing;
+
+class CudaModelTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CudaModelTest, MatchesTransformersAndCpuBackend) {
+  if (kernels::CudaDeviceCount() == 0) {
+    GTEST_SKIP() << "no CUDA device";
+  }
+  const std::string dir = std::string(SPARK_SOURCE_DIR) + "/tests/fixtures/models/" + GetParam();
+  int eos = -1;
+  const std::vector<Case> cases = LoadCases(dir, &eos);
+  auto gpu = backend::cuda::CudaBackend::Create({});
+  ASSERT_TRUE(gpu.ok()) << gpu.status().message();
+  backend::cpu::CpuBackend cpu(2);
+  const ModelRun g = RunModel(dir, **gpu, cases, eos);
+  const ModelRun c = RunModel(dir, cpu, cases, eos);
+  ASSERT_TRUE((*gpu)->Synchronize().ok()) << (*gpu)->status().message();
+  ASSERT_EQ(g.prefill_logits.size(), c.prefill_logits.size());
+  ASSERT_FALSE(g.prefill_logits.empty());
+  const size_t vocab = cases[0].logits[0].size();
+  size_t row = 0;
+  double worst = 0;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const double err = RelError(&g.prefill_logits[row * vocab], cases[i].logits);
+    EXPECT_LT(err, kMaxRelError) << GetParam() << " case " << i << " vs transformers";
+    worst = std::max(worst, err);
+    row += cases[i].prompt.size();
+    EXPECT_EQ(g.tokens[i], cases[i].greedy) << GetParam() << " case " << i;
+    EXPECT_EQ(g.tokens[i], c.tokens[i]) << GetParam() << " case " << i << " vs cpu";
+  }
+  double diff = 0, top = 0;
+  for (size_t i = 0; i < g.prefill_logits.size(); ++i) {
+    top = std::max(top, std::fabs(double{c.prefill_logits[i]}));
+    diff = std::max(diff, std::fabs(double{g.prefill_logits[i]} - c.prefill_logits[i]));
+  }
+  EXPECT_LT(diff / top, kMaxRelError) << "vs cpu backend";
+  std::printf("%s on cuda: max relative logit error %.3g vs transformers, %.3g vs cpu\n",
+              GetParam().c_str(), worst, diff / top);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, CudaModelTest, ::testing::Values("qwen3-tiny", "qwen3-moe-tiny"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           std::replace(n.begin(), n.end(), '-', '_');
+                           return n;
+                         });
+
+}  // namespace
+}  // namespace spark::engine::model

@@ -1,0 +1,106 @@
+// Helpers for the CUDA model tests: the fixture's transformers cases, and one rank's prefill of
+// every prompt plus batched greedy decode, as the engine runs them.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "engine/model/model.h"
+
+namespace spark::engine::model::testing {
+
+constexpr double kMaxRelError = 1e-4;
+constexpr int kBlockSize = 4, kBlocks = 64, kBlocksPerSeq = 12;
+
+struct Case {
+  std::vector<int32_t> prompt;
+  std::vector<std::vector<float>> logits;
+  std::vector<int32_t> greedy;
+};
+
+inline std::vector<Case> LoadCases(const std::string& dir, int* eos) {
+  std::ifstream in(dir + "/expected.json");
+  const nlohmann::json j = nlohmann::json::parse(in);
+  *eos = j["eos_token_id"].get<int>();
+  std::vector<Case> cases;
+  for (const auto& c : j["cases"]) {
+    cases.push_back({c["prompt_ids"].get<std::vector<int32_t>>(),
+                     c["logits"].get<std::vector<std::vector<float>>>(),
+                     c["greedy_ids"].get<std::vector<int32_t>>()});
+  }
+  return cases;
+}
+
+inline double RelError(const float* ours, const std::vector<std::vector<float>>& ref) {
+  double diff = 0, top = 0;
+  for (size_t r = 0; r < ref.size(); ++r)
+    for (size_t v = 0; v < ref[r].size(); ++v) {
+      top = std::max(top, std::fabs(double{ref[r][v]}));
+      diff = std::max(diff, std::fabs(double{ours[r * ref[r].size() + v]} - ref[r][v]));
+    }
+  return diff / top;
+}
+
+struct ModelRun {
+  std::vector<float> prefill_logits;         // every prompt token of every case
+  std::vector<std::vector<int32_t>> tokens;  // greedy continuation per case
+};
+
+// Prefills all prompts in one batch (scrambled block ids), then decodes them together.
+inline ModelRun RunModel(const std::string& dir, backend::Backend& backend,
+                         const std::vector<Case>& cases, int eos,
+                         comm::Communicator* comm = nullptr, const ModelOptions& options = {}) {
+  ModelRun run;
+  auto model = LoadModel(dir, backend, comm, options);
+  EXPECT_TRUE(model.ok()) << model.status().message();
+  if (!model.ok()) return run;
+  auto cache = PagedKvCache::Create(backend, (*model)->kv_cache_spec(), kBlocks, kBlockSize);
+  EXPECT_TRUE(cache.ok());
+  if (!cache.ok()) return run;
+  const int vocab = (*model)->config().vocab_size;
+  std::vector<std::vector<int32_t>> tables;
+  ForwardBatch prefill;
+  prefill.all_logits = true;
+  int next = 0;
+  for (const Case& c : cases) {
+    tables.emplace_back();
+    for (int i = 0; i < kBlocksPerSeq; ++i) tables.back().push_back((next++ * 37) % kBlocks);
+    prefill.AddSequence(c.prompt, 0, tables.back(), kBlockSize);
+  }
+  Status s = (*model)->Forward(prefill, *cache, &run.prefill_logits);
+  EXPECT_TRUE(s.ok()) << s.message();
+  run.tokens.resize(cases.size());
+  size_t row = 0;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    row += cases[i].prompt.size();
+    const float* last = &run.prefill_logits[(row - 1) * vocab];
+    run.tokens[i].push_back(static_cast<int32_t>(std::max_element(last, last + vocab) - last));
+  }
+  for (int step = 1; step < 16; ++step) {
+    ForwardBatch decode;
+    std::vector<size_t> live;
+    for (size_t i = 0; i < cases.size(); ++i) {
+      if (run.tokens[i].back() == eos || run.tokens[i].size() >= cases[i].greedy.size()) continue;
+      live.push_back(i);
+      const int64_t cached = cases[i].prompt.size() + run.tokens[i].size() - 1;
+      decode.AddSequence(std::span(&run.tokens[i].back(), 1), cached, tables[i], kBlockSize);
+    }
+    if (live.empty()) break;
+    std::vector<float> logits;
+    s = (*model)->Forward(decode, *cache, &logits);
+    EXPECT_TRUE(s.ok()) << s.message();
+    for (size_t k = 0; k < live.size(); ++k) {
+      const float* l = &logits[k * vocab];
+      run.tokens[live[k]].push_back(static_cast<int32_t>(std::max_element(l, l + vocab) - l));
+    }
+  }
+  return run;
+}
+
+}  // namespace spark::engine::model::testing

@@ -1,0 +1,94 @@
+// Tensor parallelism on two GPUs: two ranks (threads), each a CudaBackend on its own device,
+// NCCL through the engine's rendezvous behind StreamOrderedCommunicator, run the tiny fixtures
+// and must give transformers' logits (1e-4 relative) and the same greedy tokens as TP=1.
+// Skipped with fewer than two GPUs or without NCCL in the build.
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "engine/backend/cuda/cuda_backend.h"
+#include "engine/backend/cuda/stream_ordered_communicator.h"
+#include "engine/comm/nccl_communicator.h"
+#include "engine/comm/rendezvous.h"
+#include "kernels/cuda_check.h"
+#include "tests/engine/backend/cuda_model_util.h"
+
+namespace spark::engine::model {
+namespace {
+
+using namespace testing;
+
+struct Param {
+  std::string fixture;
+  MoeSharding moe;
+};
+
+class CudaTensorParallelTest : public ::testing::TestWithParam<Param> {};
+
+TEST_P(CudaTensorParallelTest, TwoGpusMatchOneGpu) {
+  if (kernels::CudaDeviceCount() < 2) {
+    GTEST_SKIP() << "needs two CUDA devices";
+  }
+  const std::string dir =
+      std::string(SPARK_SOURCE_DIR) + "/tests/fixtures/models/" + GetParam().fixture;
+  int eos = -1;
+  const std::vector<Case> cases = LoadCases(dir, &eos);
+  ModelRun single;
+  {
+    auto gpu = backend::cuda::CudaBackend::Create({});
+    ASSERT_TRUE(gpu.ok()) << gpu.status().message();
+    single = RunModel(dir, **gpu, cases, eos);
+  }
+  constexpr int kWorld = 2;
+  auto r0 = comm::Rendezvous::Connect({0, kWorld, "127.0.0.1", 0, std::chrono::seconds(30)});
+  ASSERT_TRUE(r0.ok()) << r0.status().message();
+  std::vector<std::unique_ptr<comm::Rendezvous>> rdv;
+  rdv.push_back(std::move(*r0));
+  const int port = rdv[0]->port();
+  std::vector<ModelRun> runs(kWorld);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kWorld; ++r) {
+    threads.emplace_back([&, r] {
+      std::unique_ptr<comm::Rendezvous> mine;
+      if (r == 0) {
+        mine = std::move(rdv[0]);
+      } else {
+        auto c =
+            comm::Rendezvous::Connect({r, kWorld, "127.0.0.1", port, std::chrono::seconds(30)});
+        ASSERT_TRUE(c.ok()) << c.status().message();
+        mine = std::move(*c);
+      }
+      auto gpu = backend::cuda::CudaBackend::Create({.device = r});
+      ASSERT_TRUE(gpu.ok()) << gpu.status().message();
+      auto nccl = comm::NcclCommunicator::Create(*mine, r, "tp-test", std::chrono::seconds(60));
+      ASSERT_TRUE(nccl.ok()) << nccl.status().message();
+      backend::cuda::StreamOrderedCommunicator ordered(nccl->get(), gpu->get());
+      runs[r] = RunModel(dir, **gpu, cases, eos, &ordered, {{r, kWorld}, GetParam().moe});
+      EXPECT_TRUE((*gpu)->Synchronize().ok()) << (*gpu)->status().message();
+    });
+  }
+  for (auto& t : threads) t.join();
+  ASSERT_FALSE(runs[0].prefill_logits.empty());
+  size_t row = 0;
+  const size_t vocab = cases[0].logits[0].size();
+  for (size_t i = 0; i < cases.size(); ++i) {
+    EXPECT_LT(RelError(&runs[0].prefill_logits[row * vocab], cases[i].logits), kMaxRelError)
+        << "case " << i;
+    row += cases[i].prompt.size();
+    EXPECT_EQ(runs[0].tokens[i], single.tokens[i]) << "case " << i << ": TP=2 vs TP=1";
+    EXPECT_EQ(runs[1].tokens[i], runs[0].tokens[i]) << "case " << i << ": rank 1 vs rank 0";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, CudaTensorParallelTest,
+                         ::testing::Values(Param{"qwen3-tiny", MoeSharding::kInsideExperts},
+                                           Param{"qwen3-moe-tiny", MoeSharding::kInsideExperts},
+                                           Param{"qwen3-moe-tiny", MoeSharding::kByExpert}),
+                         [](const auto& info) {
+                           std::string n = info.param.fixture + "_" + std::to_string(info.index);
+                           std::replace(n.begin(), n.end(), '-', '_');
+                           return n;
+                         });
+
+}  // namespace
+}  // namespace spark::engine::model
