@@ -7,7 +7,7 @@ packages=(
   build-essential cmake pkg-config git ca-certificates
   libssh-dev libyaml-cpp-dev libboost-dev nlohmann-json3-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libcli11-dev libssl-dev libpcre2-dev libicu-dev
-  rdma-core libibverbs-dev libgloo-dev
+  rdma-core libibverbs-dev ibverbs-providers libgloo-dev
   wireguard-tools wireguard-go openssh-server openssh-client iproute2 iputils-ping netplan.io
   iptables
   ninja-build procps psmisc util-linux kmod curl python3 python3-venv python3-pip

@@ -1,0 +1,61 @@
+// Starting the ranks of a collective benchmark (`sparkctl bench allreduce|allgather`, and the
+// selftest's all-reduce check): the per-rank program spark-bench (collective_rank.h) is
+//   local    started N times on this machine as child processes, rank r on CUDA device r
+//            (or N CPU ranks with Gloo), rendezvous on 127.0.0.1 at a free port;
+//   cluster  copied to every node of the inventory by SHA-256 (ssh::EnsureFileOnNode, like
+//            sparkctl's own self-copy) and started there over SSH, one rank per node in rank
+//            order, with the NCCL environment the netplan library planned for that node;
+//            rank 0's node serves the rendezvous on its management address.
+// Rank 0's report (nccl-tests text or JSON) is the result; a failing rank is named with its
+// node and the tail of its stderr. Thread-safety: functions; they block their caller.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "netplan/node_plan.h"
+#include "sparkctl/bench/collective_options.h"
+#include "sparkctl/ssh/transport.h"
+
+namespace spark::bench {
+
+// Where spark-bench is installed on nodes.
+inline constexpr char kRemoteBenchPath[] = "/usr/local/lib/sparkctl/spark-bench";
+
+struct RunReport {
+  std::string output;   // rank 0's stdout: the report
+  int exit_code = 0;    // rank 0's exit status (2 = wrong results)
+  double seconds = 0;
+};
+
+// spark-bench next to the running binary (/proc/self/exe's folder), or `override_path` when
+// not empty. NotFound saying how to build it.
+Result<std::string> FindBenchProgram(const std::string& override_path);
+
+// Starts `ranks` local ranks; rank 0's stdout is captured into the report (or passed through
+// to this process's stdout when `passthrough`). Errors: the first failing rank > 0 ("rank 1
+// exited with status 2: <stderr tail>"), DeadlineExceeded after `timeout`.
+Result<RunReport> RunLocal(const std::string& program, const CollectiveOptions& options, int ranks,
+                           bool use_gpus, std::chrono::seconds timeout, bool passthrough);
+
+// One node of a cluster run.
+struct ClusterRank {
+  std::string node;                 // inventory name (the SSH target)
+  std::string management_address;   // rank 0's is the rendezvous address
+  std::vector<netplan::EnvVar> env;  // NCCL environment from the netplan library
+};
+
+// The remote shell command of one rank (exported for tests).
+std::string RankCommand(const std::string& remote_program, const CollectiveOptions& options,
+                        const RankPlacement& placement, const std::vector<netplan::EnvVar>& env);
+
+// Installs spark-bench on every node and runs one rank per node, in parallel. Errors name the
+// node: the copy failing, a rank exiting non-zero other than with wrong results.
+Result<RunReport> RunCluster(ssh::Transport& transport, const std::string& program,
+                             const CollectiveOptions& options,
+                             const std::vector<ClusterRank>& ranks, int master_port,
+                             std::chrono::seconds timeout);
+
+}  // namespace spark::bench
