@@ -26,6 +26,9 @@ int RunSparkEngine(int argc, char** argv) {
     if (context.log_level.empty()) {
       const char* env = std::getenv("SPARK_LOG_LEVEL");
       context.log_level = env ? env : "warn";
+      context.log_level_given = env != nullptr;
+    } else {
+      context.log_level_given = true;
     }
     Status s = InitLogging({.level = context.log_level});
     if (!s.ok()) throw CLI::ValidationError("--log-level", s.message());

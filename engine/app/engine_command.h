@@ -17,6 +17,9 @@ inline constexpr int kExitFailed = 2;
 
 struct EngineContext {
   std::string log_level;
+  // True when --log-level or SPARK_LOG_LEVEL chose the level (commands may pick their own
+  // default otherwise: serve logs at info).
+  bool log_level_given = false;
   int exit_code = kExitOk;
 };
 

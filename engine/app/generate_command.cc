@@ -1,5 +1,6 @@
 // `spark-engine generate`: runs prompts through the runtime Engine (scheduler, prefix cache,
-// sampler) on the CPU backend — the smallest end-to-end use of the serving path, without HTTP.
+// sampler) on the CPU or CUDA backend — the smallest end-to-end use of the serving path, without
+// HTTP.
 //
 // Ranks are processes. With --tp N and no --rank, this process is a launcher: it picks a free
 // loopback port and starts N copies of itself (/proc/self/exe ... --rank r), supervises them
@@ -254,7 +255,9 @@ Status RunGenerate(const GenerateOptions& o) {
   if (o.max_tokens < 1) return InvalidArgumentError("--max-tokens must be >= 1");
   if (o.repeat < 1) return InvalidArgumentError("--repeat must be >= 1");
   if (o.block_size < 1) return InvalidArgumentError("--block-size must be >= 1");
-  if (o.backend != "cpu") return InvalidArgumentError("--backend: '" + o.backend + "' (want cpu)");
+  // The rank options' checks (--backend, --rank, --master-port), before any rank is started;
+  // the KV cache size is settled later (1 stands in for it here).
+  SPARK_RETURN_IF_ERROR(MakeRankOptions(o, std::max(o.rank, 0), 1).Validate());
   if (o.tp > 1 && o.rank < 0) return LaunchLocalRanks(o);
   const int rank = std::max(o.rank, 0);
   if (o.tp > 1) {  // Every log line of a rank process names its rank.
@@ -285,7 +288,8 @@ void RegisterGenerateCommand(CLI::App& parent, EngineContext& context) {
   cmd->add_option("--tp", o->tp, "Tensor-parallel ranks, one process each (default 1)");
   cmd->add_option("--rank", o->rank,
                   "Run only this rank (default: start all --tp ranks on this machine)");
-  cmd->add_option("--backend", o->backend, "Compute backend (default cpu; the only one today)");
+  cmd->add_option("--backend", o->backend,
+                  "cpu (default) or cuda; cuda needs a build with CUDA and a GPU");
   cmd->add_option("--master-addr", o->master_addr, "Rank 0's address (default 127.0.0.1)");
   cmd->add_option("--master-port", o->master_port,
                   "Rendezvous port (default: a free one when launching, 29500 with --rank)");

@@ -50,10 +50,19 @@ uint64_t EngineService::num_steps() const {
   return num_steps_;
 }
 
+void EngineService::SetBroken(Status error) {
+  {
+    std::lock_guard lock(mu_);
+    broken_ = std::move(error);
+  }
+  cv_.notify_one();
+}
+
 void EngineService::Loop() {
   while (true) {
     std::vector<Pending> submitted;
     std::vector<uint64_t> cancelled;
+    Status broken;
     {
       std::unique_lock lock(mu_);
       cv_.wait(lock, [&] {
@@ -62,6 +71,15 @@ void EngineService::Loop() {
       if (stop_) break;
       submitted.swap(inbox_);
       cancelled.swap(cancels_);
+      broken = broken_;
+    }
+    if (!broken.ok()) {
+      if (!callbacks_.empty()) FailAll(broken);
+      for (Pending& p : submitted) {
+        p.callback({p.request.id, false, 0, 0, {}, 0, true, FinishReason::kAbort, broken});
+      }
+      RefreshStats();
+      continue;
     }
     Admit(submitted);
     ApplyCancels(cancelled);

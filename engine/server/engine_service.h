@@ -2,7 +2,8 @@
 // engine: it takes submitted and cancelled requests from a queue, runs Engine::Step while any
 // request is unfinished, and delivers each step's tokens to the requests' callbacks. A step
 // that fails (a model or communicator error, e.g. a dead rank) fails every request in flight
-// with that error, and the engine stays usable for later requests.
+// with that error, and the engine stays usable for later requests, unless SetBroken says the
+// model is gone for good.
 // Thread-safety: GenerationService methods from any thread; callbacks run on the engine thread.
 #pragma once
 
@@ -31,6 +32,9 @@ class EngineService : public GenerationService {
   int vocab_size() const override { return vocab_size_; }
   // Engine steps run so far (benchmarks).
   uint64_t num_steps() const;
+  // The model can no longer run (a tensor-parallel rank died): requests in flight and every
+  // later one finish with `error`, so /ready's canary reports it. A later call replaces it.
+  void SetBroken(Status error);
 
  private:
   struct Pending {
@@ -58,6 +62,7 @@ class EngineService : public GenerationService {
   std::vector<Pending> inbox_;
   std::vector<uint64_t> cancels_;
   bool stop_ = false;
+  Status broken_;
   ServiceStats stats_;
   uint64_t num_steps_ = 0;
   std::thread thread_;
