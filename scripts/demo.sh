@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # Sets everything up and runs the main job on the embedded default: a simulated four-node DGX
-# Spark ring (network namespaces, real sshd, veth "DAC cables"), discovery, preflight, the fabric,
-# and the tiny demo model on the CPU engine. Needs root (network namespaces). Idempotent: a second
-# run reuses the simulated cluster. Clean up with: ./build/bin/sparkctl sim destroy --name demo
+# Spark ring (network namespaces, real sshd, veth "DAC cables"), discovery, then `sparkctl up`
+# with the tiny demo model on the CPU engine (preflight, fabric, weights, engine binary, one
+# spark-engine per node at TP=4, wait until ready), one chat request through the endpoint and
+# `sparkctl status`. Needs root (network namespaces). Idempotent: a second run reuses the
+# simulated cluster and finds the model already up. Clean up with:
+#   ./build/bin/sparkctl down -c /run/sparkctl-sim/demo/cluster.yaml
+#   ./build/bin/sparkctl sim destroy --name demo
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
@@ -27,21 +31,23 @@ fi
 step "3/6 Discovery: identities, cabling, ring order (sparkctl discover)"
 $bin/sparkctl discover -c "$seed"
 
-step "4/6 Preflight: every known trap on every node (sparkctl preflight)"
-$bin/sparkctl preflight -c "$seed" -p "$profile"
-
-if $bin/sparkctl --help | grep -q '^  net '; then
-  step "5/6 Fabric: addresses, routes, MTU, WireGuard (sparkctl net apply / verify)"
-  $bin/sparkctl net apply -c "$seed" --yes
-  $bin/sparkctl net verify -c "$seed"
-fi
-
-step "6/6 The tiny demo model (random weights: expect gibberish) on the CPU engine, TP=4"
-model=${SPARK_BUILD_DIR:-build}/demo-model
+step "4/6 The tiny demo model (random weights: expect gibberish) where the profile keeps it"
+# The simulated nodes share the host's /var/lib, so one copy serves every node.
+model=$($bin/sparkctl profile show "$profile" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["model"]["path"])')
 if [ ! -f "$model/config.json" ]; then
   python3 scripts/make_demo_model.py "$model"
 fi
-$bin/spark-engine generate --model "$model" --prompt "Hello from a simulated Spark ring" \
-  --max-tokens 16 --temperature 0 --tp 4
+echo "$model"
 
-printf '\nDone. Inventory: %s. Clean up: %s/sparkctl sim destroy --name %s\n' "$seed" "$bin" "$name"
+step "5/6 sparkctl up: preflight, fabric, weights, engine, 4 ranks, wait for ready"
+$bin/sparkctl up -c "$seed" -p "$profile" --yes
+
+step "6/6 One chat request through the endpoint (it listens on 127.0.0.1 of rank 0's node)"
+$bin/sparkctl sim exec --name "$name" spark-0 -- curl -sS --max-time 60 \
+  http://127.0.0.1:8000/v1/chat/completions -H 'Content-Type: application/json' \
+  -d '{"model":"qwen3-tiny-demo","messages":[{"role":"user","content":"Hello from a simulated Spark ring"}],"max_tokens":16,"temperature":0.8,"seed":1}'
+echo
+$bin/sparkctl status -c "$seed"
+
+printf '\nDone. Stop the model: %s/sparkctl down -c %s; remove the cluster: %s/sparkctl sim destroy --name %s\n' \
+  "$bin" "$seed" "$bin" "$name"

@@ -13,7 +13,10 @@ std::span<const CommandFamily> CommandTable() {
       {"preflight", RegisterPreflightCommands},
       {"host", RegisterHostCommands},
       {"net", RegisterNetCommands},
+      {"selftest", RegisterSelftestCommands},
+      {"bench", RegisterBenchCommands},
       {"weights", RegisterWeightsCommands},
+      {"up", RegisterUpCommands},
       {"sim", RegisterSimCommands},
       {"node", RegisterNodeCommands},
   };

@@ -14,5 +14,8 @@ void RegisterNodeCommands(CLI::App& parent, CommandContext& context);  // node_c
 void RegisterWeightsCommands(CLI::App& parent, CommandContext& context);  // weights_commands.cc
 void RegisterSimCommands(CLI::App& parent, CommandContext& context);      // sim_commands.cc
 void RegisterNetCommands(CLI::App& parent, CommandContext& context);      // net_commands.cc
+void RegisterBenchCommands(CLI::App& parent, CommandContext& context);    // bench_commands.cc
+void RegisterSelftestCommands(CLI::App& parent, CommandContext& context);  // selftest_commands.cc
+void RegisterUpCommands(CLI::App& parent, CommandContext& context);       // up_commands.cc
 
 }  // namespace spark::cli

@@ -1,0 +1,348 @@
+// The steps of `sparkctl up`, each a small function that reports one StepReport.
+#include "sparkctl/up/up.h"
+
+#include <chrono>
+#include <ctime>
+
+#include "sparkctl/fabric/apply.h"
+#include "sparkctl/host/pin.h"
+#include "sparkctl/host/remote.h"
+#include "sparkctl/selftest/selftest.h"
+#include "sparkctl/ssh/parallel.h"
+#include "sparkctl/ssh/self_copy.h"
+#include "sparkctl/up/launcher.h"
+#include "sparkctl/weights/cluster_verify.h"
+#include "sparkctl/weights/sync.h"
+
+namespace spark::up {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Collects the steps and forwards each to the observer as it finishes.
+class Steps {
+ public:
+  Steps(UpObserver& observer, UpReport* report) : observer_(observer), report_(report) {}
+  void Begin() { start_ = Clock::now(); }
+  void Done(std::string name, std::string result, std::string detail) {
+    StepReport s{std::move(name), std::move(result), std::move(detail),
+                 std::chrono::duration<double>(Clock::now() - start_).count()};
+    observer_.OnStep(s);
+    report_->steps.push_back(std::move(s));
+  }
+  Status Fail(std::string name, Status why) {
+    Done(std::move(name), "failed", why.message());
+    return why;
+  }
+
+ private:
+  UpObserver& observer_;
+  UpReport* report_;
+  Clock::time_point start_;
+};
+
+Status Preflight(ssh::Transport& t, const netplan::ClusterSpec& cluster,
+                 const profile::Profile& profile, Steps& steps) {
+  steps.Begin();
+  host::PreflightInput input;
+  input.cluster = &cluster;
+  input.profile = &profile;
+  input.nodes = host::CollectFacts(t, cluster, profile.model.path);
+  std::string failed, warned;
+  for (const auto& c : host::RunChecks(input)) {
+    const std::string line = "  " + c.id + (c.node.empty() ? "" : " " + c.node) + ": " + c.seen +
+                             (c.hint.empty() ? "" : "\n    fix: " + c.hint) + "\n";
+    if (c.verdict == host::Verdict::kFail) failed += line;
+    if (c.verdict == host::Verdict::kWarn) warned += line;
+  }
+  if (!failed.empty()) {
+    return steps.Fail("preflight", FailedPreconditionError(
+                                       "preflight failed; nothing was changed:\n" + failed));
+  }
+  steps.Done("preflight", warned.empty() ? "ok" : "warn", warned);
+  return Status::Ok();
+}
+
+Status PinCheck(ssh::Transport& t, const netplan::ClusterSpec& cluster,
+                const profile::Profile& profile, Steps& steps) {
+  steps.Begin();
+  auto plans = ssh::ForEachNode<host::PinNodePlan>(
+      host::NodeNames(cluster), [&](const std::string& node) -> Result<host::PinNodePlan> {
+        SPARK_ASSIGN_OR_RETURN(host::PinNodeInput in, host::ReadPinInput(t, node));
+        return host::PlanPin(profile.host, in);
+      });
+  Status joined = ssh::JoinNodeErrors(plans);
+  if (!joined.ok()) return steps.Fail("host-pin", joined);
+  std::string blocked, pending;
+  for (const auto& p : plans) {
+    if (!p->kernel_blocked.empty()) blocked += "  " + p->node + ": " + p->kernel_blocked + "\n";
+    if (!p->changes.empty() || p->NeedsReboot()) {
+      pending += "  " + p->node + ": " + std::to_string(p->changes.size()) + " setting(s) not pinned" +
+                 (p->NeedsReboot() ? ", reboot needed" : "") + "\n";
+    }
+  }
+  if (!blocked.empty()) {
+    return steps.Fail("host-pin", FailedPreconditionError("kernel not allowed by the profile:\n" +
+                                                          blocked));
+  }
+  steps.Done("host-pin", pending.empty() ? "ok" : "warn",
+             pending.empty() ? "" : pending + "  (hold them: sparkctl host pin -p " +
+                                        profile.source_file + " --yes)\n");
+  return Status::Ok();
+}
+
+// Plans the fabric, applies it when it differs (after asking), then verifies it. Fills the NCCL
+// environment of every node.
+Status Fabric(ssh::Transport& t, const netplan::ClusterSpec& cluster, const UpOptions& o,
+              UpObserver& observer, Steps& steps, LaunchOptions* launch) {
+  steps.Begin();
+  auto changes = fabric::PlanChanges(t, cluster, {});
+  if (!changes.ok()) return steps.Fail("fabric", changes.status());
+  if (changes->Count() == 0) {
+    steps.Done("fabric", "ok", "");
+  } else if (o.plan_only) {
+    steps.Done("fabric", "would-change",
+               std::to_string(changes->Count()) + " change(s): see sparkctl net plan\n");
+  } else {
+    if (!observer.Confirm("apply " + std::to_string(changes->Count()) +
+                          " fabric change(s) to the nodes (see sparkctl net plan)")) {
+      return steps.Fail("fabric", CancelledError("fabric change not confirmed; nothing changed "
+                                                 "(pass --yes, or run sparkctl net apply)"));
+    }
+    auto applied = fabric::ApplyCluster(t, cluster, {});
+    if (!applied.ok()) return steps.Fail("fabric", applied.status());
+    if (!applied->Outcome().ok()) return steps.Fail("fabric", applied->Outcome());
+    steps.Done("fabric", "changed", std::to_string(changes->Count()) + " change(s) applied\n");
+    auto again = fabric::PlanChanges(t, cluster, {});
+    if (!again.ok()) return steps.Fail("fabric", again.status());
+    changes = std::move(again);
+  }
+  for (size_t i = 0; i < changes->nodes.size(); ++i) {
+    launch->nccl_env[changes->nodes[i].node] = changes->nodes[i].plan.nccl_env;
+  }
+  steps.Begin();
+  if (o.plan_only && changes->Count() > 0) {
+    steps.Done("fabric-check", "skipped", "after the fabric is applied\n");
+    return Status::Ok();
+  }
+  // The quick selftest: fabric preflight subset, net verify, RDMA devices, an exact all-reduce.
+  auto report = selftest::RunSelftest(t, cluster, {});
+  if (!report.ok()) return steps.Fail("fabric-check", report.status());
+  if (!report->ok()) {
+    return steps.Fail("fabric-check",
+                      FailedPreconditionError("selftest failed:\n" + report->Summary()));
+  }
+  steps.Done("fabric-check", "ok", "selftest: " + std::to_string(report->checks.size()) +
+                                       " checks\n");
+  return Status::Ok();
+}
+
+Status Weights(ssh::Transport& t, const netplan::ClusterSpec& cluster,
+               const profile::Profile& profile, const UpOptions& o, Steps& steps) {
+  steps.Begin();
+  if (profile.model.manifest.empty()) {
+    // No manifest to check against: at least every node must have the checkpoint.
+    const std::string cfg = profile.model.path + "/config.json";
+    auto runs = ssh::RunAll(t, host::NodeNames(cluster), "test -s " + ssh::ShellQuote(cfg));
+    std::string missing;
+    for (const auto& r : runs) {
+      if (!r.result.ok()) return steps.Fail("weights", r.result.status());
+      if (!r.result->ok()) missing += "  " + r.node + ": no " + cfg + "\n";
+    }
+    if (!missing.empty()) {
+      return steps.Fail("weights", FailedPreconditionError(
+                                       "the model is missing on some nodes (copy it to " +
+                                       profile.model.path + " there):\n" + missing));
+    }
+    steps.Done("weights", "warn", "no model.manifest in the profile: only presence checked\n");
+    return Status::Ok();
+  }
+  auto report = weights::VerifyOnAllNodes(t, cluster, profile);
+  if (!report.ok()) return steps.Fail("weights", report.status());
+  if (report->ok()) {
+    steps.Done("weights", "ok", "");
+    return Status::Ok();
+  }
+  if (!o.sync_weights || o.plan_only) {
+    return steps.Fail("weights", FailedPreconditionError(
+                                     weights::FormatClusterVerifyText(*report) +
+                                     (o.plan_only ? "" : "\n(copy them with --sync-weights)")));
+  }
+  auto sync = weights::SyncOnAllNodes(t, cluster, profile);
+  if (!sync.ok()) return steps.Fail("weights", sync.status());
+  if (!sync->ok()) {
+    std::string errors;
+    for (const auto& e : sync->errors) errors += "  " + e + "\n";
+    return steps.Fail("weights", FailedPreconditionError("weights sync failed:\n" + errors));
+  }
+  steps.Done("weights", "changed", "synced\n");
+  return Status::Ok();
+}
+
+Status EngineBinary(ssh::Transport& t, const netplan::ClusterSpec& cluster, const UpOptions& o,
+                    Steps& steps, LaunchOptions* launch) {
+  steps.Begin();
+  auto sha = ssh::Sha256File(o.engine_binary);
+  if (!sha.ok()) {
+    return steps.Fail("engine", sha.status().WithContext("engine binary " + o.engine_binary +
+                                                         " (build it, or pass --engine PATH)"));
+  }
+  launch->engine_sha256 = *sha;
+  auto results = ssh::ForEachNode<bool>(
+      host::NodeNames(cluster), [&](const std::string& node) -> Result<bool> {
+        if (o.plan_only) {
+          SPARK_ASSIGN_OR_RETURN(std::string remote, ssh::RemoteSha256(t, node, kRemoteEnginePath));
+          return remote != *sha;
+        }
+        SPARK_ASSIGN_OR_RETURN(auto f, ssh::EnsureFileOnNode(t, node, o.engine_binary,
+                                                             kRemoteEnginePath, 0755));
+        return f.uploaded;
+      });
+  Status joined = ssh::JoinNodeErrors(results);
+  if (!joined.ok()) return steps.Fail("engine", joined);
+  int copied = 0;
+  for (const auto& r : results) copied += *r;
+  steps.Done("engine", copied == 0 ? "ok" : (o.plan_only ? "would-change" : "changed"),
+             "spark-engine " + sha->substr(0, 12) +
+                 (copied ? " " + std::string(o.plan_only ? "to copy to " : "copied to ") +
+                               std::to_string(copied) + " node(s)"
+                         : " on every node") + "\n");
+  return Status::Ok();
+}
+
+double Now() { return static_cast<double>(std::time(nullptr)); }
+
+// Starts every rank, records the state and waits for /ready. Stops the ranks on failure.
+Status Launch(ssh::Transport& t, const UpOptions& o, const LaunchPlan& plan, UpObserver& observer,
+              Steps& steps) {
+  steps.Begin();
+  auto started = StartRanks(t, plan);
+  if (!started.ok()) {
+    StopRanks(t, plan).IgnoreError();
+    return steps.Fail("launch", started.status());
+  }
+  UpState state;
+  state.cluster_file = o.cluster_file;
+  state.profile_file = o.profile_file;
+  state.plan = plan;
+  state.started = Now();
+  state.auto_recover = o.auto_recover;
+  std::string pids;
+  for (const auto& s : *started) {
+    state.pids[s.rank] = s.pid;
+    state.systemd[s.rank] = s.systemd;
+    pids += " r" + std::to_string(s.rank) + "=" + std::to_string(s.pid);
+  }
+  Status saved = SaveState(o.state_dir, state);
+  if (!saved.ok()) {
+    StopRanks(t, plan).IgnoreError();
+    return steps.Fail("launch", saved);
+  }
+  steps.Done("launch", "changed", "pids" + pids + "\n");
+  steps.Begin();
+  WaitOptions w;
+  w.timeout = o.ready_timeout;
+  w.on_poll = [&](const ClusterHealth& h) { observer.OnProgress(h); };
+  Status ready = WaitReady(t, plan, w);
+  if (!ready.ok()) {
+    StopRanks(t, plan).IgnoreError();
+    RemoveState(o.state_dir).IgnoreError();
+    return steps.Fail("ready", ready.WithContext("the model did not come up (ranks stopped, "
+                                                 "logs kept: sparkctl logs)"));
+  }
+  steps.Done("ready", "ok", plan.endpoint + "\n");
+  return Status::Ok();
+}
+
+// The fast path of a second `up`: the recorded model runs and is ready, and the same profile,
+// inventory and engine build give the same launch hash (the fabric's NCCL environment taken as
+// recorded). Any doubt returns false and the full sequence runs.
+bool AlreadyUp(ssh::Transport& t, const netplan::ClusterSpec& cluster,
+               const profile::Profile& profile, const UpOptions& o, LaunchOptions launch,
+               UpReport* report) {
+  auto previous = LoadState(o.state_dir);
+  auto sha = ssh::Sha256File(o.engine_binary);
+  if (!previous.ok() || !sha.ok()) return false;
+  launch.engine_sha256 = *sha;
+  for (const auto& r : previous->plan.ranks) {
+    auto& env = launch.nccl_env[r.node];
+    for (const auto& e : r.env) {
+      if (!profile.env.count(e.name)) env.push_back(e);
+    }
+  }
+  auto plan = PlanLaunch(profile, cluster, launch);
+  if (!plan.ok() || plan->hash != previous->plan.hash) return false;
+  if (Assess(previous->plan, ProbeNodes(t, previous->plan)).health != Health::kReady) return false;
+  report->plan = *plan;
+  return true;
+}
+
+}  // namespace
+
+Status RunUp(ssh::Transport& t, const netplan::ClusterSpec& cluster,
+             const profile::Profile& profile, const UpOptions& o, UpObserver& observer,
+             UpReport* report) {
+  const auto start = Clock::now();
+  Steps steps(observer, report);
+  LaunchOptions launch;
+  launch.master_port = o.master_port;
+  launch.stop_deadline_s = o.stop_deadline_s;
+  // The inventory and profile are checked before any node is contacted.
+  SPARK_RETURN_IF_ERROR(PlanLaunch(profile, cluster, launch).status());
+  if (AlreadyUp(t, cluster, profile, o, launch, report)) {
+    report->action = "already up";
+    report->seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    return Status::Ok();
+  }
+  SPARK_RETURN_IF_ERROR(Preflight(t, cluster, profile, steps));
+  SPARK_RETURN_IF_ERROR(PinCheck(t, cluster, profile, steps));
+  if (!o.skip_fabric && cluster.nodes.size() > 1) {
+    SPARK_RETURN_IF_ERROR(Fabric(t, cluster, o, observer, steps, &launch));
+  }
+  SPARK_RETURN_IF_ERROR(Weights(t, cluster, profile, o, steps));
+  SPARK_RETURN_IF_ERROR(EngineBinary(t, cluster, o, steps, &launch));
+  SPARK_ASSIGN_OR_RETURN(report->plan, PlanLaunch(profile, cluster, launch));
+  const LaunchPlan& plan = report->plan;
+
+  auto previous = LoadState(o.state_dir);
+  if (!previous.ok() && previous.status().code() != StatusCode::kNotFound) {
+    return previous.status();
+  }
+  bool running = false;
+  if (previous.ok()) {
+    const Health h = Assess(previous->plan, ProbeNodes(t, previous->plan)).health;
+    running = h == Health::kReady || h == Health::kStarting;
+    if (running && previous->plan.hash == plan.hash) {
+      report->action = "already up";
+      report->seconds = std::chrono::duration<double>(Clock::now() - start).count();
+      return Status::Ok();
+    }
+  }
+  const bool restart = previous.ok();
+  if (o.plan_only) {
+    report->action = restart ? (running ? "would restart (launch changed)" : "would restart")
+                             : "would start";
+    return Status::Ok();
+  }
+  if (restart) {
+    steps.Begin();
+    std::vector<std::string> lines;
+    Status stopped = StopRanks(t, previous->plan, &lines);
+    if (!stopped.ok()) return steps.Fail("stop", stopped);
+    std::string detail;
+    for (const auto& l : lines) detail += l + "\n";
+    steps.Done("stop", "changed", detail);
+  }
+  SPARK_RETURN_IF_ERROR(Launch(t, o, plan, observer, steps));
+  report->action = restart ? "restarted" : "started";
+  report->seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return Status::Ok();
+}
+
+Status Down(ssh::Transport& t, const std::string& state_dir, std::vector<std::string>* lines) {
+  SPARK_ASSIGN_OR_RETURN(UpState state, LoadState(state_dir));
+  SPARK_RETURN_IF_ERROR(StopRanks(t, state.plan, lines));
+  return RemoveState(state_dir);
+}
+
+}  // namespace spark::up

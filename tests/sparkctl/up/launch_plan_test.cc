@@ -1,0 +1,131 @@
+#include "sparkctl/up/launch_plan.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "tests/sparkctl/up/test_util.h"
+
+namespace spark::up {
+namespace {
+
+using testing::DemoProfile;
+using testing::Ring;
+
+bool Has(const std::vector<std::string>& argv, const std::string& flag, const std::string& value) {
+  auto it = std::find(argv.begin(), argv.end(), flag);
+  return it != argv.end() && it + 1 != argv.end() && *(it + 1) == value;
+}
+
+TEST(LaunchPlanTest, OneRankPerNodeInRankOrder) {
+  auto plan = PlanLaunch(DemoProfile(), Ring(), {});
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  ASSERT_EQ(plan->ranks.size(), 4u);
+  for (int r = 0; r < 4; ++r) {
+    const RankLaunch& rank = plan->ranks[r];
+    EXPECT_EQ(rank.rank, r);
+    EXPECT_EQ(rank.node, "spark-" + std::to_string(r));
+    EXPECT_TRUE(Has(rank.argv, "--rank", std::to_string(r)));
+    EXPECT_TRUE(Has(rank.argv, "--tp", "4"));
+    EXPECT_TRUE(Has(rank.argv, "--master-addr", "198.19.0.10")) << "rank 0's management address";
+    EXPECT_TRUE(Has(rank.argv, "--status-file", rank.status_path));
+    EXPECT_TRUE(Has(rank.argv, "--num-kv-blocks", "512"));  // 8192 tokens / 16
+    EXPECT_TRUE(Has(rank.argv, "--backend", "cpu"));
+    EXPECT_EQ(rank.status_path, "/run/sparkctl/up/demo/rank" + std::to_string(r) + ".json");
+    EXPECT_EQ(rank.log_path, "/var/log/sparkctl/demo-rank" + std::to_string(r) + ".log");
+  }
+  EXPECT_EQ(plan->ranks[0].argv[0], kRemoteEnginePath);
+  EXPECT_EQ(plan->ranks[0].argv[1], "serve");
+  EXPECT_EQ(plan->endpoint, "http://127.0.0.1:8000");
+  EXPECT_EQ(plan->api_node, "spark-0");
+  EXPECT_EQ(plan->served_name, "qwen3-tiny-demo");
+}
+
+TEST(LaunchPlanTest, ProfileEnvOverridesNcclEnv) {
+  profile::Profile p = DemoProfile();
+  p.env["NCCL_ALGO"] = "Tree";
+  p.env["OMP_NUM_THREADS"] = "2";
+  LaunchOptions o;
+  o.nccl_env["spark-1"] = {{"NCCL_ALGO", "Ring"}, {"NCCL_IB_GID_INDEX", "3"}};
+  auto plan = PlanLaunch(p, Ring(), o);
+  ASSERT_TRUE(plan.ok());
+  const auto& env = plan->ranks[1].env;
+  auto find = [&](const std::string& k) -> std::string {
+    for (const auto& e : env) {
+      if (e.name == k) return e.value;
+    }
+    return "<absent>";
+  };
+  EXPECT_EQ(find("NCCL_ALGO"), "Tree");
+  EXPECT_EQ(find("NCCL_IB_GID_INDEX"), "3");
+  EXPECT_EQ(find("OMP_NUM_THREADS"), "2");
+  EXPECT_EQ(std::count_if(env.begin(), env.end(), [](auto& e) { return e.name == "NCCL_ALGO"; }), 1);
+  EXPECT_EQ(find("NCCL_IB_GID_INDEX"), "3");
+  EXPECT_EQ(plan->ranks[2].env.size(), 2u) << "spark-2 has no NCCL env, only the profile's";
+}
+
+TEST(LaunchPlanTest, HashChangesWithWhatNeedsARestart) {
+  const std::string base = PlanLaunch(DemoProfile(), Ring(), {})->hash;
+  EXPECT_EQ(base.size(), 64u);
+  profile::Profile same = DemoProfile();
+  same.source_file = "/elsewhere/copy.yaml";
+  EXPECT_EQ(PlanLaunch(same, Ring(), {})->hash, base) << "where the profile lives is not a change";
+
+  profile::Profile port = DemoProfile();
+  port.api.port = 8001;
+  EXPECT_NE(PlanLaunch(port, Ring(), {})->hash, base);
+  profile::Profile env = DemoProfile();
+  env.env["X"] = "1";
+  EXPECT_NE(PlanLaunch(env, Ring(), {})->hash, base);
+  LaunchOptions build;
+  build.engine_sha256 = "ab";
+  EXPECT_NE(PlanLaunch(DemoProfile(), Ring(), build)->hash, base) << "a new engine build";
+  netplan::ClusterSpec moved = Ring();
+  moved.nodes[1].address = "198.19.0.99";
+  EXPECT_NE(PlanLaunch(DemoProfile(), moved, {})->hash, base);
+}
+
+TEST(LaunchPlanTest, RefusesUndiscoveredOrTooSmallClusters) {
+  auto unranked = PlanLaunch(DemoProfile(), Ring(4, false), {});
+  EXPECT_EQ(unranked.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(unranked.status().message().find("sparkctl discover"), std::string::npos);
+  auto small = PlanLaunch(DemoProfile(), Ring(2), {});
+  EXPECT_EQ(small.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(small.status().message().find("needs 4 nodes"), std::string::npos);
+  profile::Profile tp2 = DemoProfile();
+  tp2.engine.tp = 2;
+  EXPECT_EQ(PlanLaunch(tp2, Ring(), {}).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(LaunchPlanTest, StartCommandSupervisesWithPidfileOrSystemd) {
+  profile::Profile p = DemoProfile();
+  p.env["A"] = "it's";
+  auto plan = PlanLaunch(p, Ring(), {});
+  ASSERT_TRUE(plan.ok());
+  const RankLaunch& r = plan->ranks[2];
+  const std::string plain = StartCommand(*plan, r, false);
+  EXPECT_NE(plain.find("setsid -f"), std::string::npos);
+  EXPECT_NE(plain.find("env -u SPARKCTL_RUN_ID"), std::string::npos);
+  EXPECT_NE(plain.find("ulimit -l 8192"), std::string::npos);
+  EXPECT_NE(plain.find(r.pid_path), std::string::npos);
+  EXPECT_NE(plain.find(">> '/var/log/sparkctl/demo-rank2.log' 2>&1"), std::string::npos);
+  EXPECT_NE(plain.find("'A=it'\\''s'"), std::string::npos) << "env values are shell-quoted";
+  EXPECT_EQ(plain.find("systemd-run"), std::string::npos);
+  const std::string unit = StartCommand(*plan, r, true);
+  EXPECT_NE(unit.find("systemd-run --unit=sparkctl-demo-rank2"), std::string::npos);
+  EXPECT_NE(unit.find("LimitMEMLOCK=8192K"), std::string::npos);
+  EXPECT_NE(unit.find("--setenv="), std::string::npos);
+  const std::string stop = StopCommand(*plan, r);
+  EXPECT_NE(stop.find("kill -TERM"), std::string::npos);
+  EXPECT_NE(stop.find("kill -KILL"), std::string::npos);
+  EXPECT_NE(stop.find("-lt 200"), std::string::npos) << "20 s deadline in 0.1 s ticks";
+}
+
+TEST(LaunchPlanTest, SafeNameKeepsFileNamesTame) {
+  EXPECT_EQ(SafeName("demo"), "demo");
+  EXPECT_EQ(SafeName("a b/../c"), "a_b____c");
+  EXPECT_EQ(SafeName(""), "cluster");
+}
+
+}  // namespace
+}  // namespace spark::up

@@ -1,0 +1,265 @@
+// `sparkctl up / status / down` end to end on the simulator with the CPU engine and the tiny demo
+// model: real sshd, real veth fabric, one spark-engine per simulated node. Each test creates its
+// own simulated cluster and destroys it. Needs root, the built sparkctl and spark-engine (with
+// `serve --status-file`), and python3; the chat step needs the `openai` package.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdlib>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+namespace {
+
+const std::string kBin = SPARK_BINARY_DIR "/bin";
+const std::string kSparkctl = kBin + "/sparkctl";
+
+// The engine under test: SPARK_UP_ENGINE when set (an engine built elsewhere), else the one built
+// next to sparkctl.
+std::string Engine() {
+  const char* e = std::getenv("SPARK_UP_ENGINE");
+  return e && *e ? e : kBin + "/spark-engine";
+}
+
+struct Output {
+  int exit_code = -1;
+  std::string out;  // stdout and stderr
+};
+
+Output Sh(const std::string& command) {
+  Output o;
+  FILE* pipe = popen(("(" + command + ") 2>&1").c_str(), "r");
+  if (!pipe) return o;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) o.out.append(buf.data(), n);
+  const int status = pclose(pipe);
+  o.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return o;
+}
+
+nlohmann::json Json(const std::string& text) {
+  // --json commands print one object on stdout; stderr lines may come first.
+  const size_t start = text.find("{\n");
+  auto j = nlohmann::json::parse(start == std::string::npos ? text : text.substr(start), nullptr,
+                                 false);
+  if (j.is_discarded()) ADD_FAILURE() << "not JSON: " << text.substr(0, 600);
+  return j;
+}
+
+std::string PrerequisiteMissing() {
+  if (geteuid() != 0) return "needs root (network namespaces)";
+  if (access(kSparkctl.c_str(), X_OK) != 0) return "sparkctl not built";
+  if (access(Engine().c_str(), X_OK) != 0) return "spark-engine not built";
+  if (Sh(Engine() + " serve --help").out.find("--status-file") == std::string::npos) {
+    return "spark-engine serve has no --status-file yet (multi-process serve)";
+  }
+  return "";
+}
+
+// A simulated cluster, discovered, with a profile for it and a private state root.
+class Cluster {
+ public:
+  Cluster(std::string name, int nodes, std::string topology)
+      : name_(std::move(name)), nodes_(nodes) {
+    root_ = std::string(SPARK_BINARY_DIR) + "/up-e2e/" + name_;
+    std::filesystem::remove_all(root_);
+    std::filesystem::create_directories(root_);
+    Sh(kSparkctl + " sim destroy --name " + name_);
+    created_ = Sh(kSparkctl + " sim create --name " + name_ + " --nodes " +
+                  std::to_string(nodes) + " --topology " + topology).exit_code == 0 &&
+               Sh(kSparkctl + " discover -c " + seed()).exit_code == 0;
+    topology_ = topology;
+    WriteProfile(topology);
+  }
+  void RewriteProfile() { WriteProfile(topology_); }
+  ~Cluster() {
+    Sh(kSparkctl + " down --keep-network " + Flags());
+    Sh(kSparkctl + " sim destroy --name " + name_);
+    std::filesystem::remove_all(root_ + "/state");  // a monitor left behind exits without it
+  }
+  bool created() const { return created_; }
+  std::string seed() const { return "/run/sparkctl-sim/" + name_ + "/cluster.yaml"; }
+  std::string profile() const { return root_ + "/profile.yaml"; }
+  std::string Flags() const { return "-c " + seed() + " --state-root " + root_ + "/state"; }
+  Output Sparkctl(const std::string& args) const { return Sh(kSparkctl + " " + args); }
+  Output Up(const std::string& extra = "") const {
+    return Sparkctl("up " + Flags() + " -p " + profile() + " --yes --json --timeout 240 --engine " +
+                    Engine() + " " + extra);
+  }
+  Output Fault(const std::string& args) const {
+    return Sparkctl("sim fault --name " + name_ + " " + args);
+  }
+  nlohmann::json Status() const { return Json(Sparkctl("status --json " + Flags()).out); }
+
+  // Engine processes in the simulated nodes' network namespaces.
+  int EngineProcesses() const {
+    int n = 0;
+    for (int r = 0; r < nodes_; ++r) {
+      Output pids = Sh("ip netns pids sparksim-" + name_ + "-spark-" + std::to_string(r));
+      std::istringstream in(pids.out);
+      std::string pid;
+      while (in >> pid) {
+        std::ifstream f("/proc/" + pid + "/cmdline");
+        std::string cmd((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+        if (cmd.find("spark-engine") != std::string::npos) ++n;
+      }
+    }
+    return n;
+  }
+  bool HasState() const { return std::filesystem::exists(root_ + "/state/" + name_ + "/state.json"); }
+
+  // One chat completion through the `openai` client, run on rank 0's node (the endpoint binds
+  // loopback there). Returns the client's output; exit 77 when openai is missing.
+  Output Chat() const {
+    const std::string python = Sh("python3 -c 'import sys; print(sys.executable)'").out;
+    return Sparkctl("sim exec --name " + name_ + " spark-0 -- " +
+                    python.substr(0, python.find('\n')) + " " SPARK_SOURCE_DIR
+                    "/tests/sparkctl/up/chat_client.py --base-url http://127.0.0.1:" +
+                    std::to_string(port_) + "/v1 --model up-e2e");
+  }
+
+ private:
+  void WriteProfile(const std::string& topology) {
+    const std::string model = std::string(SPARK_BINARY_DIR) + "/up-e2e/model";
+    if (!std::filesystem::exists(model + "/config.json")) {
+      Sh("python3 " SPARK_SOURCE_DIR "/scripts/make_demo_model.py " + model);
+    }
+    std::ofstream f(profile());
+    f << "schema: sparkctl-profile/v1\nname: up-e2e\nmodel:\n  repository: sparkctl/qwen3-tiny-demo\n"
+         "  revision: 0000000000000000000000000000000000000001\n  path: " << model
+      << "\n  served_name: up-e2e\ntopology:\n  kind: " << topology << "\n  nodes: " << nodes_
+      << "\nhost:\n  kernel:\n    allow: [6.17.0-1031-nvidia, 6.17.0-1032-nvidia]\n"
+         "    deny:\n      - release: 7.0.0-1019-nvidia\n        reason: CmaTotal is 0 kB\n"
+         "        fix: boot 6.17.0-1032-nvidia and hold it\n  min_cma_mib: 64\n"
+         "  memlock: \"8192\"\n  min_free_memory_gib: 0.5\nengine:\n  backend: cpu\n  tp: "
+      << nodes_ << "\n  context_length: 1024\n  chunked_prefill: 256\n  max_running_requests: 4\n  kv_cache:\n"
+         "    dtype: fp32\n    tokens: 4096\napi:\n  port: " << port_ << "\n  bind: 127.0.0.1\n";
+  }
+
+  std::string name_;
+  std::string topology_;
+  int nodes_;
+  int port_ = 8000;
+  std::string root_;
+  bool created_ = false;
+};
+
+class UpE2eTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string missing = PrerequisiteMissing();
+    if (!missing.empty()) GTEST_SKIP() << missing;
+  }
+};
+
+// Polls `sparkctl status --json` until `health` is reached; returns the last status.
+nlohmann::json WaitHealth(const Cluster& c, const std::string& health, std::chrono::seconds limit,
+                          double* seconds = nullptr) {
+  const auto start = std::chrono::steady_clock::now();
+  nlohmann::json s;
+  while (std::chrono::steady_clock::now() - start < limit) {
+    s = c.Status();
+    if (s.value("health", "") == health) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  }
+  if (seconds) {
+    *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+  return s;
+}
+
+void ServeChatAndStop(Cluster& c, bool kill_and_recover) {
+  ASSERT_TRUE(c.created());
+  Output up = c.Up();
+  ASSERT_EQ(up.exit_code, 0) << up.out;
+  EXPECT_EQ(Json(up.out)["action"], "started") << up.out;
+  EXPECT_EQ(c.Status()["health"], "ready");
+
+  Output chat = c.Chat();
+  if (chat.exit_code == 77) {
+    ADD_FAILURE() << "the openai package is missing: run scripts/install-test-python.sh";
+  } else {
+    EXPECT_EQ(chat.exit_code, 0) << chat.out;
+    EXPECT_NE(chat.out.find("reply ("), std::string::npos) << chat.out;
+  }
+
+  Output again = c.Up();
+  ASSERT_EQ(again.exit_code, 0) << again.out;
+  EXPECT_EQ(Json(again.out)["action"], "already up") << again.out;
+
+  if (kill_and_recover) {
+    ASSERT_EQ(c.Fault("kill spark-2 spark-engine").exit_code, 0);
+    double seen = 0;
+    nlohmann::json degraded = WaitHealth(c, "degraded", std::chrono::seconds(5), &seen);
+    EXPECT_EQ(degraded["health"], "degraded") << "within 5 s of the kill: " << degraded.dump(1);
+    EXPECT_NE(degraded.value("reason", "").find("rank 2"), std::string::npos) << degraded.dump(1);
+    nlohmann::json recovered = WaitHealth(c, "ready", std::chrono::seconds(120));
+    EXPECT_EQ(recovered["health"], "ready") << recovered.dump(1);
+    EXPECT_GE(recovered.value("restarts", 0), 1);
+    Output chat2 = c.Chat();
+    EXPECT_TRUE(chat2.exit_code == 0 || chat2.exit_code == 77) << chat2.out;
+  }
+
+  Output down = c.Sparkctl("down --keep-network " + c.Flags());
+  EXPECT_EQ(down.exit_code, 0) << down.out;
+  EXPECT_EQ(c.EngineProcesses(), 0) << "down leaves no engine process on any node";
+  EXPECT_FALSE(c.HasState());
+  EXPECT_EQ(c.Status()["health"], "down");
+}
+
+TEST_F(UpE2eTest, RingOfFourServesRecoversAndStops) {
+  Cluster c("upring", 4, "ring");
+  ServeChatAndStop(c, /*kill_and_recover=*/true);
+}
+
+TEST_F(UpE2eTest, PairServesAndStops) {
+  Cluster c("uppair", 2, "pair");
+  ServeChatAndStop(c, false);
+}
+
+TEST_F(UpE2eTest, SwitchedFourServesAndStops) {
+  Cluster c("upswitch", 4, "switched");
+  ServeChatAndStop(c, false);
+}
+
+// Each failure stops `up` before anything runs: no engine process, no state.
+TEST_F(UpE2eTest, BadInputStopsEarlyAndChangesNothing) {
+  Cluster c("upfail", 4, "ring");
+  ASSERT_TRUE(c.created());
+
+  std::ofstream(c.profile(), std::ios::app) << "engine_typo: 1\n";
+  Output bad = c.Up();
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.out.find("profile.yaml:"), std::string::npos) << bad.out;
+  EXPECT_NE(bad.out.find("engine_typo"), std::string::npos) << bad.out;
+  c.RewriteProfile();
+
+  ASSERT_EQ(c.Fault("sshd spark-3 stop").exit_code, 0);
+  Output unreachable = c.Up();
+  EXPECT_EQ(unreachable.exit_code, 2);
+  EXPECT_NE(unreachable.out.find("spark-3"), std::string::npos) << unreachable.out;
+  ASSERT_EQ(c.Fault("sshd spark-3 start").exit_code, 0);
+  EXPECT_EQ(c.EngineProcesses(), 0);
+  EXPECT_FALSE(c.HasState());
+
+  ASSERT_EQ(c.Fault("kernel spark-1 7.0.0-1019-nvidia").exit_code, 0);
+  Output preflight = c.Up();
+  EXPECT_EQ(preflight.exit_code, 2);
+  EXPECT_NE(preflight.out.find("preflight failed; nothing was changed"), std::string::npos)
+      << preflight.out;
+  EXPECT_NE(preflight.out.find("spark-1"), std::string::npos) << preflight.out;
+  EXPECT_NE(preflight.out.find("fix:"), std::string::npos) << preflight.out;
+  EXPECT_EQ(c.EngineProcesses(), 0);
+  EXPECT_FALSE(c.HasState());
+}
+
+}  // namespace
