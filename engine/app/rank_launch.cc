@@ -46,17 +46,21 @@ class ExitingRunner : public runtime::ModelRunner {
 
 // A worker's runner: empty plans are rank 0's heartbeats and run nothing (rank 0 does not run
 // them either, so the forwards' collectives stay paired).
+// Each plan, heartbeat or not, also refreshes the rank's status file (a live worker).
 class HeartbeatAwareRunner : public runtime::ModelRunner {
  public:
-  explicit HeartbeatAwareRunner(runtime::ModelRunner* inner) : inner_(inner) {}
+  HeartbeatAwareRunner(runtime::ModelRunner* inner, RankStatus* status)
+      : inner_(inner), status_(status) {}
   int vocab_size() const override { return inner_->vocab_size(); }
   Result<std::vector<float>> Run(const runtime::StepPlan& plan) override {
+    if (status_) status_->Touch();
     if (plan.entries.empty()) return std::vector<float>();
     return inner_->Run(plan);
   }
 
  private:
   runtime::ModelRunner* inner_;
+  RankStatus* status_;
 };
 
 // Every rank learns which ranks failed to load, so a bad shard on one machine stops the whole
@@ -203,12 +207,14 @@ void RankSession::StartHeartbeat() {
   const std::chrono::milliseconds idle =
       options_.heartbeat.count() > 0
           ? options_.heartbeat
-          : std::max(std::chrono::milliseconds(100), options_.comm_timeout / 4);
+          : std::clamp(options_.comm_timeout / 4, std::chrono::milliseconds(100),
+                       std::chrono::milliseconds(1000));
   heartbeat_ = std::thread([this, idle] {
     std::unique_lock lock(heartbeat_mu_);
     while (!heartbeat_cv_.wait_for(lock, idle / 2, [this] { return heartbeat_stop_; })) {
       lock.unlock();
       group_->Heartbeat(idle);
+      if (options_.status) options_.status->Touch();
       lock.lock();
     }
   });
@@ -239,8 +245,8 @@ Status RankSession::RunWorker() {
     exiting = std::make_unique<ExitingRunner>(runner, options_.test_exit_after_plans);
     runner = exiting.get();
   }
-  HeartbeatAwareRunner skipping(runner);
   RankStatus* status = options_.status;
+  HeartbeatAwareRunner skipping(runner, status);
   if (status) status->Set(RankPhase::kReady, "running rank 0's plans").IgnoreError();
   Status s = runtime::RunWorkerLoop(*comm_, skipping);
   if (s.ok()) {

@@ -52,7 +52,8 @@ struct RankOptions {
   // Rendezvous and per-collective deadline: a dead peer gives DeadlineExceeded, not a hang.
   std::chrono::milliseconds comm_timeout = std::chrono::seconds(60);
   // Rank 0: broadcast an empty plan when no plan went out for this long, so idle workers stay
-  // inside comm_timeout. 0 = comm_timeout / 4.
+  // inside comm_timeout and their status files fresh. 0 = comm_timeout / 4, kept within
+  // [100 ms, 1 s].
   std::chrono::milliseconds heartbeat = std::chrono::milliseconds(0);
   // CPU threads for this rank's backend; 0 = hardware threads / tp.
   int threads = 0;

@@ -130,6 +130,13 @@ void RankStatus::SetProgress(double fraction) {
   WriteLocked().IgnoreError();  // Logged inside; loading goes on.
 }
 
+void RankStatus::Touch() {
+  std::lock_guard lock(mu_);
+  if (record_.phase != RankPhase::kReady) return;
+  if (std::chrono::steady_clock::now() - written_at_ < std::chrono::seconds(1)) return;
+  WriteLocked().IgnoreError();  // Logged inside.
+}
+
 RankPhase RankStatus::phase() const {
   std::lock_guard lock(mu_);
   return record_.phase;

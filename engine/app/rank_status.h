@@ -56,6 +56,10 @@ class RankStatus {
   // While loading: the fraction of weight bytes read. Rewrites the file when the value moved by
   // at least 1% or 250 ms passed since the last write, so big checkpoints do not flood the disk.
   void SetProgress(double fraction);
+  // While ready: refreshes "updated" (rewriting the file at most once a second), called by the
+  // rank's loop on every plan and heartbeat, so a supervisor tells a live rank from a hung one
+  // by the age of "updated".
+  void Touch();
 
   RankPhase phase() const;
   RankStatusRecord record() const;

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <sstream>
+#include <thread>
 
 namespace spark::engine::app {
 namespace {
@@ -105,6 +106,27 @@ TEST_F(RankStatusTest, EachChangeReplacesTheFile) {
     EXPECT_EQ(e.path().filename(), "status.json");
   }
   EXPECT_EQ(files, 1);
+}
+
+TEST_F(RankStatusTest, TouchRefreshesUpdatedOnlyWhileReadyAndAtMostOnceASecond) {
+  const fs::path path = dir_ / "status.json";
+  RankStatus status(1, 2, path.string());
+  ASSERT_TRUE(status.Set(RankPhase::kLoading, "reading").ok());
+  const std::string loading = ReadJson(path)["updated"];
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  status.Touch();  // Not ready: nothing to refresh.
+  EXPECT_EQ(ReadJson(path)["updated"], loading);
+
+  ASSERT_TRUE(status.Set(RankPhase::kReady, "running").ok());
+  const std::string ready = ReadJson(path)["updated"];
+  status.Touch();  // Within a second of the last write: not rewritten.
+  EXPECT_EQ(ReadJson(path)["updated"], ready);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  status.Touch();
+  nlohmann::json j = ReadJson(path);
+  EXPECT_NE(j["updated"], ready);
+  EXPECT_EQ(j["phase"], "ready");
+  EXPECT_EQ(j["message"], "running");
 }
 
 TEST_F(RankStatusTest, UnwritablePathIsNamed) {
