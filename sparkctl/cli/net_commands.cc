@@ -38,10 +38,15 @@ ordered_json ChangesJson(const fabric::ClusterChanges& c) {
     for (const auto& f : n.files)
       changes.push_back({{"kind", "write-file"}, {"description", f.file.path + ": " + f.why}});
     if (n.wireguard) changes.push_back({{"kind", "wireguard"}, {"description", n.wireguard_why}});
+    // The NCCL environment each rank gets (`sparkctl up` passes it to the engine).
+    ordered_json env = ordered_json::object();
+    for (const auto& v : n.plan.nccl_env) env[v.name] = v.value;
     nodes.push_back({{"node", n.node},
                      {"management_interface", n.management_interface},
                      {"change_count", n.Count()},
-                     {"changes", changes}});
+                     {"changes", changes},
+                     {"nccl_env", env},
+                     {"gid_index_pending", n.gid_pending}});
   }
   return {{"change_count", c.Count()}, {"nodes", nodes}, {"notes", c.notes}};
 }
