@@ -4,7 +4,6 @@
 #include <optional>
 #include <unistd.h>
 
-#include "base/logging.h"
 #include "sparkctl/ssh/libssh_transport.h"
 #include "sparkctl/ssh/parallel.h"
 #include "sparkctl/ssh/self_copy.h"
@@ -75,12 +74,18 @@ Result<std::optional<ssh::CommandResult>> TryNodeCommand(ssh::Transport& transpo
 }
 
 template <typename T>
+Result<T> FromNodeJson(const std::string& node, const nlohmann::json& j,
+                       Result<T> (*parse)(const nlohmann::json&)) {
+  Result<T> parsed = parse(j);
+  if (!parsed.ok()) return parsed.status().WithContext(node);
+  return parsed;
+}
+
+template <typename T>
 Result<T> ParseNodeJson(const std::string& node, const std::string& what, const std::string& text,
                         Result<T> (*parse)(const nlohmann::json&)) {
   try {
-    Result<T> parsed = parse(nlohmann::json::parse(text));
-    if (!parsed.ok()) return parsed.status().WithContext(node);
-    return parsed;
+    return FromNodeJson(node, nlohmann::json::parse(text), parse);
   } catch (const nlohmann::json::exception& e) {
     return InternalError(node + ": " + what + " is not JSON: " + e.what());
   }
@@ -183,12 +188,10 @@ std::vector<NodeProbe> CollectProbes(ssh::Transport& transport, const netplan::C
       p.observation.facts = attempts[i].status();
       p.beacons = attempts[i].status();
     } else {
-      const std::string& out = (*attempts[i])->stdout_data;
       try {
-        nlohmann::json j = nlohmann::json::parse(out);
-        p.observation.facts = ParseFacts(names[i], j.at("facts").dump());
-        p.beacons = ParseNodeJson<BeaconReport>(names[i], "beacon report", j.at("beacons").dump(),
-                                                &BeaconReportFromJson);
+        const nlohmann::json j = nlohmann::json::parse((*attempts[i])->stdout_data);
+        p.observation.facts = FromNodeJson(names[i], j.at("facts"), &FactsFromJson);
+        p.beacons = FromNodeJson(names[i], j.at("beacons"), &BeaconReportFromJson);
       } catch (const nlohmann::json::exception& e) {
         p.observation.facts = InternalError(names[i] + ": node probe is not JSON: " + e.what());
         p.beacons = p.observation.facts.status();

@@ -3,32 +3,19 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <array>
-#include <cstdio>
 #include <string>
 
 #include <nlohmann/json.hpp>
+
+#include "tests/sparkctl/testing/shell.h"
 
 namespace {
 
 const std::string kSparkctl = SPARK_BINARY_DIR "/bin/sparkctl";
 
-struct Output {
-  int exit_code = -1;
-  std::string out;
-};
+using spark::testing::Output;
 
-Output Sh(const std::string& command) {
-  Output o;
-  FILE* pipe = popen((command + " 2>/dev/null").c_str(), "r");
-  if (!pipe) return o;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) o.out.append(buf.data(), n);
-  int status = pclose(pipe);
-  o.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return o;
-}
+Output Sh(const std::string& command) { return spark::testing::Shell(command); }
 
 class SimCluster {
  public:

@@ -2,16 +2,15 @@
 // apply, idempotence, and a node on a denied kernel left unpinned. Each node's /etc is its own
 // overlay, so the files written stay inside the simulated node; dpkg state is never touched.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <array>
-#include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
+
+#include "tests/sparkctl/testing/shell.h"
 
 namespace {
 
@@ -20,22 +19,9 @@ const std::string kName = "pin3";
 const std::string kSeed = "/run/sparkctl-sim/pin3/cluster.yaml";
 const std::string kProfile = "/tmp/sparkctl-pin3-profile.yaml";
 
-struct Output {
-  int exit_code = -1;
-  std::string out;
-};
+using spark::testing::Output;
 
-Output Sh(const std::string& command) {
-  Output o;
-  FILE* pipe = popen((command + " 2>/dev/null").c_str(), "r");
-  if (!pipe) return o;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) o.out.append(buf.data(), n);
-  int status = pclose(pipe);
-  o.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return o;
-}
+Output Sh(const std::string& command) { return spark::testing::Shell(command); }
 
 nlohmann::json Json(const Output& o) {
   try {

@@ -2,35 +2,21 @@
 // and spark-bench binaries, real sshd and veth cables: a healthy ring passes, a pulled cable
 // fails naming that cable, and the CPU all-reduce over 4 nodes sums exactly.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <array>
-#include <cstdio>
 #include <string>
 
 #include <nlohmann/json.hpp>
+
+#include "tests/sparkctl/testing/shell.h"
 
 namespace {
 
 const std::string kSparkctl = SPARK_BINARY_DIR "/bin/sparkctl";
 
-struct Output {
-  int exit_code = -1;
-  std::string out;
-};
+using spark::testing::Output;
 
-Output Sh(const std::string& command) {
-  Output o;
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  if (!pipe) return o;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) o.out.append(buf.data(), n);
-  int status = pclose(pipe);
-  o.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return o;
-}
+Output Sh(const std::string& command) { return spark::testing::Shell(command, /*merge_stderr=*/true); }
 
 class SelftestSimTest : public ::testing::Test {
  protected:

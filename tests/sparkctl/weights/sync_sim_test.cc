@@ -5,8 +5,6 @@
 // really keeps its own copy. Needs root; skipped otherwise.
 #include <unistd.h>
 
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -14,33 +12,25 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "tests/sparkctl/testing/shell.h"
+
 namespace {
 
 const std::string kSparkctl = SPARK_BINARY_DIR "/bin/sparkctl";
 const std::string kSim = "wsync4";
 const std::string kModel = "/run/wsync4-model";
 
-struct Output {
-  int exit_code = -1;
-  std::string out;
-};
+using spark::testing::Output;
+
+std::string last_stderr;  // of the last Sh
 
 Output Sh(const std::string& command) {
-  Output o;
-  FILE* pipe = popen((command + " 2>/tmp/wsync4-stderr.log").c_str(), "r");
-  if (!pipe) return o;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) o.out.append(buf.data(), n);
-  int status = pclose(pipe);
-  o.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  Output o = spark::testing::Shell(command);
+  last_stderr = o.err;
   return o;
 }
 
-std::string LastStderr() {
-  std::ifstream in("/tmp/wsync4-stderr.log");
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
+std::string LastStderr() { return last_stderr; }
 
 nlohmann::json Json(const Output& o) {
   try {
