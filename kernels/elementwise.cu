@@ -24,6 +24,19 @@ __global__ void CastKernel(const From* __restrict__ src, size_t count, To* __res
   }
 }
 
+template <typename T>
+__global__ void FillUniformKernel(T* dst, size_t count, uint64_t seed, float lo, float hi) {
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < count;
+       i += size_t{gridDim.x} * blockDim.x) {
+    uint64_t z = seed + 0x9e3779b97f4a7c15ull * (i + 1);  // splitmix64
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    const float u = static_cast<float>(z >> 40) * (1.0f / 16777216.0f);
+    dst[i] = detail::FromFloat<T>(lo + (hi - lo) * u);
+  }
+}
+
 unsigned Blocks(size_t count) { return std::min<unsigned>(detail::CeilDiv(count, 256), 1u << 20); }
 
 }  // namespace
@@ -36,6 +49,17 @@ Status Add(T* x, const T* y, size_t count, cudaStream_t stream) {
   return Status::Ok();
 }
 
+template <typename T>
+Status FillUniform(T* dst, size_t count, uint64_t seed, float lo, float hi, cudaStream_t stream) {
+  if (count == 0) return Status::Ok();
+  FillUniformKernel<T><<<Blocks(count), 256, 0, stream>>>(dst, count, seed, lo, hi);
+  SPARK_CUDA_RETURN_IF_LAUNCH_FAILED();
+  return Status::Ok();
+}
+
+template Status FillUniform<float>(float*, size_t, uint64_t, float, float, cudaStream_t);
+template Status FillUniform<__nv_bfloat16>(__nv_bfloat16*, size_t, uint64_t, float, float,
+                                           cudaStream_t);
 template Status Add<float>(float*, const float*, size_t, cudaStream_t);
 template Status Add<__nv_bfloat16>(__nv_bfloat16*, const __nv_bfloat16*, size_t, cudaStream_t);
 

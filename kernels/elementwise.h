@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <cstdint>
 
 #include "base/status.h"
 
@@ -17,5 +18,10 @@ Status Add(T* x, const T* y, size_t count, cudaStream_t stream);
 // dst[i] = src[i] converted (bf16 rounds to nearest even).
 Status CastF32ToBf16(const float* src, size_t count, __nv_bfloat16* dst, cudaStream_t stream);
 Status CastBf16ToF32(const __nv_bfloat16* src, size_t count, float* dst, cudaStream_t stream);
+
+// dst[i] = lo + (hi - lo) * u_i with u_i a hash of (seed, i) in [0, 1): reproducible random
+// weights for benchmarks, generated where they live.
+template <typename T>
+Status FillUniform(T* dst, size_t count, uint64_t seed, float lo, float hi, cudaStream_t stream);
 
 }  // namespace spark::kernels

@@ -5,6 +5,9 @@
 
 #include <cublasLt.h>
 
+#include <algorithm>
+#include <vector>
+
 #include "kernels/cuda_check.h"
 
 namespace spark::kernels {
@@ -13,6 +16,9 @@ struct Gemm::Plan {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
   cublasLtMatmulAlgo_t algo{};
+  // cuBLASLt's candidates, best first by its heuristic; `tuned` once timed on real data.
+  std::vector<cublasLtMatmulAlgo_t> candidates;
+  bool tuned = false;
   ~Plan() {
     if (a) cublasLtMatrixLayoutDestroy(a);
     if (b) cublasLtMatrixLayoutDestroy(b);
@@ -74,17 +80,24 @@ Result<Gemm::Plan*> Gemm::GetPlan(GemmType in, GemmType out_type, int64_t m, int
   const size_t ws = options_.workspace_bytes;
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
                                        sizeof(ws));
-  cublasLtMatmulHeuristicResult_t result{};
+  constexpr int kCandidates = 8;
+  cublasLtMatmulHeuristicResult_t results[kCandidates] = {};
   int found = 0;
   const cublasStatus_t st =
       cublasLtMatmulAlgoGetHeuristic(static_cast<cublasLtHandle_t>(handle_), plan->desc, plan->a,
-                                     plan->b, plan->c, plan->c, pref, 1, &result, &found);
+                                     plan->b, plan->c, plan->c, pref, kCandidates, results, &found);
   cublasLtMatmulPreferenceDestroy(pref);
   if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
     return InternalError("cuBLASLt has no algorithm for " + ShapeName(in, m, n, k) + " (status " +
                          std::to_string(static_cast<int>(st)) + ")");
   }
-  plan->algo = result.algo;
+  plan->algo = results[0].algo;
+  for (int i = 0; i < found; ++i) {
+    if (results[i].state == CUBLAS_STATUS_SUCCESS) plan->candidates.push_back(results[i].algo);
+  }
+  // Only skinny (decode) shapes are worth timing: the heuristic's first pick for them often
+  // leaves most SMs idle; large GEMMs keep it.
+  plan->tuned = !options_.autotune || m > 64 || plan->candidates.size() < 2;
   Plan* raw = plan.get();
   plans_.emplace(key, std::move(plan));
   return raw;
@@ -103,6 +116,37 @@ Status Gemm::Run(GemmType in, GemmType out_type, const void* x, int64_t m, int k
   }
   SPARK_ASSIGN_OR_RETURN(Plan * plan, GetPlan(in, out_type, m, n, k));
   const float alpha = 1.0f, beta = 0.0f;
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  SPARK_CUDA_RETURN_IF_ERROR(cudaStreamIsCapturing(stream, &capturing));
+  if (!plan->tuned && capturing == cudaStreamCaptureStatusNone) {
+    // Time each candidate on this call's data (the output is rewritten below) and keep the
+    // fastest: a few milliseconds once per shape.
+    cudaEvent_t start, stop;
+    SPARK_CUDA_RETURN_IF_ERROR(cudaEventCreate(&start));
+    SPARK_CUDA_RETURN_IF_ERROR(cudaEventCreate(&stop));
+    float best = -1;
+    for (const cublasLtMatmulAlgo_t& algo : plan->candidates) {
+      float ms = 0;
+      bool ok = true;
+      for (int rep = 0; rep < 4 && ok; ++rep) {  // the first run warms up
+        if (rep == 1) cudaEventRecord(start, stream);
+        ok = cublasLtMatmul(static_cast<cublasLtHandle_t>(handle_), plan->desc, &alpha, w, plan->a,
+                            x, plan->b, &beta, out, plan->c, out, plan->c, &algo, workspace_,
+                            options_.workspace_bytes, stream) == CUBLAS_STATUS_SUCCESS;
+      }
+      cudaEventRecord(stop, stream);
+      if (!ok || cudaEventSynchronize(stop) != cudaSuccess) continue;
+      cudaEventElapsedTime(&ms, start, stop);
+      if (best < 0 || ms < best) {
+        best = ms;
+        plan->algo = algo;
+      }
+    }
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+    cudaGetLastError();
+    plan->tuned = true;
+  }
   const cublasStatus_t st = cublasLtMatmul(
       static_cast<cublasLtHandle_t>(handle_), plan->desc, &alpha, w, plan->a, x, plan->b, &beta,
       out, plan->c, out, plan->c, &plan->algo, workspace_, options_.workspace_bytes, stream);

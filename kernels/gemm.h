@@ -1,7 +1,8 @@
 // GEMMs through cuBLASLt: out[m, n] = x[m, k] * w[n, k]^T, the layout of a Linear layer whose
 // weight is stored [out_features, in_features] row-major. fp32 (exact fp32 math unless TF32 is
 // allowed) and bf16 inputs with fp32 accumulation and an fp32 or bf16 output.
-// The best algorithm of cuBLASLt's heuristic is cached per (types, m, n, k).
+// The algorithm is cached per (types, m, n, k): cuBLASLt's heuristic pick, or for skinny
+// shapes the fastest of its candidates timed on the first call.
 // Thread-safety: one Gemm per stream/thread; Run is not reentrant.
 #pragma once
 
@@ -24,6 +25,9 @@ class Gemm {
   struct Options {
     size_t workspace_bytes = 32 << 20;  // cuBLASLt scratch; 32 MiB suits Hopper
     bool allow_tf32 = false;            // fp32 inputs through TF32 tensor cores (~1e-3 error)
+    // Skinny shapes (m <= 64, decode batches): time cuBLASLt's first 8 candidates on the first
+    // call outside graph capture and keep the fastest.
+    bool autotune = true;
   };
 
   // Internal when cuBLASLt cannot start; ResourceExhausted for the workspace.

@@ -41,7 +41,70 @@ __global__ void RopeKernel(T* x, const int32_t* __restrict__ positions, int head
   }
 }
 
+// One warp per (token, head); lane l holds elements [kE*l, kE*l + kE), so the rotation partner
+// of element i (i +- head_dim/2) sits in lane l ^ 16.
+template <int kE>
+__global__ void HeadNormRopeKernel(float* x, const int32_t* __restrict__ positions, int64_t rows,
+                                   int heads, const float* __restrict__ weight, float eps,
+                                   const float* __restrict__ inv_freq) {
+  constexpr int kDim = 32 * kE, kHalf = kDim / 2;
+  const int lane = threadIdx.x % 32;
+  const int64_t row = blockIdx.x * int64_t{blockDim.x / 32} + threadIdx.x / 32;
+  if (row >= rows) return;
+  float* v = x + row * kDim + lane * kE;
+  float a[kE];
+  float ss = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kE; ++i) {
+    a[i] = v[i];
+    ss += a[i] * a[i];
+  }
+#pragma unroll
+  for (int off = 16; off > 0; off /= 2) ss += __shfl_xor_sync(0xffffffffu, ss, off);
+  const float inv = rsqrtf(ss / kDim + eps);
+#pragma unroll
+  for (int i = 0; i < kE; ++i) a[i] = weight[lane * kE + i] * (a[i] * inv);
+  const float pos = static_cast<float>(positions[row / heads]);
+  const bool low = lane < 16;
+#pragma unroll
+  for (int i = 0; i < kE; ++i) {
+    const float partner = __shfl_xor_sync(0xffffffffu, a[i], 16);
+    const int pair = (lane * kE + i) % kHalf;
+    float sn, cs;
+    sincosf(pos * inv_freq[pair], &sn, &cs);
+    // low half: a cos - b sin; high half: b cos + a sin (a = low element, b = high element).
+    v[i] = low ? a[i] * cs - partner * sn : a[i] * cs + partner * sn;
+  }
+}
+
 }  // namespace
+
+Status HeadNormRope(float* x, const int32_t* positions, int64_t tokens, int heads, int head_dim,
+                    const float* weight, float eps, const float* inv_freq, cudaStream_t stream) {
+  const int64_t rows = tokens * heads;
+  if (rows <= 0) return Status::Ok();
+  constexpr int kWarpsPerBlock = 8;
+  const unsigned blocks = static_cast<unsigned>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock);
+  switch (head_dim) {
+    case 64:
+      HeadNormRopeKernel<2><<<blocks, 32 * kWarpsPerBlock, 0, stream>>>(x, positions, rows, heads,
+                                                                        weight, eps, inv_freq);
+      break;
+    case 128:
+      HeadNormRopeKernel<4><<<blocks, 32 * kWarpsPerBlock, 0, stream>>>(x, positions, rows, heads,
+                                                                        weight, eps, inv_freq);
+      break;
+    case 256:
+      HeadNormRopeKernel<8><<<blocks, 32 * kWarpsPerBlock, 0, stream>>>(x, positions, rows, heads,
+                                                                        weight, eps, inv_freq);
+      break;
+    default:
+      return InvalidArgumentError("head norm + rope: head_dim " + std::to_string(head_dim) +
+                                  " (supported: 64, 128, 256)");
+  }
+  SPARK_CUDA_RETURN_IF_LAUNCH_FAILED();
+  return Status::Ok();
+}
 
 RopeTable RopeInvFreq(int head_dim, double theta, const RopeScaling& scaling) {
   const int half = head_dim / 2;

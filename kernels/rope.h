@@ -43,4 +43,10 @@ template <typename T>
 Status Rope(T* x, const int32_t* positions, int64_t tokens, int heads, int head_dim,
             const float* inv_freq, float attention_factor, cudaStream_t stream);
 
+// Per-head RMSNorm then RoPE, in place, in one pass (Qwen3's q/k norm before the rotation):
+// v = x[t, h] / sqrt(mean(x[t, h]^2) + eps) * weight, then rotated as Rope does (attention
+// factor 1). head_dim 64, 128 or 256 (InvalidArgument otherwise). fp32.
+Status HeadNormRope(float* x, const int32_t* positions, int64_t tokens, int heads, int head_dim,
+                    const float* weight, float eps, const float* inv_freq, cudaStream_t stream);
+
 }  // namespace spark::kernels

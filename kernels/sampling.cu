@@ -178,7 +178,58 @@ __global__ void __launch_bounds__(kThreads)
   if (threadIdx.x == 0) tokens[r] = s_pick >= 0 ? s_pick : s_idx[0];
 }
 
+__global__ void __launch_bounds__(kThreads)
+    ArgMaxKernel(const float* __restrict__ logits, int vocab, int64_t index_offset,
+                 float* __restrict__ out) {
+  __shared__ float best_value[kThreads / 32];
+  __shared__ int best_index[kThreads / 32];
+  const float* x = logits + blockIdx.x * static_cast<int64_t>(vocab);
+  float value = -INFINITY;
+  int index = vocab;  // "none yet": loses every tie
+  int nan = 0;
+  for (int i = threadIdx.x; i < vocab; i += blockDim.x) {
+    const float v = x[i];
+    nan |= isnan(v) ? 1 : 0;
+    if (v > value) {
+      value = v;
+      index = i;
+    }
+  }
+  for (int off = 16; off > 0; off /= 2) {
+    const float v = __shfl_xor_sync(0xffffffffu, value, off);
+    const int j = __shfl_xor_sync(0xffffffffu, index, off);
+    if (v > value || (v == value && j < index)) {
+      value = v;
+      index = j;
+    }
+  }
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) {
+    best_value[warp] = value;
+    best_index[warp] = index;
+  }
+  const int any_nan = __syncthreads_or(nan);  // also the barrier before thread 0 reads
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < kThreads / 32; ++w) {
+      if (best_value[w] > value || (best_value[w] == value && best_index[w] < index)) {
+        value = best_value[w];
+        index = best_index[w];
+      }
+    }
+    out[2 * blockIdx.x] = any_nan ? NAN : value;
+    out[2 * blockIdx.x + 1] = static_cast<float>(index_offset + (index < vocab ? index : 0));
+  }
+}
+
 }  // namespace
+
+Status ArgMaxPairs(const float* logits, int64_t rows, int vocab, int64_t index_offset, float* out,
+                   cudaStream_t stream) {
+  if (rows <= 0) return Status::Ok();
+  ArgMaxKernel<<<rows, kThreads, 0, stream>>>(logits, vocab, index_offset, out);
+  SPARK_CUDA_RETURN_IF_LAUNCH_FAILED();
+  return Status::Ok();
+}
 
 Status Sample(const float* logits, int64_t rows, int vocab, const SamplingRows& params,
               int32_t* tokens, cudaStream_t stream) {

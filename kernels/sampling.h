@@ -26,4 +26,11 @@ struct SamplingRows {
 Status Sample(const float* logits, int64_t rows, int vocab, const SamplingRows& params,
               int32_t* tokens, cudaStream_t stream);
 
+// Greedy decoding over a slice of the vocabulary: out[r] = {max of logits[r, 0..vocab),
+// index_offset + the first column holding it} as two floats (-inf and index_offset when vocab
+// is 0; NaN when the row holds a NaN), so vocabulary-parallel ranks can gather and merge their
+// pairs.
+Status ArgMaxPairs(const float* logits, int64_t rows, int vocab, int64_t index_offset, float* out,
+                   cudaStream_t stream);
+
 }  // namespace spark::kernels

@@ -187,6 +187,9 @@ Status RankOptions::Validate() const {
     return InvalidArgumentError("--master-port must be in [1, 65535]");
   }
   if (block_size < 1) return InvalidArgumentError("--block-size must be >= 1");
+  if (auto dtype = backend::ParseDType(weight_dtype); !dtype.ok()) {
+    return InvalidArgumentError("--weight-dtype: " + dtype.status().message());
+  }
   if (rank == 0 && num_kv_blocks < 1) return InvalidArgumentError("--num-kv-blocks must be >= 1");
   return Status::Ok();
 }
@@ -329,7 +332,10 @@ Result<std::unique_ptr<RankSession>> StartRank(const RankOptions& options) {
   // The backend comes first: NCCL needs its GPU, and a build without CUDA refuses "cuda" here,
   // before any peer is waited for.
   SPARK_ASSIGN_OR_RETURN(s->backend_,
-                         backend::CreateBackend({options.backend, threads, options.rank}));
+                         backend::CreateBackend({.name = options.backend,
+                                                 .threads = threads,
+                                                 .rank = options.rank,
+                                                 .step_timeout = options.comm_timeout}));
   if (options.tp > 1) SPARK_RETURN_IF_ERROR(s->ConnectGroup());
   // Rank 0 decides the KV cache shape: its BlockManager hands out the block ids in the plans.
   int64_t shape[2] = {options.num_kv_blocks, options.block_size};
@@ -337,6 +343,7 @@ Result<std::unique_ptr<RankSession>> StartRank(const RankOptions& options) {
   model::ModelOptions mo;
   mo.shard = {options.rank, options.tp};
   mo.moe_sharding = options.moe_sharding;
+  SPARK_ASSIGN_OR_RETURN(mo.weight_dtype, backend::ParseDType(options.weight_dtype));
   if (status) {
     status->Set(RankPhase::kLoading, "reading weights from " + options.model_dir).IgnoreError();
     mo.on_progress = [status](double fraction) { status->SetProgress(fraction); };

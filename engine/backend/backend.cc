@@ -2,14 +2,69 @@
 
 namespace spark::engine::backend {
 
+size_t DTypeBytes(DType dtype) { return dtype == DType::kBF16 ? 2 : 4; }
+
+const char* DTypeName(DType dtype) { return dtype == DType::kBF16 ? "bf16" : "fp32"; }
+
+Result<DType> ParseDType(const std::string& text) {
+  if (text == "fp32" || text == "f32" || text == "float32") return DType::kF32;
+  if (text == "bf16" || text == "bfloat16") return DType::kBF16;
+  return InvalidArgumentError("unknown weight type '" + text + "' (choose fp32 or bf16)");
+}
+
+Result<Buffer> Backend::AllocateWeights(size_t count, DType dtype) {
+  if (dtype != DType::kF32) {
+    return InvalidArgumentError(name() + " backend keeps no " + DTypeName(dtype) +
+                                " weights; use --weight-dtype fp32");
+  }
+  return Allocate(count);
+}
+
+void Backend::UploadWeights(std::span<const float> host, Buffer& dst) { Upload(host, dst.data()); }
+
+void Backend::LinearMany(const float* x, int64_t rows, int in_features,
+                         std::span<const LinearOut> outs) {
+  for (const LinearOut& o : outs) Linear(x, rows, in_features, o.w, o.out_features, o.out);
+}
+
+void Backend::AddRmsNorm(float* h, const float* delta, const float* weight, int64_t rows, int dim,
+                         float eps, float* out) {
+  Add(h, delta, static_cast<size_t>(rows) * dim);
+  RmsNorm(h, weight, rows, dim, eps, out);
+}
+
+void Backend::HeadNormRope(float* x, std::span<const int32_t> positions, int heads, int head_dim,
+                           const float* weight, float eps, double theta) {
+  RmsNorm(x, weight, static_cast<int64_t>(positions.size()) * heads, head_dim, eps, x);
+  Rope(x, positions, heads, head_dim, theta);
+}
+
+std::vector<int32_t> MergeArgMax(std::span<const float> pairs, int parts, int64_t rows) {
+  std::vector<int32_t> ids(rows, 0);
+  for (int64_t r = 0; r < rows; ++r) {
+    float best = 0.0f, best_id = 0.0f;
+    for (int p = 0; p < parts; ++p) {
+      const float value = pairs[(p * rows + r) * 2], id = pairs[(p * rows + r) * 2 + 1];
+      if (p == 0 || value > best || (value == best && id < best_id)) {
+        best = value;
+        best_id = id;
+      }
+    }
+    ids[r] = static_cast<int32_t>(best_id);
+  }
+  return ids;
+}
+
 Buffer& Buffer::operator=(Buffer&& other) noexcept {
   if (this != &other) {
     Reset();
     data_ = other.data_;
     size_ = other.size_;
+    dtype_ = other.dtype_;
     release_ = std::move(other.release_);
     other.data_ = nullptr;
     other.size_ = 0;
+    other.dtype_ = DType::kF32;
     other.release_ = nullptr;
   }
   return *this;

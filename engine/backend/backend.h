@@ -22,27 +22,56 @@
 
 namespace spark::engine::backend {
 
-// A move-only block of `size` floats in backend memory.
+// Element type of a weight matrix in backend memory. Activations, norms and the KV cache are
+// fp32; Linear weights may be kept in bf16 (half the bytes a decode step streams).
+enum class DType : uint8_t { kF32, kBF16 };
+size_t DTypeBytes(DType dtype);
+const char* DTypeName(DType dtype);  // "fp32", "bf16"
+// "fp32"/"f32"/"float32" or "bf16"/"bfloat16"; InvalidArgument naming the choices otherwise.
+Result<DType> ParseDType(const std::string& text);
+
+// A read-only weight matrix in backend memory and its element type. fp32 pointers convert
+// implicitly, so call sites with fp32 weights need no change.
+struct WeightRef {
+  const void* data = nullptr;
+  DType dtype = DType::kF32;
+  WeightRef() = default;
+  WeightRef(const float* p) : data(p) {}  // NOLINT(google-explicit-constructor)
+  WeightRef(const void* p, DType t) : data(p), dtype(t) {}
+};
+
+// A move-only block of `size` elements (fp32 unless made by AllocateWeights) in backend memory.
 class Buffer {
  public:
   Buffer() = default;
   Buffer(float* data, size_t size, std::function<void(float*)> release)
       : data_(data), size_(size), release_(std::move(release)) {}
+  Buffer(void* data, size_t size, DType dtype, std::function<void(float*)> release)
+      : data_(static_cast<float*>(data)),
+        size_(size),
+        dtype_(dtype),
+        release_(std::move(release)) {}
   ~Buffer() { Reset(); }
   Buffer(Buffer&& other) noexcept { *this = std::move(other); }
   Buffer& operator=(Buffer&& other) noexcept;
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
 
+  // The fp32 elements (only for fp32 buffers; raw() for any type).
   float* data() { return data_; }
   const float* data() const { return data_; }
+  void* raw() { return data_; }
+  const void* raw() const { return data_; }
   size_t size() const { return size_; }
+  DType dtype() const { return dtype_; }
   bool empty() const { return size_ == 0; }
+  WeightRef weight() const { return {data_, dtype_}; }
 
  private:
   void Reset();
   float* data_ = nullptr;
   size_t size_ = 0;
+  DType dtype_ = DType::kF32;
   std::function<void(float*)> release_;
 };
 
@@ -69,6 +98,13 @@ struct AttentionShape {
 // expert_begin <= e < expert_begin + gate_up.size(); other experts contribute nothing here (their
 // rank adds them in the all-reduce). gate_up[i] is [2 * intermediate, hidden] (gate rows then up
 // rows), down[i] is [hidden, intermediate].
+// One output of LinearMany.
+struct LinearOut {
+  WeightRef w;
+  int out_features = 0;
+  float* out = nullptr;
+};
+
 struct MoeExperts {
   int num_experts = 0;  // global count, the router's width
   int top_k = 0;
@@ -89,6 +125,10 @@ class Backend {
   virtual Result<Buffer> Allocate(size_t count) = 0;
   virtual void Upload(std::span<const float> host, float* dst) = 0;
   virtual void Download(const float* src, std::span<float> host) = 0;
+  // Weight storage of `count` elements of `dtype` and its upload from fp32 host values (bf16:
+  // rounded to nearest even). The defaults serve fp32 only; InvalidArgument for other types.
+  virtual Result<Buffer> AllocateWeights(size_t count, DType dtype);
+  virtual void UploadWeights(std::span<const float> host, Buffer& dst);
 
   // out[t] = table[ids[t] - row_begin] when the id is in [row_begin, row_begin + rows), else 0
   // (vocabulary-parallel embedding: the all-reduce afterwards fills in the other ranks' rows).
@@ -97,9 +137,27 @@ class Backend {
   // out[r] = x[r] / sqrt(mean(x[r]^2) + eps) * weight, for `rows` rows of `dim`; out may be x.
   virtual void RmsNorm(const float* x, const float* weight, int64_t rows, int dim, float eps,
                        float* out) = 0;
-  // out[rows, out_features] = x[rows, in_features] * w[out_features, in_features]^T.
-  virtual void Linear(const float* x, int64_t rows, int in_features, const float* w,
-                      int out_features, float* out) = 0;
+  // out[rows, out_features] = x[rows, in_features] * w[out_features, in_features]^T, fp32
+  // accumulation whatever w's type.
+  virtual void Linear(const float* x, int64_t rows, int in_features, WeightRef w, int out_features,
+                      float* out) = 0;
+  // out[r] = {max of x[r, 0..cols), index_offset + the first column holding it}, both as
+  // floats ([rows, 2]; ids below 2^24 are exact) — greedy decoding without moving logits, and
+  // mergeable across vocabulary-parallel ranks (MergeArgMax). The value is NaN when the row
+  // holds a NaN (a broken forward must not pass as a token).
+  virtual void ArgMax(const float* x, int64_t rows, int cols, int64_t index_offset, float* out) = 0;
+
+  // Fusions a backend may do in one pass; the defaults call the ops above in turn, so results
+  // agree with them (to fp32 rounding).
+  // Linear of one input through several weights (q, k and v).
+  virtual void LinearMany(const float* x, int64_t rows, int in_features,
+                          std::span<const LinearOut> outs);
+  // h += delta, then out = RmsNorm(h) (the residual add before a pre-norm block).
+  virtual void AddRmsNorm(float* h, const float* delta, const float* weight, int64_t rows, int dim,
+                          float eps, float* out);
+  // Per-head RmsNorm of x [tokens, heads, head_dim] with weight [head_dim], then Rope.
+  virtual void HeadNormRope(float* x, std::span<const int32_t> positions, int heads, int head_dim,
+                            const float* weight, float eps, double theta);
   // Rotates x [tokens, heads, head_dim] in place by each token's position: pairs (i, i + d/2)
   // (the "rotate half" layout), frequency theta^(-2i/d).
   virtual void Rope(float* x, std::span<const int32_t> positions, int heads, int head_dim,
@@ -124,5 +182,9 @@ class Backend {
   virtual void Moe(const float* x, int64_t rows, int hidden, const float* router_logits,
                    const MoeExperts& experts, float* out) = 0;
 };
+
+// Merges the ArgMax pairs of `parts` vocabulary slices laid out [parts, rows, 2] (rank order =
+// id order) into one id per row: the larger value wins, ties go to the lower id.
+std::vector<int32_t> MergeArgMax(std::span<const float> pairs, int parts, int64_t rows);
 
 }  // namespace spark::engine::backend

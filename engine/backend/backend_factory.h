@@ -2,6 +2,7 @@
 // commands and rank start-up need not know which backends this build holds.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -15,6 +16,8 @@ struct BackendOptions {
   std::string name = "cpu";  // "cpu" or "cuda"
   int threads = 0;           // cpu: worker threads (0 = one per hardware thread)
   int rank = 0;              // cuda: uses device rank % (number of devices)
+  // cuda: how long a step's results may take (a dead peer leaves collectives waiting).
+  std::chrono::milliseconds step_timeout{60000};
 };
 
 // The backends compiled into this build, e.g. {"cpu", "cuda"}.

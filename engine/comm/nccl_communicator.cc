@@ -1,14 +1,13 @@
 // NcclCommunicator: NCCL collectives on one GPU per rank (see nccl_communicator.h).
 #include "engine/comm/nccl_communicator.h"
 
+#include <cuda_runtime.h>
+#include <nccl.h>
 #include <unistd.h>
 
 #include <cstring>
 #include <thread>
 #include <vector>
-
-#include <cuda_runtime.h>
-#include <nccl.h>
 
 namespace spark::engine::comm {
 namespace {
@@ -27,22 +26,22 @@ const char* Base(const char* file) {
 }  // namespace
 
 // A CUDA or NCCL failure as an Internal status naming host, rank and file:line.
-#define SPARK_CUDA_CHECK(expr)                                                              \
-  do {                                                                                      \
-    cudaError_t e_ = (expr);                                                                \
-    if (e_ != cudaSuccess) {                                                                \
+#define SPARK_CUDA_CHECK(expr)                                                                \
+  do {                                                                                        \
+    cudaError_t e_ = (expr);                                                                  \
+    if (e_ != cudaSuccess) {                                                                  \
       return InternalError(Where() + ": " + Base(__FILE__) + ":" + std::to_string(__LINE__) + \
-                           ": " #expr ": " + cudaGetErrorString(e_));                       \
-    }                                                                                       \
+                           ": " #expr ": " + cudaGetErrorString(e_));                         \
+    }                                                                                         \
   } while (0)
-#define SPARK_NCCL_CHECK(expr)                                                              \
-  do {                                                                                      \
-    ncclResult_t r_ = (expr);                                                               \
-    if (r_ != ncclSuccess) {                                                                \
+#define SPARK_NCCL_CHECK(expr)                                                                \
+  do {                                                                                        \
+    ncclResult_t r_ = (expr);                                                                 \
+    if (r_ != ncclSuccess) {                                                                  \
       return InternalError(Where() + ": " + Base(__FILE__) + ":" + std::to_string(__LINE__) + \
-                           ": " #expr ": " + ncclGetErrorString(r_) + " (" +                \
-                           ncclGetLastError(comm_) + ")");                                  \
-    }                                                                                       \
+                           ": " #expr ": " + ncclGetErrorString(r_) + " (" +                  \
+                           ncclGetLastError(comm_) + ")");                                    \
+    }                                                                                         \
   } while (0)
 
 NcclCommunicator::NcclCommunicator(int rank, int world_size, int device,
@@ -82,7 +81,8 @@ Status NcclCommunicator::Connect(Rendezvous& rendezvous, const std::string& sess
   const std::string key = session + "/nccl-id";
   if (rank_ == 0) {
     SPARK_NCCL_CHECK(ncclGetUniqueId(&id));
-    SPARK_RETURN_IF_ERROR(rendezvous.Set(key, std::vector<char>(id.internal, id.internal + sizeof(id))));
+    SPARK_RETURN_IF_ERROR(
+        rendezvous.Set(key, std::vector<char>(id.internal, id.internal + sizeof(id))));
   } else {
     auto value = rendezvous.Get(key, timeout_);
     if (!value.ok()) {
@@ -102,12 +102,24 @@ NcclCommunicator::~NcclCommunicator() {
 }
 
 Status NcclCommunicator::EnqueueAllReduceSum(const float* send, float* recv, size_t count) {
-  SPARK_NCCL_CHECK(ncclAllReduce(send, recv, count, ncclFloat, ncclSum, comm_, stream_));
-  return Status::Ok();
+  return EnqueueAllReduceSum(send, recv, count, stream_);
 }
 
 Status NcclCommunicator::EnqueueAllGather(const float* send, float* recv, size_t count) {
-  SPARK_NCCL_CHECK(ncclAllGather(send, recv, count, ncclFloat, comm_, stream_));
+  return EnqueueAllGather(send, recv, count, stream_);
+}
+
+Status NcclCommunicator::EnqueueAllReduceSum(const float* send, float* recv, size_t count,
+                                             CUstream_st* stream) {
+  if (aborted_) return FailedPreconditionError(Where() + ": communicator was aborted");
+  SPARK_NCCL_CHECK(ncclAllReduce(send, recv, count, ncclFloat, ncclSum, comm_, stream));
+  return Status::Ok();
+}
+
+Status NcclCommunicator::EnqueueAllGather(const float* send, float* recv, size_t count,
+                                          CUstream_st* stream) {
+  if (aborted_) return FailedPreconditionError(Where() + ": communicator was aborted");
+  SPARK_NCCL_CHECK(ncclAllGather(send, recv, count, ncclFloat, comm_, stream));
   return Status::Ok();
 }
 

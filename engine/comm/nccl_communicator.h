@@ -51,6 +51,10 @@ class NcclCommunicator : public Communicator {
   // recv + rank * count (all-gather in place).
   Status EnqueueAllReduceSum(const float* send, float* recv, size_t count);
   Status EnqueueAllGather(const float* send, float* recv, size_t count);
+  // The same on a caller's stream of this device (a CUDA backend's stream, also while it
+  // captures a graph); the caller waits for that stream itself.
+  Status EnqueueAllReduceSum(const float* send, float* recv, size_t count, CUstream_st* stream);
+  Status EnqueueAllGather(const float* send, float* recv, size_t count, CUstream_st* stream);
   // Waits for everything enqueued. DeadlineExceeded after the timeout (the communicator is
   // aborted and unusable afterwards); Internal for an asynchronous NCCL error.
   Status Synchronize();

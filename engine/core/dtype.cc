@@ -79,6 +79,14 @@ float F16ToFloat(uint16_t bits) {
   return sign ? -magnitude : magnitude;
 }
 
+uint16_t FloatToBf16(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof(bits));
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40);
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return static_cast<uint16_t>(bits >> 16);
+}
+
 float F8E4M3ToFloat(uint8_t bits) {
   const bool negative = bits & 0x80;
   const int exp = (bits >> 3) & 0xF;

@@ -29,6 +29,8 @@ size_t DTypeSize(DType dtype);
 Result<DType> ParseDType(std::string_view name);
 
 float Bf16ToFloat(uint16_t bits);
+// Rounds to the nearest bf16, ties to even (NaN stays NaN).
+uint16_t FloatToBf16(float value);
 float F16ToFloat(uint16_t bits);
 // OCP FP8 E4M3 ("fn": no infinities, 0x7F/0xFF are NaN, bias 7).
 float F8E4M3ToFloat(uint8_t bits);

@@ -1,6 +1,8 @@
 #include "engine/model/model.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 
 #include "engine/core/checkpoint.h"
 #include "engine/model/deepseek_v4/deepseek_v4_model.h"
@@ -12,14 +14,13 @@ namespace {
 // Feeds options.on_progress from the checkpoint's reads (see ModelOptions::on_progress).
 void ReportLoadProgress(core::Checkpoint& ckpt, const ModelOptions& options) {
   if (!options.on_progress) return;
-  const double expected =
-      std::max<double>(1.0, static_cast<double>(ckpt.total_tensor_bytes()) /
-                                std::max(1, options.shard.size));
-  ckpt.set_read_observer([expected, read = uint64_t{0}, cb = options.on_progress](
-                             uint64_t bytes) mutable {
-    read += bytes;
-    cb(std::min(0.999, static_cast<double>(read) / expected));
-  });
+  const double expected = std::max<double>(
+      1.0, static_cast<double>(ckpt.total_tensor_bytes()) / std::max(1, options.shard.size));
+  ckpt.set_read_observer(
+      [expected, read = uint64_t{0}, cb = options.on_progress](uint64_t bytes) mutable {
+        read += bytes;
+        cb(std::min(0.999, static_cast<double>(read) / expected));
+      });
   options.on_progress(0.0);
 }
 
@@ -39,19 +40,43 @@ Result<std::unique_ptr<Model>> LoadModel(const std::string& dir, backend::Backen
         std::to_string(comm->world_size()) + " but the model shard is rank " +
         std::to_string(options.shard.rank) + " of " + std::to_string(options.shard.size));
   }
+  if (config.model_type == "deepseek_v4" && options.weight_dtype != backend::DType::kF32) {
+    return InvalidArgumentError(dir + ": deepseek_v4 keeps fp32 weights only (weight type " +
+                                backend::DTypeName(options.weight_dtype) + " asked)");
+  }
   if (config.model_type == "deepseek_v4") {
     return dsv4::LoadDeepseekV4(dir, std::move(config), backend, comm, options);
   }
   SPARK_ASSIGN_OR_RETURN(auto ckpt, core::Checkpoint::Open(dir));
   ReportLoadProgress(*ckpt, options);
   if (config.model_type == "qwen3" || config.model_type == "qwen3_moe") {
-    SPARK_ASSIGN_OR_RETURN(Qwen3Weights weights, LoadQwen3Weights(*ckpt, config, options.shard,
-                                                                  options.moe_sharding, backend));
+    SPARK_ASSIGN_OR_RETURN(Qwen3Weights weights,
+                           LoadQwen3Weights(*ckpt, config, options.shard, options.moe_sharding,
+                                            options.weight_dtype, backend));
     return std::unique_ptr<Model>(
         new Qwen3Model(std::move(config), std::move(weights), backend, comm, options));
   }
   return UnimplementedError(dir + "/config.json: model_type '" + config.model_type +
                             "' has no implementation");
+}
+
+Status Model::ForwardArgMax(const ForwardBatch& batch, PagedKvCache& cache,
+                            std::vector<int32_t>* ids) {
+  std::vector<float> logits;
+  SPARK_RETURN_IF_ERROR(Forward(batch, cache, &logits));
+  const int64_t vocab = config().vocab_size, rows = batch.num_logit_rows();
+  ids->assign(rows, 0);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = logits.data() + r * vocab;
+    const float* best = std::max_element(row, row + vocab);
+    if (std::any_of(row, row + vocab, [](float v) { return std::isnan(v); }) ||
+        *best == std::numeric_limits<float>::infinity()) {
+      return InternalError("logits row " + std::to_string(r) +
+                           " holds NaN or +inf (the forward pass broke)");
+    }
+    (*ids)[r] = static_cast<int32_t>(best - row);
+  }
+  return Status::Ok();
 }
 
 }  // namespace spark::engine::model

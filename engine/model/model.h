@@ -28,6 +28,9 @@ struct ModelOptions {
   TpShard shard;
   // How routed experts are split across ranks (default: inside each expert).
   MoeSharding moe_sharding = MoeSharding::kInsideExperts;
+  // Element type of the Linear weight matrices in backend memory (embedding, norms, router and
+  // experts stay fp32). bf16 halves what a decode step streams; Qwen3 models only.
+  backend::DType weight_dtype = backend::DType::kF32;
   // Loading progress in [0, 1], called on the loading thread as weights are read: bytes read
   // over the checkpoint's tensor bytes / shard.size (this rank's expected share; replicated
   // tensors make it an estimate, so it is capped just below 1: the load is done when LoadModel
@@ -48,6 +51,11 @@ class Model {
   // errors (Unavailable, DeadlineExceeded) when a peer rank fails.
   virtual Status Forward(const ForwardBatch& batch, PagedKvCache& cache,
                          std::vector<float>* logits) = 0;
+  // Greedy decoding: the same forward, returning only the argmax id of each logit row (ties to
+  // the lower id). Models that can keep the logits in backend memory (Qwen3) compute it there
+  // and move two floats per row; the default goes through Forward.
+  virtual Status ForwardArgMax(const ForwardBatch& batch, PagedKvCache& cache,
+                               std::vector<int32_t>* ids);
 };
 
 // Reads config.json and this rank's shards from `dir` and returns the model for its

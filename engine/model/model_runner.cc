@@ -35,6 +35,16 @@ Result<std::vector<float>> ModelStepRunner::Run(const runtime::StepPlan& plan) {
     }
   }
   const ForwardBatch batch = MakeBatch(plan, cache_.block_size());
+  if (plan.command == runtime::StepCommand::kRunArgMax) {
+    std::vector<int32_t> ids;
+    SPARK_RETURN_IF_ERROR(model_->ForwardArgMax(batch, cache_, &ids));
+    std::vector<float> rows;
+    if (!return_logits_) return rows;
+    for (size_t i = 0; i < plan.entries.size() && i < ids.size(); ++i) {
+      if (plan.entries[i].needs_logits) rows.push_back(static_cast<float>(ids[i]));
+    }
+    return rows;
+  }
   SPARK_RETURN_IF_ERROR(model_->Forward(batch, cache_, &logits_));
   const size_t vocab = static_cast<size_t>(vocab_size());
   // One row per sequence: the logits of its last new token.

@@ -33,7 +33,8 @@ class ModelStepRunner : public runtime::ModelRunner {
 
   int vocab_size() const override { return model_->config().vocab_size; }
 
-  // Runs the plan's entries in one forward. InvalidArgument for an entry without tokens, a
+  // Runs the plan's entries in one forward (kRunArgMax plans through Model::ForwardArgMax, so
+  // only ids leave the backend). InvalidArgument for an entry without tokens, a
   // block table too short for its positions or a block id outside the cache (from
   // ForwardBatch::Validate); the model's and communicator's errors pass through.
   Result<std::vector<float>> Run(const runtime::StepPlan& plan) override;

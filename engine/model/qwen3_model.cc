@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace spark::engine::model {
 
@@ -30,6 +31,44 @@ Status Qwen3Model::AllReduce(float* data, size_t count) {
 
 Status Qwen3Model::Forward(const ForwardBatch& batch, PagedKvCache& cache,
                            std::vector<float>* logits) {
+  Workspace ws;
+  SPARK_RETURN_IF_ERROR(Hidden(batch, cache, ws));
+  return Logits(batch, ws, logits);
+}
+
+Status Qwen3Model::ForwardArgMax(const ForwardBatch& batch, PagedKvCache& cache,
+                                 std::vector<int32_t>* ids) {
+  Workspace ws;
+  SPARK_RETURN_IF_ERROR(Hidden(batch, cache, ws));
+  const int64_t rows = FinalNorm(batch, ws);
+  const int world = options_.shard.size;
+  SPARK_ASSIGN_OR_RETURN(backend::Buffer pairs, backend_.Allocate(rows * 2));
+  SPARK_ASSIGN_OR_RETURN(backend::Buffer local, backend_.Allocate(rows * w_.vocab.size));
+  if (w_.vocab.size > 0) {
+    backend_.Linear(ws.x.data(), rows, config_.hidden_size, w_.lm_head_weight(),
+                    static_cast<int>(w_.vocab.size), local.data());
+  }
+  backend_.ArgMax(local.data(), rows, static_cast<int>(w_.vocab.size), w_.vocab.begin,
+                  pairs.data());
+  std::vector<float> host(world * rows * 2);
+  if (world == 1) {
+    backend_.Download(pairs.data(), host);
+  } else {
+    SPARK_ASSIGN_OR_RETURN(backend::Buffer gathered, backend_.Allocate(world * rows * 2));
+    SPARK_RETURN_IF_ERROR(comm_->AllGather(pairs.data(), rows * 2, gathered.data()));
+    backend_.Download(gathered.data(), host);
+  }
+  for (size_t i = 0; i < host.size(); i += 2) {
+    if (std::isnan(host[i]) || host[i] == std::numeric_limits<float>::infinity()) {
+      return InternalError("logits row " + std::to_string(i / 2 % rows) +
+                           " holds NaN or +inf (the forward pass broke)");
+    }
+  }
+  *ids = backend::MergeArgMax(host, world, rows);
+  return Status::Ok();
+}
+
+Status Qwen3Model::Hidden(const ForwardBatch& batch, PagedKvCache& cache, Workspace& ws) {
   SPARK_RETURN_IF_ERROR(batch.Validate(cache.block_size(), cache.num_blocks(), config_.vocab_size));
   if (cache.spec().kv_width != kv_cache_spec().kv_width ||
       cache.spec().num_layers != config_.num_layers) {
@@ -40,7 +79,6 @@ Status Qwen3Model::Forward(const ForwardBatch& batch, PagedKvCache& cache,
   const int64_t n = batch.num_tokens();
   const int64_t hidden = config_.hidden_size, hd = config_.head_dim;
   const int64_t inter = std::max(w_.dense_inter, w_.expert_inter);
-  Workspace ws;
   ws.n = n;
   for (auto [buffer, width] : {std::pair{&ws.h, hidden},
                                {&ws.x, hidden},
@@ -61,7 +99,7 @@ Status Qwen3Model::Forward(const ForwardBatch& batch, PagedKvCache& cache,
     SPARK_RETURN_IF_ERROR(Attention(layer, batch, cache, ws));
     SPARK_RETURN_IF_ERROR(Mlp(layer, n, ws));
   }
-  return Logits(batch, ws, logits);
+  return Status::Ok();
 }
 
 Status Qwen3Model::Attention(int layer, const ForwardBatch& batch, PagedKvCache& cache,
@@ -70,15 +108,19 @@ Status Qwen3Model::Attention(int layer, const ForwardBatch& batch, PagedKvCache&
   const int64_t n = ws.n;
   const int hidden = config_.hidden_size, hd = config_.head_dim;
   const int heads = static_cast<int>(w_.heads.size), kv_heads = static_cast<int>(w_.kv_heads.size);
-  backend_.RmsNorm(ws.h.data(), l.input_norm.data(), n, hidden, config_.rms_norm_eps, ws.x.data());
-  backend_.Linear(ws.x.data(), n, hidden, l.q.data(), heads * hd, ws.q.data());
-  backend_.Linear(ws.x.data(), n, hidden, l.k.data(), kv_heads * hd, ws.k.data());
-  backend_.Linear(ws.x.data(), n, hidden, l.v.data(), kv_heads * hd, ws.v.data());
-  backend_.RmsNorm(ws.q.data(), l.q_norm.data(), n * heads, hd, config_.rms_norm_eps, ws.q.data());
-  backend_.RmsNorm(ws.k.data(), l.k_norm.data(), n * kv_heads, hd, config_.rms_norm_eps,
-                   ws.k.data());
-  backend_.Rope(ws.q.data(), batch.positions, heads, hd, config_.rope_theta);
-  backend_.Rope(ws.k.data(), batch.positions, kv_heads, hd, config_.rope_theta);
+  // Later layers find their normed input in ws.x already (the previous Mlp's AddRmsNorm).
+  if (layer == 0) {
+    backend_.RmsNorm(ws.h.data(), l.input_norm.data(), n, hidden, config_.rms_norm_eps,
+                     ws.x.data());
+  }
+  const backend::LinearOut qkv[] = {{l.q.weight(), heads * hd, ws.q.data()},
+                                    {l.k.weight(), kv_heads * hd, ws.k.data()},
+                                    {l.v.weight(), kv_heads * hd, ws.v.data()}};
+  backend_.LinearMany(ws.x.data(), n, hidden, qkv);
+  backend_.HeadNormRope(ws.q.data(), batch.positions, heads, hd, l.q_norm.data(),
+                        config_.rms_norm_eps, config_.rope_theta);
+  backend_.HeadNormRope(ws.k.data(), batch.positions, kv_heads, hd, l.k_norm.data(),
+                        config_.rms_norm_eps, config_.rope_theta);
   backend_.WriteKv(ws.k.data(), ws.v.data(), batch.slots, kv_heads * hd, cache.k(layer),
                    cache.v(layer));
   std::vector<backend::AttentionSequence> seqs;
@@ -90,17 +132,16 @@ Status Qwen3Model::Attention(int layer, const ForwardBatch& batch, PagedKvCache&
   const backend::AttentionShape shape{heads, kv_heads, hd, cache.block_size(),
                                       1.0f / std::sqrt(static_cast<float>(hd))};
   backend_.PagedAttention(ws.q.data(), seqs, cache.k(layer), cache.v(layer), shape, ws.attn.data());
-  backend_.Linear(ws.attn.data(), n, heads * hd, l.o.data(), hidden, ws.tmp.data());
+  backend_.Linear(ws.attn.data(), n, heads * hd, l.o.weight(), hidden, ws.tmp.data());
   SPARK_RETURN_IF_ERROR(AllReduce(ws.tmp.data(), n * hidden));
-  backend_.Add(ws.h.data(), ws.tmp.data(), n * hidden);
+  backend_.AddRmsNorm(ws.h.data(), ws.tmp.data(), l.post_attention_norm.data(), n, hidden,
+                      config_.rms_norm_eps, ws.x.data());
   return Status::Ok();
 }
 
 Status Qwen3Model::Mlp(int layer, int64_t n, Workspace& ws) {
   const Qwen3LayerWeights& l = w_.layers[layer];
   const int hidden = config_.hidden_size;
-  backend_.RmsNorm(ws.h.data(), l.post_attention_norm.data(), n, hidden, config_.rms_norm_eps,
-                   ws.x.data());
   if (l.mlp == core::MlpType::kMoe) {
     const int experts = config_.moe.num_experts;
     backend_.Linear(ws.x.data(), n, hidden, l.router.data(), experts, ws.router.data());
@@ -118,32 +159,46 @@ Status Qwen3Model::Mlp(int layer, int64_t n, Workspace& ws) {
     backend_.Moe(ws.x.data(), n, hidden, ws.router.data(), moe, ws.tmp.data());
   } else {
     const int inter = w_.dense_inter;
-    backend_.Linear(ws.x.data(), n, hidden, l.gate_up.data(), 2 * inter, ws.gate_up.data());
+    backend_.Linear(ws.x.data(), n, hidden, l.gate_up.weight(), 2 * inter, ws.gate_up.data());
     backend_.SiluMul(ws.gate_up.data(), n, inter, ws.act.data());
-    backend_.Linear(ws.act.data(), n, inter, l.down.data(), hidden, ws.tmp.data());
+    backend_.Linear(ws.act.data(), n, inter, l.down.weight(), hidden, ws.tmp.data());
   }
   SPARK_RETURN_IF_ERROR(AllReduce(ws.tmp.data(), n * hidden));
-  backend_.Add(ws.h.data(), ws.tmp.data(), n * hidden);
+  if (layer + 1 < config_.num_layers) {  // the next layer's input norm, fused with the residual
+    backend_.AddRmsNorm(ws.h.data(), ws.tmp.data(), w_.layers[layer + 1].input_norm.data(), n,
+                        hidden, config_.rms_norm_eps, ws.x.data());
+  } else {
+    backend_.Add(ws.h.data(), ws.tmp.data(), n * hidden);
+  }
   return Status::Ok();
+}
+
+int64_t Qwen3Model::FinalNorm(const ForwardBatch& batch, Workspace& ws) {
+  const int hidden = config_.hidden_size;
+  const int64_t rows = batch.num_logit_rows();
+  if (batch.all_logits || rows == batch.num_tokens()) {  // every token, e.g. all decoding
+    backend_.RmsNorm(ws.h.data(), w_.final_norm.data(), rows, hidden, config_.rms_norm_eps,
+                     ws.x.data());
+    return rows;
+  }
+  int64_t end = 0;
+  for (int64_t r = 0, s = 0; r < rows; ++r) {
+    const int64_t src = (end += batch.sequences[s++].query_len) - 1;
+    backend_.RmsNorm(ws.h.data() + src * hidden, w_.final_norm.data(), 1, hidden,
+                     config_.rms_norm_eps, ws.x.data() + r * hidden);
+  }
+  return rows;
 }
 
 Status Qwen3Model::Logits(const ForwardBatch& batch, Workspace& ws, std::vector<float>* logits) {
   const int hidden = config_.hidden_size;
-  const int64_t rows = batch.num_logit_rows();
-  // Final norm of the rows that need logits: every token, or each sequence's last.
-  int64_t end = 0;
-  for (int64_t r = 0, s = 0; r < rows; ++r) {
-    int64_t src = r;
-    if (!batch.all_logits) src = (end += batch.sequences[s++].query_len) - 1;
-    backend_.RmsNorm(ws.h.data() + src * hidden, w_.final_norm.data(), 1, hidden,
-                     config_.rms_norm_eps, ws.x.data() + r * hidden);
-  }
+  const int64_t rows = FinalNorm(batch, ws);
   const int64_t padded = options_.shard.VocabPadded(config_.vocab_size);
   SPARK_ASSIGN_OR_RETURN(backend::Buffer local, backend_.Allocate(rows * padded));
   std::vector<float> local_host(rows * padded);
   if (w_.vocab.size > 0) {
     SPARK_ASSIGN_OR_RETURN(backend::Buffer part, backend_.Allocate(rows * w_.vocab.size));
-    backend_.Linear(ws.x.data(), rows, hidden, w_.lm_head_data(), static_cast<int>(w_.vocab.size),
+    backend_.Linear(ws.x.data(), rows, hidden, w_.lm_head_weight(), static_cast<int>(w_.vocab.size),
                     part.data());
     std::vector<float> part_host(rows * w_.vocab.size);
     backend_.Download(part.data(), part_host);

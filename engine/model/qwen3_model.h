@@ -4,6 +4,8 @@
 // K/V into the paged cache -> causal GQA attention -> o (row-parallel) -> all-reduce -> residual;
 // RMSNorm -> SwiGLU MLP or MoE (row-parallel out) -> all-reduce -> residual. Embedding and lm_head
 // are vocabulary-parallel: an all-reduce after the embedding, an all-gather of the logits.
+// The backend's fusions carry it: q/k/v in one LinearMany, per-head norm + RoPE in one
+// HeadNormRope, and each residual add fused with the RMSNorm after it (AddRmsNorm).
 // Thread-safety: one thread at a time (see Model).
 #pragma once
 
@@ -23,11 +25,18 @@ class Qwen3Model : public Model {
   KvCacheSpec kv_cache_spec() const override;
   Status Forward(const ForwardBatch& batch, PagedKvCache& cache,
                  std::vector<float>* logits) override;
+  Status ForwardArgMax(const ForwardBatch& batch, PagedKvCache& cache,
+                       std::vector<int32_t>* ids) override;
 
  private:
   struct Workspace;
 
   Status AllReduce(float* data, size_t count);
+  // Embedding and every layer: the last hidden states in ws.h.
+  Status Hidden(const ForwardBatch& batch, PagedKvCache& cache, Workspace& ws);
+  // Final norm of the rows that need logits (every token, or each sequence's last) into ws.x;
+  // returns their count.
+  int64_t FinalNorm(const ForwardBatch& batch, Workspace& ws);
   Status Attention(int layer, const ForwardBatch& batch, PagedKvCache& cache, Workspace& ws);
   Status Mlp(int layer, int64_t n, Workspace& ws);
   Status Logits(const ForwardBatch& batch, Workspace& ws, std::vector<float>* logits);

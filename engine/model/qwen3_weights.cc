@@ -23,19 +23,23 @@ class Loader {
   }
   // Rows [r.begin, r.end) of each of `a` and `b` ([*, cols]), stacked: a's rows, then b's.
   Result<backend::Buffer> StackedRows(const std::string& a, const std::string& b, Range r,
-                                      int64_t total_rows, int64_t cols) {
+                                      int64_t total_rows, int64_t cols, backend::DType dtype) {
     SPARK_ASSIGN_OR_RETURN(std::vector<float> top, ReadRows(a, r, total_rows, cols));
     SPARK_ASSIGN_OR_RETURN(std::vector<float> bottom, ReadRows(b, r, total_rows, cols));
     top.insert(top.end(), bottom.begin(), bottom.end());
-    return ToBackend(top);
+    return ToBackend(top, dtype);
   }
-  Result<backend::Buffer> Rows(const std::string& name, Range r, int64_t total_rows, int64_t cols) {
+  Result<backend::Buffer> Rows(const std::string& name, Range r, int64_t total_rows, int64_t cols,
+                               backend::DType dtype = backend::DType::kF32) {
     SPARK_ASSIGN_OR_RETURN(std::vector<float> host, ReadRows(name, r, total_rows, cols));
-    return ToBackend(host);
+    return ToBackend(host, dtype);
   }
-  Result<backend::Buffer> Cols(const std::string& name, Range c, int64_t rows, int64_t total_cols) {
+  Result<backend::Buffer> Cols(const std::string& name, Range c, int64_t rows, int64_t total_cols,
+                               backend::DType dtype) {
     SPARK_RETURN_IF_ERROR(CheckShape(name, {rows, total_cols}));
-    return Load(name, TensorSlice::Cols(c.begin, c.size), {rows, c.size});
+    SPARK_ASSIGN_OR_RETURN(std::vector<float> host,
+                           ckpt_.Read(name, TensorSlice::Cols(c.begin, c.size), {rows, c.size}));
+    return ToBackend(host, dtype);
   }
 
  private:
@@ -47,9 +51,10 @@ class Loader {
   Status CheckShape(const std::string& name, const std::vector<int64_t>& shape) {
     return ckpt_.CheckShape(name, shape);
   }
-  Result<backend::Buffer> ToBackend(const std::vector<float>& host) {
-    SPARK_ASSIGN_OR_RETURN(backend::Buffer buffer, backend_.Allocate(host.size()));
-    if (!host.empty()) backend_.Upload(host, buffer.data());
+  Result<backend::Buffer> ToBackend(const std::vector<float>& host,
+                                    backend::DType dtype = backend::DType::kF32) {
+    SPARK_ASSIGN_OR_RETURN(backend::Buffer buffer, backend_.AllocateWeights(host.size(), dtype));
+    if (!host.empty()) backend_.UploadWeights(host, buffer);
     return buffer;
   }
   const core::Checkpoint& ckpt_;
@@ -57,18 +62,18 @@ class Loader {
 };
 
 Status LoadAttention(Loader& ld, const std::string& p, const core::ModelConfig& c,
-                     const Qwen3Weights& w, Qwen3LayerWeights* l) {
+                     const Qwen3Weights& w, backend::DType dt, Qwen3LayerWeights* l) {
   const int64_t hd = c.head_dim, hidden = c.hidden_size;
   const Range q_rows{w.heads.begin * hd, w.heads.size * hd};
   const Range kv_rows{w.kv_heads.begin * hd, w.kv_heads.size * hd};
-  SPARK_ASSIGN_OR_RETURN(l->q,
-                         ld.Rows(p + "self_attn.q_proj.weight", q_rows, c.num_heads * hd, hidden));
   SPARK_ASSIGN_OR_RETURN(
-      l->k, ld.Rows(p + "self_attn.k_proj.weight", kv_rows, c.num_kv_heads * hd, hidden));
+      l->q, ld.Rows(p + "self_attn.q_proj.weight", q_rows, c.num_heads * hd, hidden, dt));
   SPARK_ASSIGN_OR_RETURN(
-      l->v, ld.Rows(p + "self_attn.v_proj.weight", kv_rows, c.num_kv_heads * hd, hidden));
-  SPARK_ASSIGN_OR_RETURN(l->o,
-                         ld.Cols(p + "self_attn.o_proj.weight", q_rows, hidden, c.num_heads * hd));
+      l->k, ld.Rows(p + "self_attn.k_proj.weight", kv_rows, c.num_kv_heads * hd, hidden, dt));
+  SPARK_ASSIGN_OR_RETURN(
+      l->v, ld.Rows(p + "self_attn.v_proj.weight", kv_rows, c.num_kv_heads * hd, hidden, dt));
+  SPARK_ASSIGN_OR_RETURN(
+      l->o, ld.Cols(p + "self_attn.o_proj.weight", q_rows, hidden, c.num_heads * hd, dt));
   SPARK_ASSIGN_OR_RETURN(l->q_norm, ld.Vector(p + "self_attn.q_norm.weight", hd));
   SPARK_ASSIGN_OR_RETURN(l->k_norm, ld.Vector(p + "self_attn.k_norm.weight", hd));
   SPARK_ASSIGN_OR_RETURN(l->input_norm, ld.Vector(p + "input_layernorm.weight", hidden));
@@ -79,10 +84,10 @@ Status LoadAttention(Loader& ld, const std::string& p, const core::ModelConfig& 
 
 // gate_proj/up_proj/down_proj under prefix `p` (a dense MLP or one expert), split by `r`.
 Status LoadSwiGlu(Loader& ld, const std::string& p, int64_t inter, int64_t hidden, Range r,
-                  backend::Buffer* gate_up, backend::Buffer* down) {
+                  backend::DType dt, backend::Buffer* gate_up, backend::Buffer* down) {
   SPARK_ASSIGN_OR_RETURN(
-      *gate_up, ld.StackedRows(p + "gate_proj.weight", p + "up_proj.weight", r, inter, hidden));
-  SPARK_ASSIGN_OR_RETURN(*down, ld.Cols(p + "down_proj.weight", r, hidden, inter));
+      *gate_up, ld.StackedRows(p + "gate_proj.weight", p + "up_proj.weight", r, inter, hidden, dt));
+  SPARK_ASSIGN_OR_RETURN(*down, ld.Cols(p + "down_proj.weight", r, hidden, inter, dt));
   return Status::Ok();
 }
 
@@ -99,7 +104,7 @@ Status LoadMoe(Loader& ld, const std::string& p, const core::ModelConfig& c, con
   for (int64_t e = experts.begin; e < experts.end(); ++e) {
     backend::Buffer gate_up, down;
     SPARK_RETURN_IF_ERROR(LoadSwiGlu(ld, p + "mlp.experts." + std::to_string(e) + ".", inter,
-                                     hidden, channels, &gate_up, &down));
+                                     hidden, channels, backend::DType::kF32, &gate_up, &down));
     l->expert_gate_up.push_back(std::move(gate_up));
     l->expert_down.push_back(std::move(down));
   }
@@ -110,7 +115,7 @@ Status LoadMoe(Loader& ld, const std::string& p, const core::ModelConfig& c, con
 
 Result<Qwen3Weights> LoadQwen3Weights(const core::Checkpoint& ckpt, const core::ModelConfig& c,
                                       const TpShard& shard, MoeSharding moe_sharding,
-                                      backend::Backend& backend) {
+                                      backend::DType matrix_dtype, backend::Backend& backend) {
   SPARK_RETURN_IF_ERROR(shard.CheckFits(c, moe_sharding));
   Loader ld(ckpt, backend);
   Qwen3Weights w;
@@ -121,7 +126,8 @@ Result<Qwen3Weights> LoadQwen3Weights(const core::Checkpoint& ckpt, const core::
   SPARK_ASSIGN_OR_RETURN(w.embed,
                          ld.Rows("model.embed_tokens.weight", w.vocab, c.vocab_size, hidden));
   if (!c.tie_word_embeddings) {
-    SPARK_ASSIGN_OR_RETURN(w.lm_head, ld.Rows("lm_head.weight", w.vocab, c.vocab_size, hidden));
+    SPARK_ASSIGN_OR_RETURN(w.lm_head,
+                           ld.Rows("lm_head.weight", w.vocab, c.vocab_size, hidden, matrix_dtype));
   }
   SPARK_ASSIGN_OR_RETURN(w.final_norm, ld.Vector("model.norm.weight", hidden));
   const Range dense = shard.Even(c.intermediate_size);
@@ -130,12 +136,12 @@ Result<Qwen3Weights> LoadQwen3Weights(const core::Checkpoint& ckpt, const core::
     const std::string p = "model.layers." + std::to_string(i) + ".";
     Qwen3LayerWeights l;
     l.mlp = c.layers[i].mlp;
-    SPARK_RETURN_IF_ERROR(LoadAttention(ld, p, c, w, &l));
+    SPARK_RETURN_IF_ERROR(LoadAttention(ld, p, c, w, matrix_dtype, &l));
     if (l.mlp == core::MlpType::kMoe) {
       SPARK_RETURN_IF_ERROR(LoadMoe(ld, p, c, shard, moe_sharding, &w, &l));
     } else {
-      SPARK_RETURN_IF_ERROR(
-          LoadSwiGlu(ld, p + "mlp.", c.intermediate_size, hidden, dense, &l.gate_up, &l.down));
+      SPARK_RETURN_IF_ERROR(LoadSwiGlu(ld, p + "mlp.", c.intermediate_size, hidden, dense,
+                                       matrix_dtype, &l.gate_up, &l.down));
     }
     w.layers.push_back(std::move(l));
   }

@@ -1,8 +1,8 @@
 // The weights of one tensor-parallel rank of a Qwen3 or Qwen3-MoE model, in backend memory.
 //
 // Loading reads only the rank's slices from the checkpoint (tp_shard.h says which) and converts
-// them to fp32. Gate and up projections are stored fused as one [2 x inter, hidden] matrix
-// (gate rows, then up rows) so one GEMM computes both.
+// them to fp32, or to bf16 for the Linear matrices when asked. Gate and up projections are stored
+// fused as one [2 x inter, hidden] matrix (gate rows, then up rows) so one GEMM computes both.
 // Thread-safety: read-only after loading.
 #pragma once
 
@@ -37,12 +37,16 @@ struct Qwen3Weights {
   backend::Buffer final_norm;  // [hidden]
   std::vector<Qwen3LayerWeights> layers;
 
-  const float* lm_head_data() const { return lm_head.empty() ? embed.data() : lm_head.data(); }
+  backend::WeightRef lm_head_weight() const {
+    return lm_head.empty() ? backend::WeightRef(embed.data()) : lm_head.weight();
+  }
 };
 
-// NotFound / InvalidArgument (shape disagrees with config.json) / DataLoss naming the tensor.
+// NotFound / InvalidArgument (shape disagrees with config.json, or the backend keeps no
+// `matrix_dtype` weights) / DataLoss naming the tensor. `matrix_dtype` is the type of q, k, v,
+// o, the dense gate_up/down and lm_head; the rest is fp32.
 Result<Qwen3Weights> LoadQwen3Weights(const core::Checkpoint& ckpt, const core::ModelConfig& config,
                                       const TpShard& shard, MoeSharding moe_sharding,
-                                      backend::Backend& backend);
+                                      backend::DType matrix_dtype, backend::Backend& backend);
 
 }  // namespace spark::engine::model

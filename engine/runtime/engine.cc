@@ -73,6 +73,7 @@ Result<std::vector<TokenOutput>> Engine::Step() {
     outputs.push_back({seq->id(), false, 0, 0.0f, {}, true, seq->finish_reason()});
   }
   if (!out.plan.entries.empty()) {
+    if (options_.argmax_plans && AllGreedy(out)) out.plan.command = StepCommand::kRunArgMax;
     SPARK_ASSIGN_OR_RETURN(std::vector<float> logits, runner_->Run(out.plan));
     scheduler_.Commit(out);
     SPARK_RETURN_IF_ERROR(SampleRows(out, logits, &outputs));
@@ -82,9 +83,22 @@ Result<std::vector<TokenOutput>> Engine::Step() {
   return outputs;
 }
 
+bool Engine::AllGreedy(const SchedulerOutput& out) const {
+  for (size_t i = 0; i < out.scheduled.size(); ++i) {
+    if (!out.plan.entries[i].needs_logits) continue;
+    const SamplingParams& p = out.scheduled[i].seq->params();
+    if (p.temperature != 0.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f ||
+        p.repetition_penalty != 1.0f || p.logprobs || p.top_logprobs > 0) {
+      return false;
+    }
+  }
+  return true;
+}
+
 Status Engine::SampleRows(const SchedulerOutput& out, const std::vector<float>& logits,
                           std::vector<TokenOutput>* outputs) {
-  const size_t vocab = static_cast<size_t>(runner_->vocab_size());
+  const bool ids = out.plan.command == StepCommand::kRunArgMax;
+  const size_t vocab = ids ? 1 : static_cast<size_t>(runner_->vocab_size());
   if (logits.size() != vocab * out.plan.num_logits_rows()) {
     return InternalError("model runner returned " + std::to_string(logits.size()) +
                          " logits, expected " + std::to_string(out.plan.num_logits_rows()) +
@@ -96,8 +110,18 @@ Status Engine::SampleRows(const SchedulerOutput& out, const std::vector<float>& 
     if (seq->num_output_tokens() == 0) prompt_tokens_computed_ += out.scheduled[i].num_new_tokens;
     if (!out.plan.entries[i].needs_logits) continue;
     std::span<const float> r(logits.data() + row++ * vocab, vocab);
-    SPARK_ASSIGN_OR_RETURN(
-        SampleResult s, Sample(r, seq->params(), seq->prompt_ids(), seq->output_ids(), seq->rng()));
+    SampleResult s;
+    if (ids) {
+      s.token = static_cast<int32_t>(r[0]);  // the runner's argmax (greedy, no logprobs)
+      if (s.token < 0 || s.token >= runner_->vocab_size()) {
+        return InternalError("model runner picked token " + std::to_string(s.token) +
+                             " outside the vocabulary of " +
+                             std::to_string(runner_->vocab_size()));
+      }
+    } else {
+      SPARK_ASSIGN_OR_RETURN(s, Sample(r, seq->params(), seq->prompt_ids(), seq->output_ids(),
+                                       seq->rng()));
+    }
     seq->AppendToken(s.token);
     TokenOutput o{seq->id(), true, s.token, s.logprob, std::move(s.top_logprobs), false, {}};
     o.finish_reason = CheckStop(*seq);

@@ -27,6 +27,10 @@ struct EngineOptions {
   int32_t eos_token_id = -1;
   // Seeds requests that bring no seed (each gets engine_seed + its id).
   uint64_t seed = 0;
+  // Steps whose every sampled sequence is plain greedy (temperature 0, no penalties, no
+  // logprobs) go out as kRunArgMax plans: the model picks the ids where the logits are (on the
+  // GPU) instead of returning whole rows. Only for runners that answer such plans.
+  bool argmax_plans = false;
 };
 
 // One new token of one sequence, or the news that it finished without one.
@@ -71,6 +75,10 @@ class Engine {
  private:
   Engine(const EngineOptions& options, ModelRunner* runner);
 
+  // Whether every sequence that samples this step is plain greedy (see argmax_plans).
+  bool AllGreedy(const SchedulerOutput& out) const;
+  // Appends a token to every needs_logits sequence: sampled from logits rows, or (argmax plans)
+  // the ids the runner picked.
   Status SampleRows(const SchedulerOutput& out, const std::vector<float>& logits,
                     std::vector<TokenOutput>* outputs);
   // kNone, or why `seq` stops after its last token.

@@ -19,7 +19,9 @@ class ModelRunner {
   virtual int vocab_size() const = 0;
 
   // Runs the plan. Returns plan.num_logits_rows() rows of vocab_size() logits, row-major, in the
-  // order of the entries that have needs_logits. On ranks other than 0 the rows may be empty.
+  // order of the entries that have needs_logits; for a kRunArgMax plan (only sent to runners
+  // whose engine has EngineOptions::argmax_plans) one value per such row instead, the argmax
+  // id (exact in a float). On ranks other than 0 the rows may be empty.
   virtual Result<std::vector<float>> Run(const StepPlan& plan) = 0;
 };
 

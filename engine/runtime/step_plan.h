@@ -15,8 +15,9 @@
 namespace spark::engine::runtime {
 
 enum class StepCommand : uint8_t {
-  kRun = 0,       // Run the entries.
+  kRun = 0,       // Run the entries; rank 0 gets a logits row per needs_logits entry.
   kShutdown = 1,  // Workers leave their loop; no entries.
+  kRunArgMax = 2,  // Run the entries; rank 0 gets only the greedy (argmax) id of each row.
 };
 
 struct StepPlanEntry {

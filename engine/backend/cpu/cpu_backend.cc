@@ -4,9 +4,11 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <new>
 
 #include "engine/backend/cpu/cpu_gemm.h"
+#include "engine/core/dtype.h"
 
 namespace spark::engine::backend::cpu {
 namespace {
@@ -75,8 +77,44 @@ void CpuBackend::RmsNorm(const float* x, const float* weight, int64_t rows, int 
   });
 }
 
-void CpuBackend::Linear(const float* x, int64_t rows, int in_features, const float* w,
+Result<Buffer> CpuBackend::AllocateWeights(size_t count, DType dtype) {
+  if (dtype == DType::kF32 || count == 0) return Allocate(count);
+  // bf16: half the floats, rounded up.
+  SPARK_ASSIGN_OR_RETURN(Buffer b, Allocate((count + 1) / 2));
+  float* p = b.data();
+  return Buffer(p, count, dtype, [held = std::make_shared<Buffer>(std::move(b))](float*) {});
+}
+
+void CpuBackend::UploadWeights(std::span<const float> host, Buffer& dst) {
+  if (dst.dtype() == DType::kF32) return Upload(host, dst.data());
+  auto* bits = static_cast<uint16_t*>(dst.raw());
+  for (size_t i = 0; i < host.size(); ++i) bits[i] = core::FloatToBf16(host[i]);
+}
+
+void CpuBackend::ArgMax(const float* x, int64_t rows, int cols, int64_t index_offset, float* out) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * cols;
+    int best = 0;
+    bool nan = false;
+    for (int c = 0; c < cols; ++c) {
+      nan = nan || std::isnan(xr[c]);
+      if (xr[c] > xr[best]) best = c;
+    }
+    out[2 * r] = cols == 0 ? -std::numeric_limits<float>::infinity()
+                 : nan     ? std::numeric_limits<float>::quiet_NaN()
+                           : xr[best];
+    out[2 * r + 1] = static_cast<float>(index_offset + best);
+  }
+}
+
+void CpuBackend::Linear(const float* x, int64_t rows, int in_features, WeightRef weight,
                         int out_features, float* out) {
+  std::vector<float> widened;
+  if (weight.dtype == DType::kBF16) {
+    widened.resize(static_cast<size_t>(out_features) * in_features);
+    core::ConvertToFloat(core::DType::kBF16, weight.data, widened.size(), widened.data());
+  }
+  const float* w = widened.empty() ? static_cast<const float*>(weight.data) : widened.data();
   // Threads split the weight rows in tiles of kRowTile; every token row passes over a tile while
   // it is in cache, so each weight is read from memory once per call (decode is bandwidth-bound).
   const int64_t tiles = (out_features + kRowTile - 1) / kRowTile;

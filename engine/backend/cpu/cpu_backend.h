@@ -23,13 +23,17 @@ class CpuBackend : public Backend {
   Result<Buffer> Allocate(size_t count) override;
   void Upload(std::span<const float> host, float* dst) override;
   void Download(const float* src, std::span<float> host) override;
+  // bf16 weights are kept for correctness checks (Linear widens them per call; not fast).
+  Result<Buffer> AllocateWeights(size_t count, DType dtype) override;
+  void UploadWeights(std::span<const float> host, Buffer& dst) override;
 
   void Embedding(const float* table, int64_t row_begin, int64_t rows, int hidden,
                  std::span<const int32_t> ids, float* out) override;
   void RmsNorm(const float* x, const float* weight, int64_t rows, int dim, float eps,
                float* out) override;
-  void Linear(const float* x, int64_t rows, int in_features, const float* w, int out_features,
+  void Linear(const float* x, int64_t rows, int in_features, WeightRef w, int out_features,
               float* out) override;
+  void ArgMax(const float* x, int64_t rows, int cols, int64_t index_offset, float* out) override;
   void Rope(float* x, std::span<const int32_t> positions, int heads, int head_dim,
             double theta) override;
   void Add(float* x, const float* y, size_t count) override;

@@ -2,23 +2,29 @@
 
 #include <algorithm>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "base/logging.h"
+#include "engine/core/dtype.h"
 #include "kernels/activation.h"
 #include "kernels/attention.h"
 #include "kernels/cuda_check.h"
 #include "kernels/elementwise.h"
 #include "kernels/embedding.h"
+#include "kernels/gemv.h"
 #include "kernels/moe.h"
 #include "kernels/norm.h"
 #include "kernels/rope.h"
+#include "kernels/sampling.h"
 
 namespace spark::engine::backend::cuda {
 namespace {
 
 constexpr size_t kInitialStaging = 4 << 20;
 constexpr size_t kMaxLocalExperts = 4096;
+constexpr size_t kGraphOutBytes = 4 << 20;
+constexpr size_t kArenaChunk = 64 << 20;
 
 size_t Align256(size_t n) { return (n + 255) / 256 * 256; }
 
@@ -41,6 +47,8 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::Create(const Options& options)
   SPARK_CUDA_RETURN_IF_ERROR(cudaMallocHost(&b->staging_host_, b->staging_bytes_));
   SPARK_CUDA_RETURN_IF_ERROR(cudaMalloc(&b->staging_device_, b->staging_bytes_));
   SPARK_CUDA_RETURN_IF_ERROR(cudaMallocHost(&b->counts_host_, kMaxLocalExperts * sizeof(int32_t)));
+  b->graph_out_bytes_ = kGraphOutBytes;
+  SPARK_CUDA_RETURN_IF_ERROR(cudaMallocHost(&b->graph_out_host_, b->graph_out_bytes_));
   return b;
 }
 
@@ -52,6 +60,9 @@ CudaBackend::~CudaBackend() {
   if (staging_host_ != nullptr) cudaFreeHost(staging_host_);
   if (staging_device_ != nullptr) cudaFree(staging_device_);
   if (counts_host_ != nullptr) cudaFreeHost(counts_host_);
+  if (graph_out_host_ != nullptr) cudaFreeHost(graph_out_host_);
+  for (auto& [key, graph] : graphs_) cudaGraphExecDestroy(graph.first);
+  for (auto& [chunk, bytes] : arena_) cudaFree(chunk);
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
 }
 
@@ -65,17 +76,45 @@ void CudaBackend::Record(const Status& s) {
 
 Status CudaBackend::Synchronize() {
   Activate();
-  SPARK_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
-  staging_used_ = 0;
+  if (in_graph()) {
+    return FailedPreconditionError("cuda backend: Synchronize inside graph step '" + graph_key_ +
+                                   "' (a graph step ends at its Download)");
+  }
+  SPARK_RETURN_IF_ERROR(WaitStream(options_.step_timeout));
+  ResetStaging();
   return status_;
+}
+
+void CudaBackend::ResetStaging() {
+  staging_used_ = 0;
+  staged_.clear();
+  attention_packed_.clear();
+  attention_device_ = nullptr;
+}
+
+Result<void*> CudaBackend::StageShared(const void* host, size_t bytes) {
+  for (const Staged& st : staged_) {
+    if (st.host == host && st.bytes == bytes &&
+        (bytes == 0 || std::memcmp(staging_host_ + st.offset, host, bytes) == 0)) {
+      return staging_device_ + st.offset;
+    }
+  }
+  SPARK_ASSIGN_OR_RETURN(void* d, Stage(host, bytes));
+  staged_.push_back({host, bytes, static_cast<size_t>(static_cast<char*>(d) - staging_device_)});
+  return d;
 }
 
 Result<void*> CudaBackend::Stage(const void* host, size_t bytes) {
   const size_t need = Align256(std::max<size_t>(bytes, 1));
+  if (in_graph() && staging_used_ + need > staging_bytes_) {
+    return FailedPreconditionError("cuda backend: graph step '" + graph_key_ +
+                                   "' stages more than " + std::to_string(staging_bytes_) +
+                                   " bytes of inputs");
+  }
   if (staging_used_ + need > staging_bytes_) {
     // Everything staged so far may still be read by queued work: wait, then start over.
-    SPARK_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
-    staging_used_ = 0;
+    SPARK_RETURN_IF_ERROR(WaitStream(options_.step_timeout));
+    ResetStaging();
     if (need > staging_bytes_) {
       cudaFreeHost(staging_host_);
       cudaFree(staging_device_);
@@ -90,18 +129,35 @@ Result<void*> CudaBackend::Stage(const void* host, size_t bytes) {
   staging_used_ += need;
   if (bytes > 0) {
     std::memcpy(h, host, bytes);
-    SPARK_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d, h, bytes, cudaMemcpyHostToDevice, stream_));
+    if (launching()) {
+      SPARK_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d, h, bytes, cudaMemcpyHostToDevice, stream_));
+    }
   }
   return d;
 }
 
 Result<Buffer> CudaBackend::Scratch(size_t bytes) {
-  return Allocate((bytes + sizeof(float) - 1) / sizeof(float));
+  if (bytes == 0) return Buffer();
+  if (in_graph()) {
+    SPARK_ASSIGN_OR_RETURN(void* p, ArenaAllocate(bytes));
+    return Buffer(static_cast<float*>(p), (bytes + 3) / 4, [](float*) {});
+  }
+  SPARK_ASSIGN_OR_RETURN(void* p, allocator_.Allocate(bytes));
+  DeviceAllocator* allocator = &allocator_;
+  return Buffer(static_cast<float*>(p), (bytes + 3) / 4,
+                [allocator](float* f) { allocator->Free(f); });
 }
 
 Result<Buffer> CudaBackend::Allocate(size_t count) {
   if (count == 0) return Buffer();
   Activate();
+  if (in_graph()) {
+    SPARK_ASSIGN_OR_RETURN(void* p, ArenaAllocate(count * sizeof(float)));
+    if (launching()) {
+      SPARK_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(p, 0, count * sizeof(float), stream_));
+    }
+    return Buffer(static_cast<float*>(p), count, [](float*) {});
+  }
   SPARK_ASSIGN_OR_RETURN(void* p, allocator_.Allocate(count * sizeof(float)));
   SPARK_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(p, 0, count * sizeof(float), stream_));
   DeviceAllocator* allocator = &allocator_;
@@ -111,6 +167,7 @@ Result<Buffer> CudaBackend::Allocate(size_t count) {
 void CudaBackend::Upload(std::span<const float> host, float* dst) {
   Activate();
   Status s = [&]() -> Status {
+    if (in_graph()) return FailedPreconditionError("cuda backend: Upload inside a graph step");
     SPARK_CUDA_RETURN_IF_ERROR(
         cudaMemcpyAsync(dst, host.data(), host.size_bytes(), cudaMemcpyHostToDevice, stream_));
     SPARK_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
@@ -122,10 +179,11 @@ void CudaBackend::Upload(std::span<const float> host, float* dst) {
 void CudaBackend::Download(const float* src, std::span<float> host) {
   Activate();
   Status s = [&]() -> Status {
+    if (in_graph()) return FinishGraph(src, host);
     SPARK_CUDA_RETURN_IF_ERROR(
         cudaMemcpyAsync(host.data(), src, host.size_bytes(), cudaMemcpyDeviceToHost, stream_));
-    SPARK_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
-    staging_used_ = 0;
+    SPARK_RETURN_IF_ERROR(WaitStream(options_.step_timeout));
+    ResetStaging();
     return Status::Ok();
   }();
   Record(s);
@@ -140,6 +198,7 @@ void CudaBackend::Embedding(const float* table, int64_t row_begin, int64_t rows,
   Activate();
   Status s = [&]() -> Status {
     SPARK_ASSIGN_OR_RETURN(const int32_t* d_ids, Stage(ids));
+    if (!launching()) return Status::Ok();
     return kernels::Embedding(table, row_begin, rows, hidden, d_ids,
                               static_cast<int64_t>(ids.size()), out, stream_);
   }();
@@ -149,20 +208,117 @@ void CudaBackend::Embedding(const float* table, int64_t row_begin, int64_t rows,
 void CudaBackend::RmsNorm(const float* x, const float* weight, int64_t rows, int dim, float eps,
                           float* out) {
   Activate();
+  if (!launching()) return;
   Record(kernels::RmsNorm<float>(x, nullptr, weight, rows, dim, eps, out, stream_));
 }
 
-void CudaBackend::Linear(const float* x, int64_t rows, int in_features, const float* w,
+Result<Buffer> CudaBackend::AllocateWeights(size_t count, DType dtype) {
+  if (dtype == DType::kF32 || count == 0) return Allocate(count);
+  Activate();
+  SPARK_ASSIGN_OR_RETURN(void* p, allocator_.Allocate(count * DTypeBytes(dtype)));
+  SPARK_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(p, 0, count * DTypeBytes(dtype), stream_));
+  DeviceAllocator* allocator = &allocator_;
+  return Buffer(p, count, dtype, [allocator](float* f) { allocator->Free(f); });
+}
+
+void CudaBackend::UploadWeights(std::span<const float> host, Buffer& dst) {
+  if (dst.dtype() == DType::kF32) return Upload(host, dst.data());
+  Activate();
+  std::vector<uint16_t> bits(host.size());
+  for (size_t i = 0; i < host.size(); ++i) bits[i] = core::FloatToBf16(host[i]);
+  Status s = [&]() -> Status {
+    SPARK_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(dst.raw(), bits.data(), bits.size() * 2, cudaMemcpyHostToDevice, stream_));
+    SPARK_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+    return Status::Ok();
+  }();
+  Record(s);
+}
+
+void CudaBackend::Linear(const float* x, int64_t rows, int in_features, WeightRef w,
                          int out_features, float* out) {
   Activate();
-  Record(gemm_->Run(kernels::GemmType::kF32, kernels::GemmType::kF32, x, rows, in_features, w,
-                    out_features, out, stream_));
+  Record(LinearImpl(x, rows, in_features, w, out_features, out));
+}
+
+Status CudaBackend::LinearImpl(const float* x, int64_t rows, int in_features, WeightRef w,
+                               int out_features, float* out) {
+  using kernels::GemmType;
+  if (w.dtype == DType::kF32) {
+    if (!launching()) return Status::Ok();
+    return gemm_->Run(GemmType::kF32, GemmType::kF32, x, rows, in_features, w.data, out_features,
+                      out, stream_);
+  }
+  const auto* wb = static_cast<const __nv_bfloat16*>(w.data);
+  if (rows <= kernels::kGemvMaxRows && in_features % 8 == 0) {
+    if (!launching()) return Status::Ok();
+    return kernels::GemvBf16(x, rows, in_features, wb, out_features, out, stream_);
+  }
+  // Tensor cores: the activations rounded to bf16, fp32 accumulation and output.
+  SPARK_ASSIGN_OR_RETURN(Buffer xb, Scratch(static_cast<size_t>(rows) * in_features * 2));
+  if (!launching()) return Status::Ok();
+  auto* xh = reinterpret_cast<__nv_bfloat16*>(xb.data());
+  SPARK_RETURN_IF_ERROR(
+      kernels::CastF32ToBf16(x, static_cast<size_t>(rows) * in_features, xh, stream_));
+  return gemm_->Run(GemmType::kBF16, GemmType::kF32, xh, rows, in_features, wb, out_features, out,
+                    stream_);
+}
+
+void CudaBackend::LinearMany(const float* x, int64_t rows, int in_features,
+                             std::span<const LinearOut> outs) {
+  Activate();
+  bool one_launch = rows <= kernels::kGemvMaxRows && in_features % 8 == 0 &&
+                    outs.size() <= static_cast<size_t>(kernels::kGemvMaxSegments);
+  for (const LinearOut& o : outs) one_launch = one_launch && o.w.dtype == DType::kBF16;
+  if (!one_launch) return Backend::LinearMany(x, rows, in_features, outs);
+  if (!launching()) return;
+  kernels::GemvSegments segs;
+  for (const LinearOut& o : outs) {
+    segs.w[segs.count] = static_cast<const __nv_bfloat16*>(o.w.data);
+    segs.out[segs.count] = o.out;
+    segs.n[segs.count++] = o.out_features;
+  }
+  Record(kernels::GemvBf16Many(x, rows, in_features, segs, stream_));
+}
+
+void CudaBackend::AddRmsNorm(float* h, const float* delta, const float* weight, int64_t rows,
+                             int dim, float eps, float* out) {
+  Activate();
+  if (!launching()) return;
+  // kernels::RmsNorm's residual form: residual (h) += x (delta), out = norm(residual).
+  Record(kernels::RmsNorm<float>(delta, h, weight, rows, dim, eps, out, stream_));
+}
+
+void CudaBackend::HeadNormRope(float* x, std::span<const int32_t> positions, int heads,
+                               int head_dim, const float* weight, float eps, double theta) {
+  if (head_dim != 64 && head_dim != 128 && head_dim != 256) {
+    return Backend::HeadNormRope(x, positions, heads, head_dim, weight, eps, theta);
+  }
+  Activate();
+  Status s = [&]() -> Status {
+    SPARK_ASSIGN_OR_RETURN(const float* inv_freq, InvFreq(head_dim, theta));
+    SPARK_ASSIGN_OR_RETURN(const int32_t* d_pos, Stage(positions));
+    if (!launching()) return Status::Ok();
+    return kernels::HeadNormRope(x, d_pos, static_cast<int64_t>(positions.size()), heads, head_dim,
+                                 weight, eps, inv_freq, stream_);
+  }();
+  Record(s);
+}
+
+void CudaBackend::ArgMax(const float* x, int64_t rows, int cols, int64_t index_offset, float* out) {
+  Activate();
+  if (!launching()) return;
+  Record(kernels::ArgMaxPairs(x, rows, cols, index_offset, out, stream_));
 }
 
 Result<const float*> CudaBackend::InvFreq(int head_dim, double theta) {
   const auto key = std::make_pair(head_dim, theta);
   auto it = inv_freq_.find(key);
   if (it == inv_freq_.end()) {
+    if (in_graph()) {
+      return FailedPreconditionError(
+          "cuda backend: RoPE table built inside a graph step; run one eager step first");
+    }
     const kernels::RopeTable table = kernels::RopeInvFreq(head_dim, theta);
     SPARK_ASSIGN_OR_RETURN(Buffer b, Allocate(table.inv_freq.size()));
     SPARK_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(b.data(), table.inv_freq.data(),
@@ -180,6 +336,7 @@ void CudaBackend::Rope(float* x, std::span<const int32_t> positions, int heads, 
   Status s = [&]() -> Status {
     SPARK_ASSIGN_OR_RETURN(const float* inv_freq, InvFreq(head_dim, theta));
     SPARK_ASSIGN_OR_RETURN(const int32_t* d_pos, Stage(positions));
+    if (!launching()) return Status::Ok();
     return kernels::Rope<float>(x, d_pos, static_cast<int64_t>(positions.size()), heads, head_dim,
                                 inv_freq, 1.0f, stream_);
   }();
@@ -188,11 +345,13 @@ void CudaBackend::Rope(float* x, std::span<const int32_t> positions, int heads, 
 
 void CudaBackend::Add(float* x, const float* y, size_t count) {
   Activate();
+  if (!launching()) return;
   Record(kernels::Add<float>(x, y, count, stream_));
 }
 
 void CudaBackend::SiluMul(const float* gate_up, int64_t rows, int inter, float* out) {
   Activate();
+  if (!launching()) return;
   Record(kernels::SiluMul<float>(gate_up, rows, inter, out, stream_));
 }
 
@@ -201,6 +360,7 @@ void CudaBackend::WriteKv(const float* k, const float* v, std::span<const int64_
   Activate();
   Status s = [&]() -> Status {
     SPARK_ASSIGN_OR_RETURN(const int64_t* d_slots, Stage(slots));
+    if (!launching()) return Status::Ok();
     return kernels::WriteKv<float>(k, v, d_slots, static_cast<int64_t>(slots.size()), kv_width,
                                    k_cache, v_cache, stream_);
   }();
@@ -226,6 +386,16 @@ Status CudaBackend::PagedAttentionImpl(const float* q, std::span<const Attention
     const int32_t offset = static_cast<int32_t>(tables.size());
     const int64_t blocks = (seq.context_len + shape.block_size - 1) / shape.block_size;
     tables.insert(tables.end(), seq.block_table.begin(), seq.block_table.begin() + blocks);
+    if (in_graph()) {
+      // Same sizes every step of the graph: tables padded to graph_table_blocks_.
+      if (seq.query_len != 1 || blocks > graph_table_blocks_) {
+        return FailedPreconditionError(
+            "cuda backend: graph step '" + graph_key_ + "' takes decode rows of at most " +
+            std::to_string(graph_table_blocks_) + " KV blocks (got query_len " +
+            std::to_string(seq.query_len) + ", " + std::to_string(blocks) + " blocks)");
+      }
+      tables.resize(offset + graph_table_blocks_, 0);
+    }
     const int32_t first_len = static_cast<int32_t>(seq.context_len - seq.query_len + 1);
     if (seq.query_len == 1) {
       row_ids.push_back(static_cast<int32_t>(seq.query_start));
@@ -252,7 +422,14 @@ Status CudaBackend::PagedAttentionImpl(const float* q, std::span<const Attention
   const size_t at_tiles = packed.size();
   const auto* tile_words = reinterpret_cast<const int32_t*>(tiles.data());
   packed.insert(packed.end(), tile_words, tile_words + tiles.size() * 4);
-  SPARK_ASSIGN_OR_RETURN(const int32_t* d, Stage(std::span<const int32_t>(packed)));
+  // Every layer of a step passes the same sequences: stage their metadata once.
+  const int32_t* d = attention_device_;
+  if (d == nullptr || packed != attention_packed_) {
+    SPARK_ASSIGN_OR_RETURN(void* p, Stage(packed.data(), packed.size() * sizeof(int32_t)));
+    d = static_cast<const int32_t*>(p);
+    attention_packed_ = packed;
+    attention_device_ = d;
+  }
   const kernels::PagedKvLayout layout{shape.num_heads, shape.num_kv_heads, shape.head_dim,
                                       shape.block_size, shape.scale};
   if (!row_ids.empty()) {
@@ -262,12 +439,13 @@ Status CudaBackend::PagedAttentionImpl(const float* q, std::span<const Attention
     rows.table_offset = d + at_offset;
     rows.block_tables = d;
     rows.rows = static_cast<int64_t>(row_ids.size());
-    rows.max_kv_len = max_kv_len;
+    rows.max_kv_len = in_graph() ? graph_table_blocks_ * shape.block_size : max_kv_len;
     const kernels::DecodeSplit plan = kernels::PlanDecodeSplit(rows, layout, sm_count_);
     Buffer workspace;
     if (plan.workspace_floats > 0) {
-      SPARK_ASSIGN_OR_RETURN(workspace, Allocate(plan.workspace_floats));
+      SPARK_ASSIGN_OR_RETURN(workspace, Scratch(plan.workspace_floats * sizeof(float)));
     }
+    if (!launching()) return Status::Ok();
     SPARK_RETURN_IF_ERROR(kernels::PagedDecodeAttention<float>(
         q, rows, k_cache, v_cache, layout, plan, workspace.data(), out, stream_));
   }
@@ -282,6 +460,10 @@ Status CudaBackend::PagedAttentionImpl(const float* q, std::span<const Attention
 void CudaBackend::Moe(const float* x, int64_t rows, int hidden, const float* router_logits,
                       const MoeExperts& experts, float* out) {
   Activate();
+  if (in_graph()) {
+    Record(FailedPreconditionError("cuda backend: MoE layers do not run inside a graph step"));
+    return;
+  }
   Record(MoeImpl(x, rows, hidden, router_logits, experts, out));
 }
 
@@ -344,6 +526,102 @@ Status CudaBackend::MoeImpl(const float* x, int64_t rows, int hidden, const floa
   }
   return kernels::MoeCombine<float>(ys.data(), position, weights.data(), rows, k, hidden, out,
                                     stream_);
+}
+
+Status CudaBackend::BeginGraph(const std::string& key, int table_blocks) {
+  Activate();
+  if (in_graph()) {
+    return FailedPreconditionError("cuda backend: graph step '" + graph_key_ +
+                                   "' has not ended (no Download yet)");
+  }
+  if (table_blocks <= 0) return InvalidArgumentError("cuda backend: table_blocks must be > 0");
+  SPARK_RETURN_IF_ERROR(Synchronize());  // eager work done: staging and arena are free
+  graph_key_ = key + "/t" + std::to_string(table_blocks);
+  graph_table_blocks_ = table_blocks;
+  arena_chunk_ = arena_used_ = 0;
+  ResetStaging();
+  if (graphs_.count(graph_key_) > 0) {
+    mode_ = Mode::kReplay;
+    return Status::Ok();
+  }
+  SPARK_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed));
+  mode_ = Mode::kCapture;
+  return Status::Ok();
+}
+
+Result<void*> CudaBackend::ArenaAllocate(size_t bytes) {
+  const size_t need = Align256(std::max<size_t>(bytes, 1));
+  while (arena_chunk_ < arena_.size() && arena_used_ + need > arena_[arena_chunk_].second) {
+    ++arena_chunk_;
+    arena_used_ = 0;
+  }
+  if (arena_chunk_ == arena_.size()) {
+    if (mode_ == Mode::kReplay) {
+      return InternalError("cuda backend: graph step '" + graph_key_ +
+                           "' asked for more workspace than when it was captured");
+    }
+    char* chunk = nullptr;
+    const size_t chunk_bytes = std::max(need, kArenaChunk);
+    SPARK_CUDA_RETURN_IF_ERROR(cudaMalloc(&chunk, chunk_bytes));
+    arena_.push_back({chunk, chunk_bytes});
+    arena_used_ = 0;
+  }
+  void* p = arena_[arena_chunk_].first + arena_used_;
+  arena_used_ += need;
+  return p;
+}
+
+Status CudaBackend::WaitStream(std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    const cudaError_t e = cudaStreamQuery(stream_);
+    if (e == cudaSuccess) return Status::Ok();
+    if (e != cudaErrorNotReady) SPARK_CUDA_RETURN_IF_ERROR(e);
+    if (std::chrono::steady_clock::now() > deadline) {
+      return DeadlineExceededError("cuda backend: device " + std::to_string(options_.device) +
+                                   " still busy after " + std::to_string(timeout.count()) +
+                                   " ms (a peer rank stopped in a collective?)");
+    }
+    std::this_thread::yield();
+  }
+}
+
+Status CudaBackend::FinishGraph(const float* src, std::span<float> host) {
+  const Mode mode = mode_;
+  mode_ = Mode::kEager;
+  if (mode == Mode::kCapture) {
+    Status captured = status_;
+    if (captured.ok() && host.size_bytes() > graph_out_bytes_) {
+      captured = InvalidArgumentError("cuda backend: a graph step's output is limited to " +
+                                      std::to_string(graph_out_bytes_) + " bytes");
+    }
+    if (captured.ok()) {
+      const cudaError_t e =
+          cudaMemcpyAsync(graph_out_host_, src, host.size_bytes(), cudaMemcpyDeviceToHost, stream_);
+      if (e != cudaSuccess)
+        captured = InternalError(std::string("cudaMemcpyAsync: ") + cudaGetErrorString(e));
+    }
+    cudaGraph_t graph = nullptr;
+    const cudaError_t end = cudaStreamEndCapture(stream_, &graph);
+    SPARK_RETURN_IF_ERROR(captured);
+    SPARK_CUDA_RETURN_IF_ERROR(end);
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t inst = cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphDestroy(graph);
+    SPARK_CUDA_RETURN_IF_ERROR(inst);
+    graphs_[graph_key_] = {exec, host.size_bytes()};
+  }
+  const auto& [exec, bytes] = graphs_.at(graph_key_);
+  if (bytes != host.size_bytes()) {
+    return InternalError("cuda backend: graph step '" + graph_key_ + "' downloads " +
+                         std::to_string(host.size_bytes()) + " bytes, captured with " +
+                         std::to_string(bytes));
+  }
+  SPARK_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(exec, stream_));
+  SPARK_RETURN_IF_ERROR(WaitStream(options_.step_timeout));
+  ResetStaging();
+  std::memcpy(host.data(), graph_out_host_, host.size_bytes());
+  return Status::Ok();
 }
 
 }  // namespace spark::engine::backend::cuda

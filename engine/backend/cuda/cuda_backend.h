@@ -2,7 +2,23 @@
 // cuBLASLt GEMMs. Buffers are fp32 device memory from a caching allocator; every op is enqueued
 // on the backend's one stream, so ops run in call order without host synchronisation. The
 // small host spans an op takes (token ids, positions, slots, block tables) are copied through a
-// pinned staging area; Download synchronises the stream.
+// pinned staging area, once per step when several ops pass the same span (every layer passes
+// the batch's positions and block tables); Download synchronises the stream (with a deadline).
+// Collectives (StreamOrderedCommunicator over NCCL) are enqueued on the same stream.
+//
+// Weights may be fp32 or bf16 (AllocateWeights); bf16 Linear runs a GEMV kernel for up to
+// kGemvMaxRows rows (decode) and a bf16 tensor-core GEMM of the rounded activations otherwise.
+//
+// CUDA graphs (decode): BeginGraph(key, table_blocks) starts a graph step. The first step with a
+// key captures everything the model enqueues; later steps with that key run the model's op
+// calls only for their host side — each op stages its host inputs (ids, positions, slots,
+// block tables) into the same pinned staging offsets and launches nothing — and the captured
+// graph replays with them. The step ends at the next Download (the graph's one output), which
+// launches the graph, waits and copies the result. Workspace inside a step comes from a graph
+// arena, so the same key must mean the same op sequence and sizes: the key names the batch
+// shape, and every block table is padded to table_blocks blocks (the decode split is planned
+// for table_blocks * block_size tokens). Only decode rows (query_len 1), no MoE and no
+// collectives inside (StreamOrderedCommunicator refuses them there).
 //
 // Ops cannot return errors through the Backend interface: the first CUDA or cuBLAS error is
 // logged and kept, status() returns it, and Download fails loudly (logs) from then on.
@@ -13,9 +29,12 @@
 
 #include <cuda_runtime.h>
 
+#include <chrono>
 #include <map>
 #include <memory>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "engine/backend/backend.h"
 #include "engine/backend/cuda/device_allocator.h"
@@ -28,6 +47,9 @@ class CudaBackend : public Backend {
   struct Options {
     int device = 0;           // CUDA device ordinal
     bool allow_tf32 = false;  // fp32 GEMMs on TF32 tensor cores (faster, ~1e-3 error)
+    // How long Download/Synchronize wait for the stream before DeadlineExceeded (a dead peer
+    // rank leaves the collectives queued on it waiting).
+    std::chrono::milliseconds step_timeout{60000};
   };
 
   // Unavailable when the device does not exist (the message gives the count); Internal for
@@ -46,13 +68,22 @@ class CudaBackend : public Backend {
   Result<Buffer> Allocate(size_t count) override;
   void Upload(std::span<const float> host, float* dst) override;
   void Download(const float* src, std::span<float> host) override;
+  Result<Buffer> AllocateWeights(size_t count, DType dtype) override;
+  void UploadWeights(std::span<const float> host, Buffer& dst) override;
 
   void Embedding(const float* table, int64_t row_begin, int64_t rows, int hidden,
                  std::span<const int32_t> ids, float* out) override;
   void RmsNorm(const float* x, const float* weight, int64_t rows, int dim, float eps,
                float* out) override;
-  void Linear(const float* x, int64_t rows, int in_features, const float* w, int out_features,
+  void Linear(const float* x, int64_t rows, int in_features, WeightRef w, int out_features,
               float* out) override;
+  void ArgMax(const float* x, int64_t rows, int cols, int64_t index_offset, float* out) override;
+  void LinearMany(const float* x, int64_t rows, int in_features,
+                  std::span<const LinearOut> outs) override;
+  void AddRmsNorm(float* h, const float* delta, const float* weight, int64_t rows, int dim,
+                  float eps, float* out) override;
+  void HeadNormRope(float* x, std::span<const int32_t> positions, int heads, int head_dim,
+                    const float* weight, float eps, double theta) override;
   void Rope(float* x, std::span<const int32_t> positions, int heads, int head_dim,
             double theta) override;
   void Add(float* x, const float* y, size_t count) override;
@@ -65,16 +96,25 @@ class CudaBackend : public Backend {
   void Moe(const float* x, int64_t rows, int hidden, const float* router_logits,
            const MoeExperts& experts, float* out) override;
 
+  // Starts a graph step (see above). FailedPrecondition inside a step or after an error.
+  Status BeginGraph(const std::string& key, int table_blocks);
+  bool in_graph() const { return mode_ != Mode::kEager; }
+  size_t graph_count() const { return graphs_.size(); }
+
  private:
+  enum class Mode { kEager, kCapture, kReplay };
   explicit CudaBackend(const Options& options) : options_(options) {}
   // Copies host bytes to device scratch valid until the next Download/Synchronize.
   Result<void*> Stage(const void* host, size_t bytes);
+  // Stage, reusing an earlier copy of this step when the same host bytes at the same address
+  // were staged already (kept deterministic for graph replays: decided by address and size).
+  Result<void*> StageShared(const void* host, size_t bytes);
   template <typename T>
   Result<const T*> Stage(std::span<const T> host) {
-    SPARK_ASSIGN_OR_RETURN(void* p, Stage(host.data(), host.size_bytes()));
+    SPARK_ASSIGN_OR_RETURN(void* p, StageShared(host.data(), host.size_bytes()));
     return static_cast<const T*>(p);
   }
-  // Device scratch freed when the returned handle dies.
+  // Device scratch freed when the returned handle dies; not zeroed (the op overwrites it).
   Result<Buffer> Scratch(size_t bytes);
   void Record(const Status& s);
   void Activate();
@@ -84,6 +124,15 @@ class CudaBackend : public Backend {
   Status MoeImpl(const float* x, int64_t rows, int hidden, const float* router_logits,
                  const MoeExperts& experts, float* out);
   Result<const float*> InvFreq(int head_dim, double theta);
+  Status LinearImpl(const float* x, int64_t rows, int in_features, WeightRef w, int out_features,
+                    float* out);
+  // Graph steps: bump allocation from persistent chunks (same addresses for the same sequence).
+  Result<void*> ArenaAllocate(size_t bytes);
+  // Ends the step at its Download: capture/instantiate or replay, launch, wait, copy out.
+  Status FinishGraph(const float* src, std::span<float> host);
+  Status WaitStream(std::chrono::milliseconds timeout);
+  void ResetStaging();
+  bool launching() const { return mode_ != Mode::kReplay; }
 
   Options options_;
   cudaStream_t stream_ = nullptr;
@@ -96,8 +145,25 @@ class CudaBackend : public Backend {
   char* staging_device_ = nullptr;
   size_t staging_bytes_ = 0;
   size_t staging_used_ = 0;
+  struct Staged {
+    const void* host;
+    size_t bytes;
+    size_t offset;
+  };
+  std::vector<Staged> staged_;             // this step's staged spans (reset with staging_used_)
+  std::vector<int32_t> attention_packed_;  // the last PagedAttention metadata of this step
+  const int32_t* attention_device_ = nullptr;
   int32_t* counts_host_ = nullptr;  // pinned, for the MoE expert counts
   std::map<std::pair<int, double>, Buffer> inv_freq_;
+  // Graph state.
+  Mode mode_ = Mode::kEager;
+  std::string graph_key_;
+  int graph_table_blocks_ = 0;
+  std::map<std::string, std::pair<cudaGraphExec_t, size_t>> graphs_;  // key -> (exec, out bytes)
+  std::vector<std::pair<char*, size_t>> arena_;                       // chunks
+  size_t arena_chunk_ = 0, arena_used_ = 0;
+  char* graph_out_host_ = nullptr;  // pinned; a graph's Download lands here
+  size_t graph_out_bytes_ = 0;
 };
 
 }  // namespace spark::engine::backend::cuda

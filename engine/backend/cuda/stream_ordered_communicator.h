@@ -1,22 +1,26 @@
 // StreamOrderedCommunicator: puts a device communicator (NCCL) behind a CudaBackend so that the
 // model's collectives see finished data and may pass host or device pointers.
 //
-// The backend enqueues on its own stream and the communicator on its own, so before every
-// collective this waits for the backend's stream (CudaBackend::Synchronize). Host pointers
-// (the model gathers vocabulary-parallel logits and broadcasts small plans in host memory) are
-// copied to device scratch, sent through the inner communicator, and copied back.
+// Collectives of device memory are enqueued on the backend's stream, in order after the ops
+// that produced their input, with no host wait (the backend's next Download waits, within its
+// step_timeout). Host pointers (the model gathers vocabulary-parallel logits and broadcasts
+// small plans in host memory) wait for the backend, go through device scratch on the
+// communicator's own stream, and are copied back.
+// Inside a CUDA graph step of the backend collectives are refused (FailedPrecondition): captured
+// NCCL collectives stopped at a fixed replay on 2 x H200, so tensor-parallel steps run eagerly.
 // Thread-safety: as the wrapped communicator (one thread at a time).
 #pragma once
 
 #include "engine/backend/cuda/cuda_backend.h"
 #include "engine/comm/communicator.h"
+#include "engine/comm/nccl_communicator.h"
 
 namespace spark::engine::backend::cuda {
 
 class StreamOrderedCommunicator : public comm::Communicator {
  public:
   // Both must outlive this object; `inner` takes device pointers on backend's device.
-  StreamOrderedCommunicator(comm::Communicator* inner, CudaBackend* backend)
+  StreamOrderedCommunicator(comm::NcclCommunicator* inner, CudaBackend* backend)
       : inner_(inner), backend_(backend) {}
 
   int rank() const override { return inner_->rank(); }
@@ -28,7 +32,7 @@ class StreamOrderedCommunicator : public comm::Communicator {
   Status Barrier() override;
 
  private:
-  comm::Communicator* inner_;
+  comm::NcclCommunicator* inner_;
   CudaBackend* backend_;
 };
 

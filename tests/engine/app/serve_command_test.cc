@@ -150,8 +150,8 @@ class ServeTest : public testing::Test {
   }
 
   std::vector<std::string> ServeArgs(const std::vector<std::string>& extra) const {
-    std::vector<std::string> a = {"serve",         kModel, "--tokenizer",          kTokenizer,
-                                  "--port",        "0",    "--served-model-name", "tiny",
+    std::vector<std::string> a = {"serve",          kModel, "--tokenizer",         kTokenizer,
+                                  "--port",         "0",    "--served-model-name", "tiny",
                                   "--comm-timeout", "20"};
     a.insert(a.end(), extra.begin(), extra.end());
     return a;
@@ -166,10 +166,8 @@ class ServeTest : public testing::Test {
 
   // The greedy completion of the fixture's first prompt, checked against transformers.
   void ExpectGreedyCompletion(int port, const std::string& what) {
-    const nlohmann::json body = {{"model", "tiny"},
-                                 {"prompt", prompt_},
-                                 {"max_tokens", greedy_.size()},
-                                 {"temperature", 0}};
+    const nlohmann::json body = {
+        {"model", "tiny"}, {"prompt", prompt_}, {"max_tokens", greedy_.size()}, {"temperature", 0}};
     const ClientResponse r = HttpCall(port, "POST", "/v1/completions", body.dump(),
                                       {{"content-type", "application/json"}});
     ASSERT_EQ(r.status, 200) << what << ": " << r.body << r.error;
@@ -229,10 +227,10 @@ TEST_F(ServeTest, ChildRankProcessesGiveTheSameGreedyTokensAsOneRank) {
 
 TEST_F(ServeTest, IdleGroupOutlivesTheCommunicatorDeadline) {
   // Heartbeats every comm-timeout / 4 keep the idle worker inside its 3 s deadline.
-  EngineProcess serve({"serve", "--model", kModel, "--tokenizer", kTokenizer, "--port", "0",
-                       "--served-model-name", "tiny", "--tp", "2", "--threads", "2",
-                       "--comm-timeout", "3"},
-                      dir_ / "idle.err");
+  EngineProcess serve(
+      {"serve", "--model", kModel, "--tokenizer", kTokenizer, "--port", "0", "--served-model-name",
+       "tiny", "--tp", "2", "--threads", "2", "--comm-timeout", "3"},
+      dir_ / "idle.err");
   const int port = serve.WaitServing();
   ASSERT_GT(port, 0) << serve.err();
   std::this_thread::sleep_for(std::chrono::seconds(8));
@@ -245,8 +243,8 @@ TEST_F(ServeTest, SeparatelyStartedRanksServeAndShutDownTogether) {
   const fs::path worker_status = dir_ / "rank1.json";
   auto worker = Start("rank1", {"--tp", "2", "--rank", "1", "--master-port", master, "--threads",
                                 "1", "--status-file", worker_status.string()});
-  auto rank0 = Start("rank0", {"--tp", "2", "--rank", "0", "--master-port", master, "--threads",
-                               "1"});
+  auto rank0 =
+      Start("rank0", {"--tp", "2", "--rank", "0", "--master-port", master, "--threads", "1"});
   const int port = rank0->WaitServing();
   ASSERT_GT(port, 0) << rank0->err() << worker->err();
   EXPECT_EQ(WaitPhase(worker_status, "ready")["phase"], "ready");
@@ -286,8 +284,8 @@ TEST_F(ServeTest, WorkerWhoseRankZeroDiesExitsNamingItselfAndThePeer) {
   const fs::path worker_status = dir_ / "rank1.json";
   auto worker = Start("rank1", {"--tp", "2", "--rank", "1", "--master-port", master, "--threads",
                                 "1", "--status-file", worker_status.string()});
-  auto rank0 = Start("rank0", {"--tp", "2", "--rank", "0", "--master-port", master, "--threads",
-                               "1"});
+  auto rank0 =
+      Start("rank0", {"--tp", "2", "--rank", "0", "--master-port", master, "--threads", "1"});
   ASSERT_GT(rank0->WaitServing(), 0) << rank0->err() << worker->err();
   ASSERT_EQ(WaitPhase(worker_status, "ready")["phase"], "ready");
   kill(rank0->pid(), SIGKILL);
@@ -329,14 +327,12 @@ TEST_F(ServeTest, KilledChildRankMakesReadyFailNamingItThenTheServerExits) {
   EXPECT_NE(mine["message"].get<std::string>().find("rank 1"), std::string::npos) << mine;
   // After the grace period the server drains and exits non-zero for its supervisor.
   EXPECT_EQ(serve->Wait(std::chrono::seconds(30)), 2) << serve->err();
-  EXPECT_NE(serve->err().find("rank 1 was killed by signal 9"), std::string::npos)
-      << serve->err();
+  EXPECT_NE(serve->err().find("rank 1 was killed by signal 9"), std::string::npos) << serve->err();
 }
 
 TEST_F(ServeTest, StatusFileGoesThroughThePhasesAndEndsStopped) {
   const fs::path status = dir_ / "rank{rank}.json";
-  auto serve =
-      Start("phases", {"--tp", "2", "--threads", "2", "--status-file", status.string()});
+  auto serve = Start("phases", {"--tp", "2", "--threads", "2", "--status-file", status.string()});
   const int port = serve->WaitServing();
   ASSERT_GT(port, 0) << serve->err();
   const nlohmann::json r0 = WaitPhase(dir_ / "rank0.json", "ready");
@@ -378,6 +374,8 @@ TEST_F(ServeTest, BadFlagsAreRefusedPrecisely) {
       {{"--tp", "2", "--master-addr", "10.0.0.1"}, "--master-addr needs --rank"},
       {{"--tp", "2", "--rank", "1", "--master-port", "70000"}, "--master-port 70000"},
       {{"--block-size", "0"}, "--block-size must be >= 1"},
+      {{"--weight-dtype", "fp8"},
+       "--weight-dtype: unknown weight type 'fp8' (choose fp32 or bf16)"},
       {{"--status-file", "/nonexistent-dir/status.json"}, "/nonexistent-dir/status.json"},
   };
   for (const BadFlagCase& c : cases) {
@@ -385,8 +383,7 @@ TEST_F(ServeTest, BadFlagsAreRefusedPrecisely) {
     const int rc = serve->Wait(std::chrono::seconds(30));
     const std::string err = serve->err();
     EXPECT_EQ(rc, 2) << c.message << "\n" << err;
-    EXPECT_NE(err.find(c.message), std::string::npos) << "want '" << c.message << "' in:\n"
-                                                      << err;
+    EXPECT_NE(err.find(c.message), std::string::npos) << "want '" << c.message << "' in:\n" << err;
   }
 }
 

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <limits>
 #include <random>
 
 namespace spark::engine::backend::cpu {
@@ -181,6 +182,58 @@ TEST(CpuBackendTest, VocabParallelEmbeddingZeroesOtherRows) {
   std::vector<float> out(6, -1.0f);
   backend.Embedding(table.data(), 10, 2, 2, ids, out.data());
   EXPECT_EQ(out, (std::vector<float>{2, 2, 0, 0, 1, 1}));
+}
+
+TEST(CpuBackendTest, Bf16WeightsAreRoundedToNearestEvenAndWidenedExactly) {
+  CpuBackend backend(2);
+  // 1 + 2^-8 is a tie between 1 and 1 + 2^-7: even mantissa (1) wins; 1 + 3 * 2^-8 rounds up.
+  const std::vector<float> w = {1.0f + 1.0f / 256, 1.0f + 3.0f / 256, -2.5f, 1e-3f};
+  auto b = backend.AllocateWeights(w.size(), DType::kBF16);
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->dtype(), DType::kBF16);
+  Buffer moved = std::move(*b);  // the type travels with the memory
+  EXPECT_EQ(moved.dtype(), DType::kBF16);
+  *b = std::move(moved);
+  EXPECT_EQ(b->dtype(), DType::kBF16);
+  backend.UploadWeights(w, *b);
+  // Linear against identity rows reads the stored values back.
+  const std::vector<float> x = {1.0f};
+  std::vector<float> out(4);
+  backend.Linear(x.data(), 1, 1, b->weight(), 4, out.data());
+  EXPECT_EQ(out[0], 1.0f);
+  EXPECT_EQ(out[1], 1.0f + 4.0f / 256);
+  EXPECT_EQ(out[2], -2.5f);
+  EXPECT_NEAR(out[3], 1e-3f, 1e-5f);
+  EXPECT_NE(out[3], 1e-3f);
+}
+
+TEST(CpuBackendTest, ArgMaxPairsMergeAcrossVocabularySlices) {
+  CpuBackend backend(1);
+  // Two rows over a vocabulary of 6 split 3 + 3; row 1 ties across the slices.
+  const std::vector<float> left = {0.5f, 2.0f, -1.0f, 4.0f, 0.0f, 1.0f};
+  const std::vector<float> right = {1.0f, 3.0f, 2.5f, 4.0f, 4.0f, -9.0f};
+  std::vector<float> pairs(8);
+  backend.ArgMax(left.data(), 2, 3, 0, pairs.data());
+  backend.ArgMax(right.data(), 2, 3, 3, pairs.data() + 4);
+  EXPECT_EQ(pairs[0], 2.0f);
+  EXPECT_EQ(pairs[1], 1.0f);
+  EXPECT_EQ(pairs[7], 3.0f);  // the first of the tied columns, offset by 3
+  EXPECT_EQ(MergeArgMax(pairs, 2, 2), (std::vector<int32_t>{4, 0}));
+  EXPECT_EQ(MergeArgMax(std::span(pairs).first(4), 1, 2), (std::vector<int32_t>{1, 0}));
+  // A NaN anywhere in a row shows as the row's value; an empty slice is -inf.
+  const std::vector<float> broken = {1.0f, std::nanf(""), 0.5f};
+  backend.ArgMax(broken.data(), 1, 3, 0, pairs.data());
+  EXPECT_TRUE(std::isnan(pairs[0]));
+  backend.ArgMax(broken.data(), 1, 0, 0, pairs.data());
+  EXPECT_EQ(pairs[0], -std::numeric_limits<float>::infinity());
+}
+
+TEST(CpuBackendTest, WeightTypeNames) {
+  EXPECT_EQ(*ParseDType("bf16"), DType::kBF16);
+  EXPECT_EQ(*ParseDType("fp32"), DType::kF32);
+  auto bad = ParseDType("fp8");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("fp32 or bf16"), std::string::npos);
 }
 
 }  // namespace

@@ -124,6 +124,129 @@ TEST_F(CudaBackendTest, LinearAndRopeMatchCpu) {
   EXPECT_LT(RelL2(Get(gq), q), 1e-5);
 }
 
+// bf16 weights: the GEMV (1..4 rows, fp32 activations) equals the CPU backend's Linear over the
+// same rounded weights to fp32 accuracy; more rows go through the bf16 tensor-core GEMM, which
+// rounds the activations too (bf16 tolerance).
+TEST_F(CudaBackendTest, Bf16LinearMatchesCpuOnRoundedWeights) {
+  const int in = 4096 + 8, out = 333;
+  const auto w = Random(size_t{out} * in, 21);
+  auto cw = cpu_.AllocateWeights(w.size(), DType::kBF16);
+  auto gw = gpu_->AllocateWeights(w.size(), DType::kBF16);
+  ASSERT_TRUE(cw.ok() && gw.ok());
+  cpu_.UploadWeights(w, *cw);
+  gpu_->UploadWeights(w, *gw);
+  for (int rows : {1, 2, 3, 4, 9}) {
+    const auto x = Random(static_cast<size_t>(rows) * in, 22 + rows);
+    std::vector<float> want(static_cast<size_t>(rows) * out);
+    cpu_.Linear(x.data(), rows, in, cw->weight(), out, want.data());
+    Buffer gx = Put(x), gout = Put(std::vector<float>(static_cast<size_t>(rows) * out));
+    gpu_->Linear(gx.data(), rows, in, gw->weight(), out, gout.data());
+    EXPECT_LT(RelL2(Get(gout), want), rows <= 4 ? 1e-5 : 1e-2) << rows << " rows";
+  }
+  // The rounding is real: fp32 weights give a different result.
+  const auto x = Random(in, 30);
+  std::vector<float> exact(out), rounded(out);
+  cpu_.Linear(x.data(), 1, in, w.data(), out, exact.data());
+  cpu_.Linear(x.data(), 1, in, cw->weight(), out, rounded.data());
+  EXPECT_GT(RelL2(rounded, exact), 1e-4);
+}
+
+// The fusions against the CPU backend's unfused defaults: q/k/v through one GEMV launch,
+// residual add + RMSNorm, per-head RMSNorm + RoPE (head_dim 64, 128, 256).
+TEST_F(CudaBackendTest, FusedOpsMatchCpuDefaults) {
+  const int in = 512, rows = 3;
+  const int n[3] = {256, 64, 64};
+  const auto x = Random(rows * in, 50);
+  Buffer gx = Put(x);
+  std::vector<Buffer> cw, gw, gout;
+  std::vector<std::vector<float>> want(3);
+  std::vector<LinearOut> couts, gouts;
+  for (int i = 0; i < 3; ++i) {
+    const auto w = Random(static_cast<size_t>(n[i]) * in, 51 + i);
+    cw.push_back(*cpu_.AllocateWeights(w.size(), DType::kBF16));
+    gw.push_back(*gpu_->AllocateWeights(w.size(), DType::kBF16));
+    cpu_.UploadWeights(w, cw.back());
+    gpu_->UploadWeights(w, gw.back());
+    want[i].resize(rows * n[i]);
+    gout.push_back(Put(std::vector<float>(rows * n[i])));
+  }
+  for (int i = 0; i < 3; ++i) {
+    couts.push_back({cw[i].weight(), n[i], want[i].data()});
+    gouts.push_back({gw[i].weight(), n[i], gout[i].data()});
+  }
+  cpu_.LinearMany(x.data(), rows, in, couts);
+  gpu_->LinearMany(gx.data(), rows, in, gouts);
+  for (int i = 0; i < 3; ++i) EXPECT_LT(RelL2(Get(gout[i]), want[i]), 1e-5) << "output " << i;
+
+  const int dim = 4096;
+  auto h = Random(rows * dim, 60);
+  const auto delta = Random(rows * dim, 61), nw = Random(dim, 62);
+  Buffer gh = Put(h), gd = Put(delta), gnw = Put(nw), gnorm = Put(std::vector<float>(rows * dim));
+  std::vector<float> norm(rows * dim);
+  cpu_.AddRmsNorm(h.data(), delta.data(), nw.data(), rows, dim, 1e-6f, norm.data());
+  gpu_->AddRmsNorm(gh.data(), gd.data(), gnw.data(), rows, dim, 1e-6f, gnorm.data());
+  EXPECT_LT(RelL2(Get(gh), h), 1e-7);
+  EXPECT_LT(RelL2(Get(gnorm), norm), 1e-5);
+
+  for (int hd : {64, 128, 256}) {
+    const int heads = 5;
+    const std::vector<int32_t> pos = {0, 7, 300, 40000};
+    auto q = Random(pos.size() * heads * hd, 70 + hd);
+    const auto qw = Random(hd, 71 + hd);
+    Buffer gq = Put(q), gqw = Put(qw);
+    cpu_.HeadNormRope(q.data(), pos, heads, hd, qw.data(), 1e-6f, 1e6);
+    gpu_->HeadNormRope(gq.data(), pos, heads, hd, gqw.data(), 1e-6f, 1e6);
+    EXPECT_LT(RelL2(Get(gq), q), 1e-5) << "head_dim " << hd;
+  }
+}
+
+TEST_F(CudaBackendTest, ArgMaxMatchesCpuWithTiesAndOffset) {
+  const int rows = 5, cols = 151936 / 4;
+  auto x = Random(size_t{rows} * cols, 31);
+  x[1 * cols + 7] = x[1 * cols + 9000] = 50.0f;  // tie: the lower column wins
+  x[3 * cols + cols - 1] = 60.0f;                // the last column
+  std::vector<float> want(rows * 2);
+  cpu_.ArgMax(x.data(), rows, cols, 1000, want.data());
+  Buffer gx = Put(x), gout = Put(std::vector<float>(rows * 2));
+  gpu_->ArgMax(gx.data(), rows, cols, 1000, gout.data());
+  EXPECT_EQ(Get(gout), want);
+  EXPECT_EQ(want[3], 1007.0f);
+  EXPECT_EQ(want[7], 1000.0f + cols - 1);
+}
+
+// A graph step stages its host inputs again on every replay: the embedding ids of each step
+// must show in its result, and steps of another shape get their own graph.
+TEST_F(CudaBackendTest, GraphStepsReplayWithNewInputs) {
+  const int hidden = 64, rows = 50;
+  const auto table = Random(rows * hidden, 40);
+  Buffer gt = Put(table);
+  std::vector<float> want(2 * hidden);
+  for (int step = 0; step < 6; ++step) {
+    const int n = step < 4 ? 2 : 1;
+    const std::vector<int32_t> ids = {step * 3, step * 5 + 1};
+    ASSERT_TRUE(gpu_->BeginGraph("embed-" + std::to_string(n), 1).ok());
+    auto out = gpu_->Allocate(n * hidden);
+    ASSERT_TRUE(out.ok());
+    gpu_->Embedding(gt.data(), 0, rows, hidden, std::span(ids).first(n), out->data());
+    std::vector<float> got(n * hidden);
+    gpu_->Download(out->data(), got);
+    ASSERT_TRUE(gpu_->status().ok()) << gpu_->status().message();
+    cpu_.Embedding(table.data(), 0, rows, hidden, std::span(ids).first(n), want.data());
+    EXPECT_TRUE(std::equal(got.begin(), got.end(), want.begin())) << "step " << step;
+  }
+  EXPECT_EQ(gpu_->graph_count(), 2u);
+  // A step that ends without its Download is refused before the next starts.
+  ASSERT_TRUE(gpu_->BeginGraph("open", 1).ok());
+  EXPECT_FALSE(gpu_->BeginGraph("again", 1).ok());
+  auto out = gpu_->Allocate(hidden);
+  ASSERT_TRUE(out.ok());
+  const std::vector<int32_t> one = {3};
+  gpu_->Embedding(gt.data(), 0, rows, hidden, one, out->data());
+  std::vector<float> got(hidden);
+  gpu_->Download(out->data(), got);
+  EXPECT_TRUE(gpu_->status().ok()) << gpu_->status().message();
+}
+
 // Prefill of three sequences (one continuing a cached prefix), then a decode step of each
 // with long contexts; block ids scrambled. WriteKv then PagedAttention, as the model does.
 TEST_F(CudaBackendTest, KvWriteAndPagedAttentionMatchCpu) {

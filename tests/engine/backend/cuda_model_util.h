@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -47,6 +48,13 @@ inline double RelError(const float* ours, const std::vector<std::vector<float>>&
   return diff / top;
 }
 
+// How decode steps pick their tokens: argmax of Forward's logits on the host (default), or
+// Model::ForwardArgMax, with before_step(live sequences) run first (e.g. to open a CUDA graph).
+struct DecodeOptions {
+  bool argmax = false;
+  std::function<void(int live)> before_step;
+};
+
 struct ModelRun {
   std::vector<float> prefill_logits;         // every prompt token of every case
   std::vector<std::vector<int32_t>> tokens;  // greedy continuation per case
@@ -55,7 +63,8 @@ struct ModelRun {
 // Prefills all prompts in one batch (scrambled block ids), then decodes them together.
 inline ModelRun RunModel(const std::string& dir, backend::Backend& backend,
                          const std::vector<Case>& cases, int eos,
-                         comm::Communicator* comm = nullptr, const ModelOptions& options = {}) {
+                         comm::Communicator* comm = nullptr, const ModelOptions& options = {},
+                         const DecodeOptions& decode_options = {}) {
   ModelRun run;
   auto model = LoadModel(dir, backend, comm, options);
   EXPECT_TRUE(model.ok()) << model.status().message();
@@ -92,6 +101,15 @@ inline ModelRun RunModel(const std::string& dir, backend::Backend& backend,
       decode.AddSequence(std::span(&run.tokens[i].back(), 1), cached, tables[i], kBlockSize);
     }
     if (live.empty()) break;
+    if (decode_options.argmax) {
+      if (decode_options.before_step) decode_options.before_step(static_cast<int>(live.size()));
+      std::vector<int32_t> ids;
+      s = (*model)->ForwardArgMax(decode, *cache, &ids);
+      EXPECT_TRUE(s.ok()) << s.message();
+      if (!s.ok()) break;
+      for (size_t k = 0; k < live.size(); ++k) run.tokens[live[k]].push_back(ids[k]);
+      continue;
+    }
     std::vector<float> logits;
     s = (*model)->Forward(decode, *cache, &logits);
     EXPECT_TRUE(s.ok()) << s.message();

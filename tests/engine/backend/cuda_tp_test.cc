@@ -58,13 +58,22 @@ TEST_P(CudaTensorParallelTest, TwoGpusMatchOneGpu) {
         ASSERT_TRUE(c.ok()) << c.status().message();
         mine = std::move(*c);
       }
-      auto gpu = backend::cuda::CudaBackend::Create({.device = r});
+      // A step that waits on a stuck peer fails in 20 s rather than hang the test.
+      auto gpu = backend::cuda::CudaBackend::Create(
+          {.device = r, .step_timeout = std::chrono::seconds(20)});
       ASSERT_TRUE(gpu.ok()) << gpu.status().message();
       auto nccl = comm::NcclCommunicator::Create(*mine, r, "tp-test", std::chrono::seconds(60));
       ASSERT_TRUE(nccl.ok()) << nccl.status().message();
       backend::cuda::StreamOrderedCommunicator ordered(nccl->get(), gpu->get());
       runs[r] = RunModel(dir, **gpu, cases, eos, &ordered, {{r, kWorld}, GetParam().moe});
       EXPECT_TRUE((*gpu)->Synchronize().ok()) << (*gpu)->status().message();
+      // Collectives are refused inside a graph step (see stream_ordered_communicator.cc).
+      ASSERT_TRUE((*gpu)->BeginGraph("tp-refused", kBlocksPerSeq).ok());
+      auto scratch = (*gpu)->Allocate(4);
+      ASSERT_TRUE(scratch.ok());
+      EXPECT_EQ(ordered.AllReduceSum(scratch->data(), 4).code(), StatusCode::kFailedPrecondition);
+      std::vector<float> out(4);
+      (*gpu)->Download(scratch->data(), out);
     });
   }
   for (auto& t : threads) t.join();

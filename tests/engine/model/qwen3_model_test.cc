@@ -157,6 +157,49 @@ TEST_P(Qwen3ModelTest, MatchesTransformersLogitsAndGreedyTokens) {
   std::printf("%s: max relative logit error %.3g\n", GetParam().c_str(), err);
 }
 
+// ForwardArgMax (the argmax where the logits live) gives the ids of Forward's logits, for the
+// last token of each sequence and for every token.
+TEST_P(Qwen3ModelTest, ForwardArgMaxMatchesForwardLogits) {
+  const Fixture f = LoadFixture(GetParam());
+  backend::cpu::CpuBackend backend(2);
+  Engine e = MakeEngine(f.dir, backend, nullptr, {});
+  ASSERT_NE(e.model, nullptr);
+  const int vocab = e.model->config().vocab_size;
+  for (bool all : {false, true}) {
+    ForwardBatch batch;
+    batch.all_logits = all;
+    for (const Case& c : f.cases) batch.AddSequence(c.prompt, 0, e.Blocks(12), Engine::kBlockSize);
+    std::vector<float> logits;
+    std::vector<int32_t> ids;
+    ASSERT_TRUE(e.model->Forward(batch, *e.cache, &logits).ok());
+    ASSERT_TRUE(e.model->ForwardArgMax(batch, *e.cache, &ids).ok());
+    ASSERT_EQ(ids.size(), static_cast<size_t>(batch.num_logit_rows()));
+    for (size_t r = 0; r < ids.size(); ++r) {
+      EXPECT_EQ(ids[r], Argmax(&logits[r * vocab], vocab)) << "row " << r << " all " << all;
+    }
+  }
+}
+
+// The same checkpoint with bf16 Linear weights in backend memory (the CPU backend widens them
+// per call): logits within bf16 tolerance of transformers', and really rounded.
+TEST_P(Qwen3ModelTest, Bf16WeightTypeStaysWithinBf16Tolerance) {
+  const Fixture f = LoadFixture(GetParam());
+  backend::cpu::CpuBackend backend(2);
+  ModelOptions options;
+  options.weight_dtype = backend::DType::kBF16;
+  Engine e = MakeEngine(f.dir, backend, nullptr, options);
+  ASSERT_NE(e.model, nullptr);
+  const Case& c = f.cases.back();
+  ForwardBatch batch;
+  batch.all_logits = true;
+  batch.AddSequence(c.prompt, 0, e.Blocks(12), Engine::kBlockSize);
+  std::vector<float> logits;
+  ASSERT_TRUE(e.model->Forward(batch, *e.cache, &logits).ok());
+  const double err = RelError(logits, c.logits);
+  EXPECT_LT(err, 5e-2);
+  EXPECT_GT(err, 1e-6);
+}
+
 TEST_P(Qwen3ModelTest, ChunkedPrefillMatchesOneShot) {
   const Fixture f = LoadFixture(GetParam());
   backend::cpu::CpuBackend backend(2);

@@ -121,6 +121,49 @@ INSTANTIATE_TEST_SUITE_P(Configs, EngineGreedyTest,
                                            Config{"preempt_nochunk", true, false, 64, 14, 16}),
                          [](const auto& info) { return std::string(info.param.name); });
 
+// With argmax plans, all-greedy steps ask the runner for ids only and give the same tokens;
+// a step that samples one non-greedy sequence goes out as a plain plan again.
+TEST(EngineTest, ArgMaxPlansForAllGreedyStepsOnly) {
+  const Config c{"argmax", true, true, 16, 256, 16};
+  FakeModelRunner runner(kVocab, c.num_blocks, kBlockSize);
+  EngineOptions options = Options(c);
+  options.argmax_plans = true;
+  auto engine = Engine::Create(options, &runner);
+  ASSERT_TRUE(engine.ok());
+  const auto out = RunAll(**engine, 12);
+  const auto prompts = Workload();
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_EQ(out.at(i), FakeModelRunner::ReferenceGreedy(prompts[i], 12, kVocab)) << "req " << i;
+  }
+  int argmax = 0;
+  for (const StepPlan& plan : runner.plans()) {
+    if (plan.num_logits_rows() > 0) {
+      EXPECT_EQ(plan.command, StepCommand::kRunArgMax);
+      ++argmax;
+    }
+  }
+  EXPECT_GT(argmax, 0);
+
+  FakeModelRunner mixed_runner(kVocab, c.num_blocks, kBlockSize);
+  auto mixed = Engine::Create(options, &mixed_runner);
+  ASSERT_TRUE(mixed.ok());
+  SamplingParams greedy, sampled, logprobs;
+  greedy.temperature = 0.0f;
+  sampled.temperature = 0.7f;
+  logprobs.temperature = 0.0f;
+  logprobs.logprobs = true;
+  ASSERT_TRUE((*mixed)->AddRequest(1, Prompt(5, 1), greedy).ok());
+  ASSERT_TRUE((*mixed)->AddRequest(2, Prompt(5, 2), sampled).ok());
+  MustStep(**mixed);
+  EXPECT_EQ(mixed_runner.plans().back().command, StepCommand::kRun);
+  FakeModelRunner lp_runner(kVocab, c.num_blocks, kBlockSize);
+  auto with_logprobs = Engine::Create(options, &lp_runner);
+  ASSERT_TRUE(with_logprobs.ok());
+  ASSERT_TRUE((*with_logprobs)->AddRequest(3, Prompt(5, 3), logprobs).ok());
+  MustStep(**with_logprobs);
+  EXPECT_EQ(lp_runner.plans().back().command, StepCommand::kRun);
+}
+
 TEST(EngineTest, SmallCachePreemptsAndStillMatches) {
   const Config c{"preempt", true, true, 16, 14, 16};
   FakeModelRunner runner(kVocab, c.num_blocks, kBlockSize);

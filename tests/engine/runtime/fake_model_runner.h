@@ -35,6 +35,10 @@ class FakeModelRunner : public ModelRunner {
         SPARK_ASSIGN_OR_RETURN(size_t slot, Slot(e, pos));
         history.push_back(cache_[slot]);
       }
+      if (plan.command == StepCommand::kRunArgMax) {  // the id only, as ModelStepRunner does
+        logits.push_back(static_cast<float>(NextToken(history, vocab_)));
+        continue;
+      }
       std::vector<float> row(vocab_, 0.0f);
       row[NextToken(history, vocab_)] = 10.0f;
       logits.insert(logits.end(), row.begin(), row.end());

@@ -34,6 +34,17 @@ TEST(StepPlanTest, ShutdownRoundTrips) {
   EXPECT_EQ(back->command, StepCommand::kShutdown);
 }
 
+TEST(StepPlanTest, ArgMaxCommandRoundTripsAndUnknownCommandsAreDataLoss) {
+  StepPlan plan = Example();
+  plan.command = StepCommand::kRunArgMax;
+  auto back = StepPlan::Deserialize(plan.Serialize());
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(*back, plan);
+  std::vector<uint8_t> bytes = plan.Serialize();
+  bytes[4] = 3;  // the command byte, after the 4-byte magic
+  EXPECT_EQ(StepPlan::Deserialize(bytes).status().code(), StatusCode::kDataLoss);
+}
+
 TEST(StepPlanTest, EveryTruncationIsDataLoss) {
   const std::vector<uint8_t> bytes = Example().Serialize();
   for (size_t n = 0; n < bytes.size(); ++n) {

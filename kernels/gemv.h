@@ -1,0 +1,37 @@
+// Skinny GEMMs for decode: out[r, n] = x[r, k] * w[n, k]^T for a handful of fp32 rows x and bf16
+// weights w [n, k] row-major (a Linear layer's layout). A decode step is a pass over the
+// weights, so the kernel streams each weight row once with 16-byte loads (one warp per output
+// feature, all rows at once) and accumulates in fp32; x stays fp32 (no rounding of the
+// activations, unlike a bf16 tensor-core GEMM).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "base/status.h"
+
+namespace spark::kernels {
+
+// Rows the GEMV serves; more rows go to a tensor-core GEMM (gemm.h).
+constexpr int kGemvMaxRows = 4;
+
+// InvalidArgument when rows is outside [1, kGemvMaxRows] or k is not a multiple of 8; x and w
+// 16-byte aligned.
+Status GemvBf16(const float* x, int64_t rows, int k, const __nv_bfloat16* w, int n, float* out,
+                cudaStream_t stream);
+
+// Up to kGemvMaxSegments weight matrices of the same input in one launch (q, k and v):
+// out[i][r, n] = x[r, :] * w[i][n, :]^T for n < n[i].
+constexpr int kGemvMaxSegments = 4;
+struct GemvSegments {
+  int count = 0;
+  const __nv_bfloat16* w[kGemvMaxSegments] = {};
+  float* out[kGemvMaxSegments] = {};
+  int n[kGemvMaxSegments] = {};
+};
+Status GemvBf16Many(const float* x, int64_t rows, int k, const GemvSegments& segments,
+                    cudaStream_t stream);
+
+}  // namespace spark::kernels
