@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The CUDA backend benchmark in one command, on this machine's GPUs (two for the TP=2 figure):
+#   1. spark-decode-bench: our engine end to end on a Qwen3-8B-shaped bf16 model (decode b1/b32
+#      in CUDA graphs, TP=2, 8K prefill) with copy bandwidth and bf16 GEMM peak of the same GPU;
+#   2. spark-kernel-bench + PyTorch SDPA: paged decode attention bandwidth and prefill attention;
+#   3. the peer, ../shared/bench/peer_torch_decode.py (torch.compile, CUDA graphs), same job;
+# then writes bench/results/cuda_backend.json (or the path given) with the ratios and the raw
+# figures behind them. Usage: bench/engine/cuda_backend.sh [OUT.json]
+# Env: SPARK_BUILD_DIR (default build), PEER (the peer script's path), DECODE_ARGS (extra
+# spark-decode-bench flags, e.g. --profile), TP_ARGS (flags of the TP=2 run, e.g. --tp-graphs),
+# TP_TIMEOUT (seconds, default 300).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+bin="${SPARK_BUILD_DIR:-build}/bin"
+peer="${PEER:-../shared/bench/peer_torch_decode.py}"
+out="${1:-bench/results/cuda_backend.json}"
+for b in spark-decode-bench spark-kernel-bench; do
+  [ -x "$bin/$b" ] || { echo "cuda_backend.sh: $bin/$b not found; build with CUDA first (SPARK_CUDA=ON ./scripts/build.sh)" >&2; exit 2; }
+done
+[ -f "$peer" ] || { echo "cuda_backend.sh: peer script $peer not found (set PEER)" >&2; exit 2; }
+# PARTS keeps the pieces (default: a temporary folder), so a failed step leaves the others.
+tmp="${PARTS:-$(mktemp -d)}"
+mkdir -p "$tmp"
+[ -n "${PARTS:-}" ] || trap 'rm -rf "$tmp"' EXIT
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader >&2 || true
+echo "== engine on one GPU (spark-decode-bench)" >&2
+"$bin/spark-decode-bench" --tp 1 --json "$tmp/decode.json" ${DECODE_ARGS:-}
+echo "== kernels (spark-kernel-bench, PyTorch SDPA)" >&2
+"$bin/spark-kernel-bench" --json "$tmp/kernels.json" > "$tmp/kernels.txt"
+python3 bench/kernels/sdpa_peer.py "$tmp/kernels.json"
+echo "== peer ($peer)" >&2
+python3 "$peer" "$tmp/peer.json"
+gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
+if [ "$gpus" -ge 2 ]; then
+  echo "== engine at TP=2 (spark-decode-bench)" >&2
+  timeout "${TP_TIMEOUT:-300}" "$bin/spark-decode-bench" --tp 2 --tp-only --prefill 0 ${TP_ARGS:-} \
+    --json "$tmp/decode_tp2.json" || echo "cuda_backend.sh: the TP=2 run failed (rc $?)" >&2
+fi
+mkdir -p "$(dirname "$out")"
+python3 bench/engine/cuda_backend_merge.py "$tmp" "$out"

@@ -1,0 +1,571 @@
+// spark-decode-bench: the engine's CUDA backend on a Qwen3-8B-shaped model with random weights
+// (bf16 Linear weights generated on the GPU), end to end through Qwen3Model: greedy decode
+// tokens/s at each batch size (CUDA graphs, and eagerly for comparison), the same at TP=2 on
+// two GPUs over NCCL, and one 8K-token prefill. Ceilings measured in the same run on GPU 0:
+// device-to-device copy bandwidth and cuBLASLt's bf16 GEMM throughput at 8192^3.
+// Decode follows ../shared/bench/peer_torch_decode.py: a 64-token prompt per sequence, 16
+// warm-up steps, then --steps timed steps (wall clock, host work included).
+// Prints a table; --json writes every figure (bench/engine/cuda_backend.sh merges it).
+#include <cuda_runtime.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/backend/cuda/cuda_backend.h"
+#include "engine/backend/cuda/stream_ordered_communicator.h"
+#include "engine/comm/nccl_communicator.h"
+#include "engine/comm/rendezvous.h"
+#include "engine/core/model_config.h"
+#include "engine/model/qwen3_model.h"
+#include "kernels/elementwise.h"
+#include "kernels/gemm.h"
+
+namespace spark::engine {
+namespace {
+
+using backend::Buffer;
+using backend::DType;
+using backend::cuda::CudaBackend;
+using Clock = std::chrono::steady_clock;
+
+constexpr char kQwen3_8B[] = R"({
+  "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 4096,
+  "intermediate_size": 12288, "num_hidden_layers": 36, "num_attention_heads": 32,
+  "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 151936, "rms_norm_eps": 1e-6,
+  "rope_theta": 1000000.0, "max_position_embeddings": 40960, "tie_word_embeddings": false
+})";
+constexpr int kBlockSize = 16;
+constexpr int kMaxLen = 1024;  // the peer's static cache length
+constexpr int kTableBlocks = kMaxLen / kBlockSize;
+constexpr int kPrompt = 64, kWarmup = 16;
+
+void Check(const Status& s, const char* what) {
+  if (!s.ok()) {
+    std::fprintf(stderr, "%s: %s\n", what, s.message().c_str());
+    std::exit(2);
+  }
+}
+template <typename T>
+T Take(Result<T> r, const char* what) {
+  Check(r.status(), what);
+  return std::move(r).value();
+}
+void Cuda(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) {
+    std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(e));
+    std::exit(2);
+  }
+}
+
+// Weights of one rank, uniform in +-0.0346 (std 0.02, the peer's init), norms at 1.
+struct RandomModel {
+  model::Qwen3Weights weights;
+  int64_t streamed_bytes = 0;  // what one decode step reads: matrices, norms, one embedding row
+};
+
+RandomModel MakeWeights(const core::ModelConfig& c, const model::TpShard& shard, CudaBackend& b) {
+  RandomModel m;
+  model::Qwen3Weights& w = m.weights;
+  w.heads = shard.Heads(c);
+  w.kv_heads = shard.KvHeads(c);
+  w.vocab = shard.Vocab(c.vocab_size);
+  w.dense_inter = static_cast<int>(shard.Even(c.intermediate_size).size);
+  uint64_t seed = 1000 + shard.rank;
+  auto make = [&](int64_t rows, int64_t cols, DType dtype, bool ones, bool streamed) {
+    Buffer buf = Take(b.AllocateWeights(rows * cols, dtype), "allocate weights");
+    const float lo = ones ? 1.0f : -0.0346f, hi = ones ? 1.0f : 0.0346f;
+    Status s = dtype == DType::kBF16
+                   ? kernels::FillUniform(static_cast<__nv_bfloat16*>(buf.raw()), rows * cols,
+                                          ++seed, lo, hi, b.stream())
+                   : kernels::FillUniform(buf.data(), rows * cols, ++seed, lo, hi, b.stream());
+    Check(s, "fill weights");
+    if (streamed) m.streamed_bytes += rows * cols * static_cast<int64_t>(DTypeBytes(dtype));
+    return buf;
+  };
+  const int64_t hidden = c.hidden_size, hd = c.head_dim;
+  const int64_t q = w.heads.size * hd, kv = w.kv_heads.size * hd, inter = w.dense_inter;
+  w.embed = make(w.vocab.size, hidden, DType::kF32, false, false);
+  m.streamed_bytes += hidden * 4;  // the one row a token reads
+  w.lm_head = make(w.vocab.size, hidden, DType::kBF16, false, true);
+  w.final_norm = make(1, hidden, DType::kF32, true, true);
+  for (int i = 0; i < c.num_layers; ++i) {
+    model::Qwen3LayerWeights l;
+    l.input_norm = make(1, hidden, DType::kF32, true, true);
+    l.post_attention_norm = make(1, hidden, DType::kF32, true, true);
+    l.q = make(q, hidden, DType::kBF16, false, true);
+    l.k = make(kv, hidden, DType::kBF16, false, true);
+    l.v = make(kv, hidden, DType::kBF16, false, true);
+    l.q_norm = make(1, hd, DType::kF32, true, true);
+    l.k_norm = make(1, hd, DType::kF32, true, true);
+    l.o = make(hidden, q, DType::kBF16, false, true);
+    l.gate_up = make(2 * inter, hidden, DType::kBF16, false, true);
+    l.down = make(hidden, inter, DType::kBF16, false, true);
+    w.layers.push_back(std::move(l));
+  }
+  Check(b.Synchronize(), "fill weights");
+  return m;
+}
+
+// --profile: forwards every op to the CUDA backend and times it with CUDA events (waiting after
+// each op), so one eager step shows where the GPU time goes, per op and shape.
+class TimingBackend : public backend::Backend {
+ public:
+  explicit TimingBackend(CudaBackend& inner) : inner_(inner) {
+    Cuda(cudaEventCreate(&a_), "event");
+    Cuda(cudaEventCreate(&b_), "event");
+  }
+  std::string name() const override { return "timed " + inner_.name(); }
+  Result<Buffer> Allocate(size_t count) override { return inner_.Allocate(count); }
+  Result<Buffer> AllocateWeights(size_t count, DType dtype) override {
+    return inner_.AllocateWeights(count, dtype);
+  }
+  void Upload(std::span<const float> host, float* dst) override { inner_.Upload(host, dst); }
+  void UploadWeights(std::span<const float> host, Buffer& dst) override {
+    inner_.UploadWeights(host, dst);
+  }
+  void Download(const float* src, std::span<float> host) override { inner_.Download(src, host); }
+  void Embedding(const float* table, int64_t row_begin, int64_t rows, int hidden,
+                 std::span<const int32_t> ids, float* out) override {
+    Time("Embedding", 0, [&] { inner_.Embedding(table, row_begin, rows, hidden, ids, out); });
+  }
+  void RmsNorm(const float* x, const float* weight, int64_t rows, int dim, float eps,
+               float* out) override {
+    Time("RmsNorm " + std::to_string(rows) + "x" + std::to_string(dim), 8.0 * rows * dim,
+         [&] { inner_.RmsNorm(x, weight, rows, dim, eps, out); });
+  }
+  void Linear(const float* x, int64_t rows, int in, backend::WeightRef w, int out_f,
+              float* out) override {
+    Time("Linear " + std::to_string(rows) + "x" + std::to_string(in) + "->" +
+             std::to_string(out_f) + " " + DTypeName(w.dtype),
+         double(in) * out_f * DTypeBytes(w.dtype),
+         [&] { inner_.Linear(x, rows, in, w, out_f, out); });
+  }
+  void Rope(float* x, std::span<const int32_t> positions, int heads, int head_dim,
+            double theta) override {
+    Time("Rope", 0, [&] { inner_.Rope(x, positions, heads, head_dim, theta); });
+  }
+  void Add(float* x, const float* y, size_t count) override {
+    Time("Add", 12.0 * count, [&] { inner_.Add(x, y, count); });
+  }
+  void SiluMul(const float* gate_up, int64_t rows, int inter, float* out) override {
+    Time("SiluMul", 12.0 * rows * inter, [&] { inner_.SiluMul(gate_up, rows, inter, out); });
+  }
+  void WriteKv(const float* k, const float* v, std::span<const int64_t> slots, int kv_width,
+               float* k_cache, float* v_cache) override {
+    Time("WriteKv", 0, [&] { inner_.WriteKv(k, v, slots, kv_width, k_cache, v_cache); });
+  }
+  void PagedAttention(const float* q, std::span<const backend::AttentionSequence> sequences,
+                      const float* k_cache, const float* v_cache,
+                      const backend::AttentionShape& shape, float* out) override {
+    double bytes = 0;
+    for (const auto& seq : sequences)
+      bytes += 8.0 * seq.context_len * shape.num_kv_heads * shape.head_dim;
+    Time("PagedAttention", bytes,
+         [&] { inner_.PagedAttention(q, sequences, k_cache, v_cache, shape, out); });
+  }
+  void Moe(const float* x, int64_t rows, int hidden, const float* router_logits,
+           const backend::MoeExperts& experts, float* out) override {
+    Time("Moe", 0, [&] { inner_.Moe(x, rows, hidden, router_logits, experts, out); });
+  }
+  void ArgMax(const float* x, int64_t rows, int cols, int64_t index_offset, float* out) override {
+    Time("ArgMax", 4.0 * rows * cols, [&] { inner_.ArgMax(x, rows, cols, index_offset, out); });
+  }
+  void LinearMany(const float* x, int64_t rows, int in,
+                  std::span<const backend::LinearOut> outs) override {
+    std::string name = "LinearMany " + std::to_string(rows) + "x" + std::to_string(in) + "->";
+    double bytes = 0;
+    for (const auto& o : outs) {
+      name += std::to_string(o.out_features) + (&o == &outs.back() ? "" : "+");
+      bytes += double(in) * o.out_features * DTypeBytes(o.w.dtype);
+    }
+    Time(name, bytes, [&] { inner_.LinearMany(x, rows, in, outs); });
+  }
+  void AddRmsNorm(float* h, const float* delta, const float* weight, int64_t rows, int dim,
+                  float eps, float* out) override {
+    Time("AddRmsNorm " + std::to_string(rows) + "x" + std::to_string(dim), 16.0 * rows * dim,
+         [&] { inner_.AddRmsNorm(h, delta, weight, rows, dim, eps, out); });
+  }
+  void HeadNormRope(float* x, std::span<const int32_t> positions, int heads, int head_dim,
+                    const float* weight, float eps, double theta) override {
+    Time("HeadNormRope " + std::to_string(heads) + "x" + std::to_string(head_dim), 0,
+         [&] { inner_.HeadNormRope(x, positions, heads, head_dim, weight, eps, theta); });
+  }
+
+  // Rows sorted by total time: op, calls, total us, mean us, GB/s (where bytes are known).
+  void Print(double copy_gbs) const {
+    std::vector<std::pair<std::string, Entry>> rows(entries_.begin(), entries_.end());
+    std::sort(rows.begin(), rows.end(),
+              [](const auto& x, const auto& y) { return x.second.ms > y.second.ms; });
+    double total = 0;
+    for (const auto& r : rows) total += r.second.ms;
+    std::printf("  %-34s %6s %10s %9s %8s %6s\n", "op", "calls", "total us", "mean us", "GB/s",
+                "of bw");
+    for (const auto& [name, e] : rows) {
+      const double gbs = e.bytes > 0 ? e.bytes / (e.ms * 1e-3) / 1e9 : 0;
+      std::printf("  %-34s %6d %10.1f %9.2f %8.0f %5.0f%%\n", name.c_str(), e.calls, e.ms * 1e3,
+                  e.ms * 1e3 / e.calls, gbs, 100 * gbs / copy_gbs);
+    }
+    std::printf("  %-34s %6s %10.1f\n", "sum of op times", "", total * 1e3);
+  }
+  void Clear() { entries_.clear(); }
+
+ private:
+  struct Entry {
+    int calls = 0;
+    double ms = 0, bytes = 0;
+  };
+  template <typename Fn>
+  void Time(const std::string& name, double bytes, Fn&& fn) {
+    Cuda(cudaEventRecord(a_, inner_.stream()), "record");
+    fn();
+    Cuda(cudaEventRecord(b_, inner_.stream()), "record");
+    Cuda(cudaEventSynchronize(b_), "sync");
+    float ms = 0;
+    Cuda(cudaEventElapsedTime(&ms, a_, b_), "elapsed");
+    Entry& e = entries_[name];
+    ++e.calls;
+    e.ms += ms;
+    e.bytes += bytes;
+  }
+  CudaBackend& inner_;
+  cudaEvent_t a_, b_;
+  std::map<std::string, Entry> entries_;
+};
+
+struct DecodeResult {
+  int batch = 0;
+  double graph_tok_s = 0, eager_tok_s = 0;
+  double graph_ms_per_step = 0;
+  int64_t kv_bytes_per_step = 0;  // fp32 K and V read at the mean timed context, all layers
+};
+
+struct RankSetup {
+  core::ModelConfig config;
+  model::TpShard shard;
+  std::unique_ptr<CudaBackend> backend;
+  std::unique_ptr<comm::Rendezvous> rendezvous;
+  std::unique_ptr<comm::NcclCommunicator> nccl;
+  std::unique_ptr<backend::cuda::StreamOrderedCommunicator> comm;
+  std::unique_ptr<TimingBackend> timing;  // --profile only: the model's ops go through it
+  std::unique_ptr<model::Qwen3Model> model;
+  int64_t streamed_bytes = 0;
+};
+
+// One decode step for every sequence: ids in, next ids out.
+model::ForwardBatch DecodeBatch(const std::vector<int32_t>& ids, int64_t cached) {
+  model::ForwardBatch batch;
+  for (size_t s = 0; s < ids.size(); ++s) {
+    std::vector<int32_t> table(kTableBlocks);
+    for (int j = 0; j < kTableBlocks; ++j) table[j] = static_cast<int32_t>(s * kTableBlocks + j);
+    batch.AddSequence(std::span<const int32_t>(&ids[s], 1), cached, std::move(table), kBlockSize);
+  }
+  return batch;
+}
+
+DecodeResult RunDecode(RankSetup& r, model::PagedKvCache& cache, int batch_size, int steps,
+                       bool graphs) {
+  const core::ModelConfig& c = r.config;
+  DecodeResult res;
+  res.batch = batch_size;
+  // Prompt: kPrompt ids per sequence, one eager prefill.
+  model::ForwardBatch prompt;
+  for (int s = 0; s < batch_size; ++s) {
+    std::vector<int32_t> ids(kPrompt), table(kTableBlocks);
+    for (int i = 0; i < kPrompt; ++i) ids[i] = (s * 7919 + i * 104729) % c.vocab_size;
+    for (int j = 0; j < kTableBlocks; ++j) table[j] = s * kTableBlocks + j;
+    prompt.AddSequence(ids, 0, std::move(table), kBlockSize);
+  }
+  std::vector<int32_t> next;
+  Check(r.model->ForwardArgMax(prompt, cache, &next), "prefill prompt");
+  int64_t cached = kPrompt;
+  auto step = [&](bool graph) {
+    model::ForwardBatch b = DecodeBatch(next, cached);
+    // Graphs per batch size and context bucket (the decode split is planned for the bucket).
+    int bucket = 4;
+    while (bucket * kBlockSize < cached + 1) bucket *= 2;
+    if (graph) {
+      Check(r.backend->BeginGraph("decode-b" + std::to_string(batch_size), bucket), "graph");
+    }
+    Check(r.model->ForwardArgMax(b, cache, &next), "decode step");
+    ++cached;
+  };
+  step(false);  // eager first: builds the RoPE table and cuBLAS plans
+  for (int i = 1; i < kWarmup; ++i) step(graphs);
+  if (r.comm) Check(r.comm->Barrier(), "barrier");
+  const int64_t first_ctx = cached + 1;
+  auto t0 = Clock::now();
+  for (int i = 0; i < steps; ++i) step(graphs);
+  const double graph_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  const double mean_ctx = first_ctx + (steps - 1) / 2.0;
+  res.kv_bytes_per_step = static_cast<int64_t>(batch_size * mean_ctx) * 2 * c.num_layers *
+                          r.model->kv_cache_spec().kv_width * 4;
+  res.graph_tok_s = batch_size * steps / graph_s;
+  res.graph_ms_per_step = graph_s * 1e3 / steps;
+  // Eager steps (no graph) for comparison; fewer of them.
+  const int eager_steps = std::max(1, steps / 5);
+  if (cached + eager_steps < kMaxLen) {
+    if (r.comm) Check(r.comm->Barrier(), "barrier");
+    t0 = Clock::now();
+    for (int i = 0; i < eager_steps; ++i) step(false);
+    res.eager_tok_s =
+        batch_size * eager_steps / std::chrono::duration<double>(Clock::now() - t0).count();
+  }
+  return res;
+}
+
+void SetUpRank(RankSetup& r, int rank, int world, int port, bool profile = false) {
+  r.config = Take(core::ParseModelConfig(kQwen3_8B, "qwen3-8b-shape/config.json"), "config");
+  r.shard = {rank, world};
+  r.backend = Take(CudaBackend::Create({.device = rank}), "cuda backend");
+  if (world > 1) {
+    comm::RendezvousOptions ro;
+    ro.rank = rank;
+    ro.world_size = world;
+    ro.master_port = port;
+    r.rendezvous = Take(comm::Rendezvous::Connect(ro), "rendezvous");
+    r.nccl = Take(comm::NcclCommunicator::Create(*r.rendezvous, rank), "nccl");
+    r.comm =
+        std::make_unique<backend::cuda::StreamOrderedCommunicator>(r.nccl.get(), r.backend.get());
+  }
+  RandomModel m = MakeWeights(r.config, r.shard, *r.backend);
+  r.streamed_bytes = m.streamed_bytes;
+  model::ModelOptions options;
+  options.shard = r.shard;
+  options.weight_dtype = DType::kBF16;
+  if (profile) r.timing = std::make_unique<TimingBackend>(*r.backend);
+  backend::Backend& ops = r.timing ? static_cast<backend::Backend&>(*r.timing) : *r.backend;
+  r.model = std::make_unique<model::Qwen3Model>(r.config, std::move(m.weights), ops, r.comm.get(),
+                                                options);
+}
+
+// Runs the decode batches on `world` GPUs (one thread per rank); rank 0's figures.
+std::vector<DecodeResult> DecodeOnGpus(int world, const std::vector<int>& batches, int steps,
+                                       int port, bool graphs, int64_t* streamed_bytes) {
+  std::vector<std::vector<DecodeResult>> results(world);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < world; ++rank) {
+    threads.emplace_back([&, rank] {
+      RankSetup r;
+      SetUpRank(r, rank, world, port);
+      const int max_batch = *std::max_element(batches.begin(), batches.end());
+      model::PagedKvCache cache =
+          Take(model::PagedKvCache::Create(*r.backend, r.model->kv_cache_spec(),
+                                           int64_t{max_batch} * kTableBlocks, kBlockSize),
+               "kv cache");
+      for (int b : batches) results[rank].push_back(RunDecode(r, cache, b, steps, graphs));
+      if (rank == 0) *streamed_bytes = r.streamed_bytes;
+    });
+  }
+  for (auto& t : threads) t.join();
+  return results[0];
+}
+
+// One eager decode step per batch size at context ~kPrompt, every op timed.
+void Profile(const std::vector<int>& batches, double copy_gbs) {
+  RankSetup r;
+  SetUpRank(r, 0, 1, 0, /*profile=*/true);
+  const int max_batch = *std::max_element(batches.begin(), batches.end());
+  model::PagedKvCache cache =
+      Take(model::PagedKvCache::Create(*r.backend, r.model->kv_cache_spec(),
+                                       int64_t{max_batch} * kTableBlocks, kBlockSize),
+           "kv cache");
+  for (int b : batches) {
+    std::vector<int32_t> ids(b, 17), next;
+    for (int rep = 0; rep < 2; ++rep) {  // the first warms up plans and tables
+      r.timing->Clear();
+      Check(r.model->ForwardArgMax(DecodeBatch(ids, kPrompt + rep), cache, &next), "profile");
+    }
+    std::printf("profile: one eager decode step, batch %d (each op waited for)\n", b);
+    r.timing->Print(copy_gbs);
+  }
+}
+
+struct Ceilings {
+  double copy_gbs = 0, bf16_tflops = 0;
+};
+
+Ceilings MeasureCeilings() {
+  Ceilings c;
+  cudaStream_t stream;
+  Cuda(cudaStreamCreate(&stream), "stream");
+  cudaEvent_t a, b;
+  Cuda(cudaEventCreate(&a), "event");
+  Cuda(cudaEventCreate(&b), "event");
+  auto time_ms = [&](auto&& fn, int iters) {
+    fn();
+    Cuda(cudaStreamSynchronize(stream), "sync");
+    std::vector<float> ms;
+    for (int rep = 0; rep < 5; ++rep) {
+      Cuda(cudaEventRecord(a, stream), "record");
+      for (int i = 0; i < iters; ++i) fn();
+      Cuda(cudaEventRecord(b, stream), "record");
+      Cuda(cudaEventSynchronize(b), "sync");
+      float t = 0;
+      Cuda(cudaEventElapsedTime(&t, a, b), "elapsed");
+      ms.push_back(t / iters);
+    }
+    std::sort(ms.begin(), ms.end());
+    return static_cast<double>(ms[2]);
+  };
+  const size_t bytes = size_t{2} << 30;
+  char *src = nullptr, *dst = nullptr;
+  Cuda(cudaMalloc(&src, bytes), "malloc");
+  Cuda(cudaMalloc(&dst, bytes), "malloc");
+  Cuda(cudaMemsetAsync(src, 1, bytes, stream), "memset");
+  const double copy_ms = time_ms(
+      [&] { Cuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream), "copy"); }, 5);
+  c.copy_gbs = 2.0 * bytes / (copy_ms * 1e-3) / 1e9;  // read + write
+  auto gemm = Take(kernels::Gemm::Create({}), "gemm");
+  const int n = 8192;
+  auto* x = reinterpret_cast<__nv_bfloat16*>(src);
+  auto* w = reinterpret_cast<__nv_bfloat16*>(src + size_t{n} * n * 2);
+  Check(kernels::FillUniform(x, size_t{n} * n * 2, 7, -1.0f, 1.0f, stream), "fill");
+  const double gemm_ms = time_ms(
+      [&] {
+        Check(gemm->Run(kernels::GemmType::kBF16, kernels::GemmType::kBF16, x, n, n, w, n, dst,
+                        stream),
+              "gemm");
+      },
+      10);
+  c.bf16_tflops = 2.0 * n * n * n / (gemm_ms * 1e-3) / 1e12;
+  gemm.reset();
+  cudaFree(src);
+  cudaFree(dst);
+  cudaStreamDestroy(stream);
+  return c;
+}
+
+struct PrefillResult {
+  int tokens = 0;
+  double seconds = 0, tflops = 0, matmul_flops = 0, attention_flops = 0;
+};
+
+PrefillResult RunPrefill(int tokens) {
+  RankSetup r;
+  SetUpRank(r, 0, 1, 0);
+  const core::ModelConfig& c = r.config;
+  const int blocks = (tokens + kBlockSize - 1) / kBlockSize;
+  model::PagedKvCache cache =
+      Take(model::PagedKvCache::Create(*r.backend, r.model->kv_cache_spec(), blocks, kBlockSize),
+           "kv cache");
+  std::vector<int32_t> ids(tokens), table(blocks);
+  for (int i = 0; i < tokens; ++i) ids[i] = (i * 104729) % c.vocab_size;
+  for (int j = 0; j < blocks; ++j) table[j] = j;
+  model::ForwardBatch batch;
+  batch.AddSequence(ids, 0, table, kBlockSize);
+  std::vector<int32_t> next;
+  Check(r.model->ForwardArgMax(batch, cache, &next), "prefill warm-up");
+  const auto t0 = Clock::now();
+  Check(r.model->ForwardArgMax(batch, cache, &next), "prefill");
+  PrefillResult p;
+  p.tokens = tokens;
+  p.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  const double hidden = c.hidden_size, q = c.num_heads * c.head_dim,
+               kv = c.num_kv_heads * c.head_dim, inter = c.intermediate_size;
+  const double layer_params = hidden * (q + 2 * kv) + q * hidden + 3 * hidden * inter;
+  p.matmul_flops = 2.0 * tokens * layer_params * c.num_layers + 2.0 * hidden * c.vocab_size;
+  // Causal: token i attends to i + 1 keys; QK^T and PV are 2 * head_dim FLOPs per pair each.
+  p.attention_flops = 4.0 * c.head_dim * c.num_heads * c.num_layers *
+                      (static_cast<double>(tokens) * (tokens + 1) / 2);
+  p.tflops = (p.matmul_flops + p.attention_flops) / p.seconds / 1e12;
+  return p;
+}
+
+int Main(int argc, char** argv) {
+  CLI::App app{"spark-decode-bench: the CUDA backend end to end on a Qwen3-8B-shaped model"};
+  std::vector<int> batches{1, 32};
+  int steps = 200, tp = 2, prefill = 8192, port = 29517;
+  bool profile = false, tp_graphs = false, tp_only = false;
+  std::string json_path;
+  app.add_option("--batch", batches, "decode batch sizes")->delimiter(',');
+  app.add_option("--steps", steps, "timed decode steps per batch size")->check(CLI::Range(1, 900));
+  app.add_option("--tp", tp, "also run tensor parallelism on this many GPUs (1 = skip)")
+      ->check(CLI::Range(1, 8));
+  app.add_option("--prefill", prefill, "prefill length in tokens (0 = skip)")
+      ->check(CLI::Range(0, 32768));
+  app.add_option("--port", port, "rendezvous port for the TP run");
+  app.add_option("--json", json_path, "write the figures here");
+  app.add_flag("--tp-only", tp_only, "only the TP run (skip the one-GPU decode)");
+  app.add_flag("--profile", profile, "also time every op of one eager step per batch size");
+  app.add_flag("--tp-graphs", tp_graphs,
+               "CUDA graphs for the TP run too (refused today: see the CUDA backend notes)");
+  CLI11_PARSE(app, argc, argv);
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // rows show as they finish
+  int devices = 0;
+  Cuda(cudaGetDeviceCount(&devices), "device count");
+  cudaDeviceProp prop{};
+  Cuda(cudaGetDeviceProperties(&prop, 0), "device properties");
+
+  const Ceilings ceil = MeasureCeilings();
+  std::printf("%s: copy %.0f GB/s, bf16 GEMM %.0f TFLOP/s\n", prop.name, ceil.copy_gbs,
+              ceil.bf16_tflops);
+  nlohmann::json j;
+  j["gpu"] = prop.name;
+  j["copy_bandwidth_gbs"] = ceil.copy_gbs;
+  j["bf16_matmul_peak_tflops"] = ceil.bf16_tflops;
+  j["steps"] = steps;
+
+  int64_t streamed = 0;
+  if (profile) Profile(batches, ceil.copy_gbs);
+  std::vector<DecodeResult> tp1;
+  if (!tp_only) {
+    tp1 = DecodeOnGpus(1, batches, steps, port, true, &streamed);
+    j["weight_bytes_streamed_per_step"] = streamed;
+  }
+  std::printf("%-6s %-4s %12s %12s %10s %12s\n", "tp", "b", "timed tok/s", "eager tok/s", "ms/step",
+              "roofline");
+  auto report = [&](int world, const std::vector<DecodeResult>& rs, int64_t bytes, bool graphs) {
+    for (const DecodeResult& d : rs) {
+      const double step_bytes = static_cast<double>(bytes) + d.kv_bytes_per_step / world;
+      const double roofline_ms = step_bytes / (ceil.copy_gbs * 1e9) * 1e3;
+      const double ratio = roofline_ms / d.graph_ms_per_step;
+      std::printf("%-6d %-4d %12.1f %12.1f %10.3f %11.1f%%\n", world, d.batch, d.graph_tok_s,
+                  d.eager_tok_s, d.graph_ms_per_step, 100 * ratio);
+      j["decode"].push_back({{"tp", world},
+                             {"batch", d.batch},
+                             {"graphs", graphs},
+                             {"tok_s", d.graph_tok_s},
+                             {"eager_tok_s", d.eager_tok_s},
+                             {"ms_per_step", d.graph_ms_per_step},
+                             {"bytes_per_step_per_gpu", step_bytes},
+                             {"roofline_ms_per_step", roofline_ms},
+                             {"roofline_ratio", ratio}});
+    }
+  };
+  report(1, tp1, streamed, true);
+  if (tp > 1 && devices >= tp) {
+    int64_t streamed_tp = 0;  // set by DecodeOnGpus: call it before reading
+    const std::vector<DecodeResult> tpn =
+        DecodeOnGpus(tp, batches, steps, port, tp_graphs, &streamed_tp);
+    report(tp, tpn, streamed_tp, tp_graphs);
+    j["tp_graphs"] = tp_graphs;
+  } else if (tp > 1) {
+    std::printf("tp %d skipped: %d GPU(s)\n", tp, devices);
+  }
+  if (prefill > 0) {
+    const PrefillResult p = RunPrefill(prefill);
+    std::printf("prefill %d tokens: %.3f s, %.1f TFLOP/s (%.1f%% of the bf16 GEMM peak)\n",
+                p.tokens, p.seconds, p.tflops, 100 * p.tflops / ceil.bf16_tflops);
+    j["prefill"] = {{"tokens", p.tokens},
+                    {"seconds", p.seconds},
+                    {"matmul_flops", p.matmul_flops},
+                    {"attention_flops", p.attention_flops},
+                    {"tflops", p.tflops},
+                    {"vs_matmul_peak", p.tflops / ceil.bf16_tflops}};
+  }
+  if (!json_path.empty()) std::ofstream(json_path) << j.dump(2) << "\n";
+  return 0;
+}
+
+}  // namespace
+}  // namespace spark::engine
+
+int main(int argc, char** argv) { return spark::engine::Main(argc, argv); }
