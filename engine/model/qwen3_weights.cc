@@ -1,11 +1,16 @@
 #include "engine/model/qwen3_weights.h"
 
+#include <algorithm>
 #include <string>
+
+#include "engine/core/block_quant.h"
 
 namespace spark::engine::model {
 namespace {
 
 using core::TensorSlice;
+
+constexpr int64_t kFp8Block = 128;  // Qwen3-FP8's weight_block_size
 
 // Reads checkpoint tensors (or slices) into backend buffers, checking shapes.
 class Loader {
@@ -15,7 +20,7 @@ class Loader {
 
   Result<backend::Buffer> Load(const std::string& name, const TensorSlice& slice,
                                std::vector<int64_t> shape) {
-    SPARK_ASSIGN_OR_RETURN(std::vector<float> host, ckpt_.Read(name, slice, shape));
+    SPARK_ASSIGN_OR_RETURN(std::vector<float> host, Read(name, slice, shape));
     return ToBackend(host);
   }
   Result<backend::Buffer> Vector(const std::string& name, int64_t n) {
@@ -38,7 +43,7 @@ class Loader {
                                backend::DType dtype) {
     SPARK_RETURN_IF_ERROR(CheckShape(name, {rows, total_cols}));
     SPARK_ASSIGN_OR_RETURN(std::vector<float> host,
-                           ckpt_.Read(name, TensorSlice::Cols(c.begin, c.size), {rows, c.size}));
+                           Read(name, TensorSlice::Cols(c.begin, c.size), {rows, c.size}));
     return ToBackend(host, dtype);
   }
 
@@ -46,7 +51,40 @@ class Loader {
   Result<std::vector<float>> ReadRows(const std::string& name, Range r, int64_t total_rows,
                                       int64_t cols) {
     SPARK_RETURN_IF_ERROR(CheckShape(name, {total_rows, cols}));
-    return ckpt_.Read(name, TensorSlice::Rows(r.begin, r.size), {r.size, cols});
+    return Read(name, TensorSlice::Rows(r.begin, r.size), {r.size, cols});
+  }
+  // The tensor (or slice) as fp32; an FP8 checkpoint's block scales applied (Qwen3-FP8:
+  // "<x>.weight" in F8_E4M3 next to "<x>.weight_scale_inv" [ceil(rows/128), ceil(cols/128)];
+  // value = fp8 element x the scale of its 128 x 128 block).
+  Result<std::vector<float>> Read(const std::string& name, const TensorSlice& slice,
+                                  const std::vector<int64_t>& shape) {
+    SPARK_ASSIGN_OR_RETURN(std::vector<float> values, ckpt_.Read(name, slice, shape));
+    SPARK_ASSIGN_OR_RETURN(const core::TensorInfo* info, ckpt_.Info(name));
+    const std::string scale_name = name + "_scale_inv";
+    if (!ckpt_.Has(scale_name)) {
+      if (info->dtype == core::DType::kF8E4M3) {
+        return InvalidArgumentError("tensor '" + name + "' is F8_E4M3 but '" + scale_name +
+                                    "' (its block scales) is missing");
+      }
+      return values;
+    }
+    if (info->shape.size() != 2) {
+      return InvalidArgumentError("tensor '" + name + "' has block scales but is not 2-d");
+    }
+    const int64_t rows = info->shape[0], cols = info->shape[1];
+    const int64_t scale_cols = core::ScaleBlocks(cols, kFp8Block);
+    SPARK_RETURN_IF_ERROR(
+        ckpt_.CheckShape(scale_name, {core::ScaleBlocks(rows, kFp8Block), scale_cols}));
+    SPARK_ASSIGN_OR_RETURN(std::vector<float> scales, ckpt_.Read(scale_name));
+    const int64_t r0 = slice.dim == 0 ? slice.start : 0, c0 = slice.dim == 1 ? slice.start : 0;
+    const int64_t out_cols = slice.dim == 1 ? static_cast<int64_t>(values.size()) /
+                                                  std::max<int64_t>(1, rows)
+                                            : cols;
+    for (size_t k = 0; k < values.size(); ++k) {
+      const int64_t i = static_cast<int64_t>(k) / out_cols, j = static_cast<int64_t>(k) % out_cols;
+      values[k] *= scales[((r0 + i) / kFp8Block) * scale_cols + (c0 + j) / kFp8Block];
+    }
+    return values;
   }
   Status CheckShape(const std::string& name, const std::vector<int64_t>& shape) {
     return ckpt_.CheckShape(name, shape);
