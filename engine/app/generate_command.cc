@@ -42,6 +42,7 @@ struct GenerateOptions {
   int rank = -1;  // -1: this process runs (or launches) every rank
   std::string backend = "cpu";
   std::string weight_dtype = "fp32";
+  bool cuda_graphs = false;
   std::string master_addr = "127.0.0.1";
   int master_port = 0;  // 0: a free loopback port (launcher) / 29500 (explicit --rank)
   int comm_timeout_s = 60;
@@ -87,6 +88,7 @@ std::vector<std::string> RankArgv(const GenerateOptions& o, int rank, int port, 
                                 "--comm-timeout", std::to_string(o.comm_timeout_s),
                                 "--threads",      std::to_string(threads),
                                 "--block-size",   std::to_string(o.block_size)};
+  if (o.cuda_graphs) a.push_back("--cuda-graphs");
   if (o.test_exit_rank >= 0) {
     a.insert(a.end(), {"--test-exit-rank", std::to_string(o.test_exit_rank)});
   }
@@ -123,6 +125,7 @@ app::RankOptions MakeRankOptions(const GenerateOptions& o, int rank, int64_t num
   r.model_dir = o.model_dir;
   r.backend = o.backend;
   r.weight_dtype = o.weight_dtype;
+  r.cuda_graphs = o.cuda_graphs;
   r.tp = o.tp;
   r.rank = rank;
   r.master_addr = o.master_addr;
@@ -297,6 +300,9 @@ void RegisterGenerateCommand(CLI::App& parent, EngineContext& context) {
   cmd->add_option("--weight-dtype", o->weight_dtype,
                   "Linear weights in memory: fp32 (default) or bf16 (half the memory; on cuda "
                   "about twice the decode speed, within bf16 tolerance)");
+  cmd->add_flag("--cuda-graphs", o->cuda_graphs,
+                "With --backend cuda: run greedy decode steps of a dense model on one GPU as "
+                "captured CUDA graphs (opt-in; see docs/engine.md)");
   cmd->add_option("--master-addr", o->master_addr, "Rank 0's address (default 127.0.0.1)");
   cmd->add_option("--master-port", o->master_port,
                   "Rendezvous port (default: a free one when launching, 29500 with --rank)");

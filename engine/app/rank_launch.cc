@@ -356,7 +356,8 @@ Result<std::unique_ptr<RankSession>> StartRank(const RankOptions& options) {
   s->model_ = std::move(*loaded);
   SPARK_ASSIGN_OR_RETURN(
       s->local_, model::ModelStepRunner::Create(s->model_.get(), *s->backend_, shape[0],
-                                                static_cast<int>(shape[1]), options.rank == 0));
+                                                static_cast<int>(shape[1]), options.rank == 0,
+                                                options.cuda_graphs));
   if (s->comm_ && options.rank == 0) {
     s->broadcast_ =
         std::make_unique<runtime::BroadcastingModelRunner>(s->comm_.get(), s->local_.get());

@@ -50,6 +50,9 @@ struct RankOptions {
   // Element type of the Linear weights in backend memory: "fp32" or "bf16" (half the memory
   // and, on GPUs, about twice the decode speed; within bf16 tolerance of fp32).
   std::string weight_dtype = "fp32";
+  // Greedy decode steps as backend graphs where the model allows (dense, one rank); only the
+  // CUDA backend does graphs.
+  bool cuda_graphs = false;
   int tp = 1;    // ranks in the group
   int rank = 0;  // this rank, in [0, tp)
   std::string master_addr = "127.0.0.1";

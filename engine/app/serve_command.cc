@@ -50,6 +50,7 @@ struct ServeOptions {
   bool rank_given = false;
   std::string backend = "cpu";
   std::string weight_dtype = "fp32";
+  bool cuda_graphs = false;
   std::string master_addr = "127.0.0.1";
   bool master_addr_given = false;
   int master_port = 0;  // 0: a free loopback port (children) / 29500 (explicit --rank)
@@ -128,6 +129,7 @@ std::vector<std::string> ChildArgv(const ServeOptions& o, int rank, int port) {
                                 "--master-port",  std::to_string(port),
                                 "--comm-timeout", std::to_string(o.comm_timeout_s),
                                 "--threads",      std::to_string(RankThreads(o))};
+  if (o.cuda_graphs) a.push_back("--cuda-graphs");
   if (!o.status_file.empty()) a.insert(a.end(), {"--status-file", StatusPath(o, rank)});
   return a;
 }
@@ -137,6 +139,7 @@ app::RankOptions MakeRankOptions(const ServeOptions& o, int rank, int port, int6
   r.model_dir = o.model_dir;
   r.backend = o.backend;
   r.weight_dtype = o.weight_dtype;
+  r.cuda_graphs = o.cuda_graphs;
   r.tp = o.tp;
   r.rank = rank;
   r.master_addr = o.master_addr;
@@ -406,6 +409,9 @@ void RegisterServeCommand(CLI::App& parent, EngineContext& context) {
   cmd->add_option("--weight-dtype", o->weight_dtype,
                   "Linear weights in memory: fp32 (default) or bf16 (half the memory; on cuda "
                   "about twice the decode speed, within bf16 tolerance)");
+  cmd->add_flag("--cuda-graphs", o->cuda_graphs,
+                "With --backend cuda: run greedy decode steps of a dense model on one GPU as "
+                "captured CUDA graphs (opt-in; see docs/engine.md)");
   cmd->add_option("--master-addr", o->master_addr,
                   "Rank 0's address, with --rank (default 127.0.0.1)");
   cmd->add_option("--master-port", o->master_port,

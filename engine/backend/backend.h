@@ -120,6 +120,18 @@ class Backend {
   virtual ~Backend() = default;
 
   virtual std::string name() const = 0;
+  // The first error an op met (ops return nothing; a device backend keeps it). Ok by default.
+  virtual Status status() const { return Status::Ok(); }
+  // Asks to run the coming decode step (its ops up to the next Download) as a captured graph
+  // under `key`, with block tables padded to `table_blocks`; false when this backend does not
+  // do graphs (the step runs as usual). See CudaBackend::BeginGraph for what a step may hold.
+  virtual bool BeginDecodeGraph(const std::string& key, int table_blocks) {
+    (void)key;
+    (void)table_blocks;
+    return false;
+  }
+  // Drops a graph step that failed before its Download (nothing of it runs). No-op otherwise.
+  virtual void CancelDecodeGraph() {}
 
   // ResourceExhausted when the memory is not there.
   virtual Result<Buffer> Allocate(size_t count) = 0;

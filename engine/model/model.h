@@ -56,6 +56,9 @@ class Model {
   // and move two floats per row; the default goes through Forward.
   virtual Status ForwardArgMax(const ForwardBatch& batch, PagedKvCache& cache,
                                std::vector<int32_t>* ids);
+  // Whether a decode step of this model may run as a backend graph (Backend::BeginDecodeGraph):
+  // no host read-backs and no collectives inside. Default: no.
+  virtual bool decode_graphs_ok() const { return false; }
 };
 
 // Reads config.json and this rank's shards from `dir` and returns the model for its

@@ -8,12 +8,13 @@ namespace spark::engine::model {
 Result<std::unique_ptr<ModelStepRunner>> ModelStepRunner::Create(Model* model,
                                                                  backend::Backend& backend,
                                                                  int64_t num_blocks, int block_size,
-                                                                 bool return_logits) {
+                                                                 bool return_logits,
+                                                                 bool decode_graphs) {
   if (model == nullptr) return InvalidArgumentError("ModelStepRunner: no model");
   SPARK_ASSIGN_OR_RETURN(PagedKvCache cache, PagedKvCache::Create(backend, model->kv_cache_spec(),
                                                                   num_blocks, block_size));
   return std::unique_ptr<ModelStepRunner>(
-      new ModelStepRunner(model, std::move(cache), return_logits));
+      new ModelStepRunner(model, &backend, std::move(cache), return_logits, decode_graphs));
 }
 
 ForwardBatch ModelStepRunner::MakeBatch(const runtime::StepPlan& plan, int block_size) {
@@ -37,7 +38,15 @@ Result<std::vector<float>> ModelStepRunner::Run(const runtime::StepPlan& plan) {
   const ForwardBatch batch = MakeBatch(plan, cache_.block_size());
   if (plan.command == runtime::StepCommand::kRunArgMax) {
     std::vector<int32_t> ids;
-    SPARK_RETURN_IF_ERROR(model_->ForwardArgMax(batch, cache_, &ids));
+    // A graph step must reach its Download: check the batch first, drop the step on failure.
+    SPARK_RETURN_IF_ERROR(
+        batch.Validate(cache_.block_size(), cache_.num_blocks(), model_->config().vocab_size));
+    MaybeBeginGraph(plan);
+    if (Status s = model_->ForwardArgMax(batch, cache_, &ids); !s.ok()) {
+      backend_->CancelDecodeGraph();
+      return s;
+    }
+    SPARK_RETURN_IF_ERROR(backend_->status());
     std::vector<float> rows;
     if (!return_logits_) return rows;
     for (size_t i = 0; i < plan.entries.size() && i < ids.size(); ++i) {
@@ -46,6 +55,7 @@ Result<std::vector<float>> ModelStepRunner::Run(const runtime::StepPlan& plan) {
     return rows;
   }
   SPARK_RETURN_IF_ERROR(model_->Forward(batch, cache_, &logits_));
+  SPARK_RETURN_IF_ERROR(backend_->status());
   const size_t vocab = static_cast<size_t>(vocab_size());
   // One row per sequence: the logits of its last new token.
   if (logits_.size() != vocab * plan.entries.size()) {
@@ -61,6 +71,21 @@ Result<std::vector<float>> ModelStepRunner::Run(const runtime::StepPlan& plan) {
     rows.insert(rows.end(), logits_.begin() + i * vocab, logits_.begin() + (i + 1) * vocab);
   }
   return rows;
+}
+
+void ModelStepRunner::MaybeBeginGraph(const runtime::StepPlan& plan) {
+  if (!decode_graphs_ || !model_->decode_graphs_ok() ||
+      plan.entries.size() > static_cast<size_t>(kMaxGraphBatch)) {
+    return;
+  }
+  int64_t blocks = 1;
+  for (const runtime::StepPlanEntry& e : plan.entries) {
+    if (e.token_ids.size() != 1) return;  // prefill chunks run eagerly
+    blocks = std::max<int64_t>(blocks, (e.start_pos + cache_.block_size()) / cache_.block_size());
+  }
+  int bucket = 4;
+  while (bucket < blocks) bucket *= 2;
+  backend_->BeginDecodeGraph("decode-b" + std::to_string(plan.entries.size()), bucket);
 }
 
 }  // namespace spark::engine::model

@@ -27,14 +27,20 @@ class ModelStepRunner : public runtime::ModelRunner {
   // Allocates a KV cache of num_blocks x block_size tokens on `backend` for `model` (both must
   // outlive the runner). `return_logits`: false on ranks that never sample (TP ranks > 0).
   // InvalidArgument for non-positive sizes; ResourceExhausted when the cache does not fit.
+  // `decode_graphs`: run greedy decode steps of at most kMaxGraphBatch sequences as backend
+  // graphs (Backend::BeginDecodeGraph) when the model allows it, keyed by batch size and a
+  // power-of-two bucket of the longest block table.
   static Result<std::unique_ptr<ModelStepRunner>> Create(Model* model, backend::Backend& backend,
                                                          int64_t num_blocks, int block_size,
-                                                         bool return_logits = true);
+                                                         bool return_logits = true,
+                                                         bool decode_graphs = false);
+  static constexpr int kMaxGraphBatch = 64;
 
   int vocab_size() const override { return model_->config().vocab_size; }
 
   // Runs the plan's entries in one forward (kRunArgMax plans through Model::ForwardArgMax, so
-  // only ids leave the backend). InvalidArgument for an entry without tokens, a
+  // only ids leave the backend; the backend's error, if an op met one, fails the step).
+  // InvalidArgument for an entry without tokens, a
   // block table too short for its positions or a block id outside the cache (from
   // ForwardBatch::Validate); the model's and communicator's errors pass through.
   Result<std::vector<float>> Run(const runtime::StepPlan& plan) override;
@@ -46,12 +52,21 @@ class ModelStepRunner : public runtime::ModelRunner {
   int block_size() const { return cache_.block_size(); }
 
  private:
-  ModelStepRunner(Model* model, PagedKvCache cache, bool return_logits)
-      : model_(model), cache_(std::move(cache)), return_logits_(return_logits) {}
+  ModelStepRunner(Model* model, backend::Backend* backend, PagedKvCache cache, bool return_logits,
+                  bool decode_graphs)
+      : model_(model),
+        backend_(backend),
+        cache_(std::move(cache)),
+        return_logits_(return_logits),
+        decode_graphs_(decode_graphs) {}
+  // Opens a graph step for `plan` when it is a decode step graphs may take.
+  void MaybeBeginGraph(const runtime::StepPlan& plan);
 
   Model* model_;
+  backend::Backend* backend_;
   PagedKvCache cache_;
   const bool return_logits_;
+  const bool decode_graphs_;
   std::vector<float> logits_;  // Reused across steps.
 };
 

@@ -24,6 +24,12 @@ KvCacheSpec Qwen3Model::kv_cache_spec() const {
   return {config_.num_layers, static_cast<int>(w_.kv_heads.size) * config_.head_dim};
 }
 
+bool Qwen3Model::decode_graphs_ok() const {
+  if (options_.shard.size != 1) return false;
+  return std::none_of(w_.layers.begin(), w_.layers.end(),
+                      [](const Qwen3LayerWeights& l) { return l.mlp == core::MlpType::kMoe; });
+}
+
 Status Qwen3Model::AllReduce(float* data, size_t count) {
   if (options_.shard.size == 1) return Status::Ok();
   return comm_->AllReduceSum(data, count);

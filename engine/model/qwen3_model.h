@@ -27,6 +27,8 @@ class Qwen3Model : public Model {
                  std::vector<float>* logits) override;
   Status ForwardArgMax(const ForwardBatch& batch, PagedKvCache& cache,
                        std::vector<int32_t>* ids) override;
+  // Dense layers only (MoE reads expert counts back) and one rank (no collectives).
+  bool decode_graphs_ok() const override;
 
  private:
   struct Workspace;

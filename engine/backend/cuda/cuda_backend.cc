@@ -549,6 +549,19 @@ Status CudaBackend::BeginGraph(const std::string& key, int table_blocks) {
   return Status::Ok();
 }
 
+void CudaBackend::CancelDecodeGraph() {
+  if (!in_graph()) return;
+  Activate();
+  if (mode_ == Mode::kCapture) {
+    cudaGraph_t graph = nullptr;
+    cudaStreamEndCapture(stream_, &graph);
+    if (graph != nullptr) cudaGraphDestroy(graph);
+    cudaGetLastError();
+  }
+  mode_ = Mode::kEager;
+  ResetStaging();
+}
+
 Result<void*> CudaBackend::ArenaAllocate(size_t bytes) {
   const size_t need = Align256(std::max<size_t>(bytes, 1));
   while (arena_chunk_ < arena_.size() && arena_used_ + need > arena_[arena_chunk_].second) {

@@ -61,7 +61,12 @@ class CudaBackend : public Backend {
   int device() const { return options_.device; }
   cudaStream_t stream() const { return stream_; }
   // The first error any op met (Ok if none).
-  Status status() const { return status_; }
+  Status status() const override { return status_; }
+  // BeginGraph; false (and the step runs eagerly) when it cannot start one.
+  bool BeginDecodeGraph(const std::string& key, int table_blocks) override {
+    return BeginGraph(key, table_blocks).ok();
+  }
+  void CancelDecodeGraph() override;
   // Waits for all enqueued work; returns status() or the stream's error.
   Status Synchronize();
 

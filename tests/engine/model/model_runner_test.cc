@@ -1,0 +1,152 @@
+// ModelStepRunner on the CPU backend with the tiny fixtures: run-argmax plans give the argmax
+// ids of the logits a plain plan returns; decode graph steps are asked for only where they
+// may run (greedy decode steps of a dense one-rank model, when enabled); a backend error
+// fails the step.
+#include "engine/model/model_runner.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/backend/cpu/cpu_backend.h"
+
+namespace spark::engine::model {
+namespace {
+
+constexpr int kBlockSize = 4, kBlocks = 32;
+
+std::string FixtureDir(const std::string& name) {
+  return std::string(SPARK_SOURCE_DIR) + "/tests/fixtures/models/" + name;
+}
+
+// The CPU backend, recording graph requests (and refusing them, so steps run as usual), with
+// an error it can be told to report.
+class RecordingBackend : public backend::cpu::CpuBackend {
+ public:
+  RecordingBackend() : CpuBackend(2) {}
+  bool BeginDecodeGraph(const std::string& key, int table_blocks) override {
+    requests.emplace_back(key, table_blocks);
+    return false;
+  }
+  Status status() const override { return error; }
+  std::vector<std::pair<std::string, int>> requests;
+  Status error;
+};
+
+struct Setup {
+  RecordingBackend backend;
+  std::unique_ptr<Model> model;
+  std::unique_ptr<ModelStepRunner> runner;
+};
+
+std::unique_ptr<Setup> Make(const std::string& fixture, bool decode_graphs) {
+  auto s = std::make_unique<Setup>();
+  auto model = LoadModel(FixtureDir(fixture), s->backend, nullptr, {});
+  EXPECT_TRUE(model.ok()) << model.status().message();
+  if (!model.ok()) return nullptr;
+  s->model = std::move(*model);
+  auto runner =
+      ModelStepRunner::Create(s->model.get(), s->backend, kBlocks, kBlockSize, true, decode_graphs);
+  EXPECT_TRUE(runner.ok()) << runner.status().message();
+  if (!runner.ok()) return nullptr;
+  s->runner = std::move(*runner);
+  return s;
+}
+
+// One plan: entry i runs tokens[i] from position start[i], blocks 8i..8i+7, logits wanted.
+runtime::StepPlan Plan(runtime::StepCommand command, const std::vector<std::vector<int32_t>>& tokens,
+                       const std::vector<int32_t>& start) {
+  runtime::StepPlan plan;
+  plan.command = command;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    runtime::StepPlanEntry e;
+    e.seq_id = i;
+    e.token_ids = tokens[i];
+    e.start_pos = start[i];
+    for (int b = 0; b < 8; ++b) e.block_table.push_back(static_cast<int32_t>(i * 8 + b));
+    e.needs_logits = true;
+    plan.entries.push_back(e);
+  }
+  return plan;
+}
+
+std::vector<int32_t> Argmax(const std::vector<float>& rows, int vocab) {
+  std::vector<int32_t> ids;
+  for (size_t r = 0; r * vocab < rows.size(); ++r) {
+    ids.push_back(static_cast<int32_t>(
+        std::max_element(rows.begin() + r * vocab, rows.begin() + (r + 1) * vocab) -
+        (rows.begin() + r * vocab)));
+  }
+  return ids;
+}
+
+// Runs prefill + 4 decode steps with `command` on every step; returns all picked ids.
+std::vector<int32_t> Generate(Setup& s, runtime::StepCommand command) {
+  const int vocab = s.runner->vocab_size();
+  std::vector<std::vector<int32_t>> tokens = {{5, 17, 42, 7, 9, 11}, {3, 1, 4, 1, 5, 9, 2, 6, 5}};
+  std::vector<int32_t> start = {0, 0}, all;
+  for (int step = 0; step < 5; ++step) {
+    auto out = s.runner->Run(Plan(command, tokens, start));
+    EXPECT_TRUE(out.ok()) << out.status().message();
+    if (!out.ok()) return all;
+    const std::vector<int32_t> ids = command == runtime::StepCommand::kRunArgMax
+                                         ? std::vector<int32_t>(out->begin(), out->end())
+                                         : Argmax(*out, vocab);
+    EXPECT_EQ(ids.size(), 2u);
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      start[i] += static_cast<int32_t>(tokens[i].size());
+      tokens[i] = {ids[i]};
+    }
+    all.insert(all.end(), ids.begin(), ids.end());
+  }
+  return all;
+}
+
+TEST(ModelStepRunnerTest, ArgMaxPlansPickTheLogitsArgmax) {
+  for (const std::string fixture : {"qwen3-tiny", "qwen3-moe-tiny"}) {
+    auto logits = Make(fixture, false), argmax = Make(fixture, false);
+    ASSERT_TRUE(logits && argmax);
+    EXPECT_EQ(Generate(*argmax, runtime::StepCommand::kRunArgMax),
+              Generate(*logits, runtime::StepCommand::kRun))
+        << fixture;
+  }
+}
+
+TEST(ModelStepRunnerTest, DecodeGraphsAskedOnlyForGreedyDecodeOfDenseModels) {
+  auto on = Make("qwen3-tiny", true);
+  ASSERT_TRUE(on);
+  Generate(*on, runtime::StepCommand::kRunArgMax);
+  // Four decode steps of two sequences; contexts of 7..13 tokens need up to 4 blocks of 4.
+  ASSERT_EQ(on->backend.requests.size(), 4u);
+  for (const auto& [key, blocks] : on->backend.requests) {
+    EXPECT_EQ(key, "decode-b2");
+    EXPECT_EQ(blocks, 4);
+  }
+  Generate(*on, runtime::StepCommand::kRun);  // plain plans: logits leave, no graphs
+  EXPECT_EQ(on->backend.requests.size(), 4u);
+
+  auto off = Make("qwen3-tiny", false);
+  auto moe = Make("qwen3-moe-tiny", true);
+  ASSERT_TRUE(off && moe);
+  Generate(*off, runtime::StepCommand::kRunArgMax);
+  Generate(*moe, runtime::StepCommand::kRunArgMax);
+  EXPECT_TRUE(off->backend.requests.empty());
+  EXPECT_TRUE(moe->backend.requests.empty());  // MoE layers read expert counts back
+}
+
+TEST(ModelStepRunnerTest, BackendErrorFailsTheStep) {
+  auto s = Make("qwen3-tiny", false);
+  ASSERT_TRUE(s);
+  s->backend.error = InternalError("device lost");
+  for (auto command : {runtime::StepCommand::kRun, runtime::StepCommand::kRunArgMax}) {
+    auto out = s->runner->Run(Plan(command, {{5, 17}}, {0}));
+    ASSERT_FALSE(out.ok());
+    EXPECT_NE(out.status().message().find("device lost"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace spark::engine::model
