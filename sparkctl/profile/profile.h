@@ -69,6 +69,9 @@ struct SpeculativeSpec {
 
 struct EngineSpec {
   std::string backend = "auto";  // auto (cuda when a GPU is present), cuda, cpu
+  // Linear weights in memory: auto (the engine's default, fp32), fp32 or bf16.
+  std::string weight_dtype = "auto";
+  bool cuda_graphs = false;  // greedy decode steps as CUDA graphs (spark-engine --cuda-graphs)
   int tp = 1;
   int64_t context_length = 32768;
   int max_running_requests = 8;

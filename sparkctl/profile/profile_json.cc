@@ -25,6 +25,8 @@ nlohmann::ordered_json EngineJson(const EngineSpec& e) {
       e.kv_cache.memory_fraction ? nlohmann::ordered_json(*e.kv_cache.memory_fraction) : nullptr;
   return {
       {"backend", e.backend},
+      {"weight_dtype", e.weight_dtype},
+      {"cuda_graphs", e.cuda_graphs},
       {"tp", e.tp},
       {"context_length", e.context_length},
       {"max_running_requests", e.max_running_requests},

@@ -86,6 +86,8 @@ void ReadKvCache(YamlReader* r, const YAML::Node& node, KvCacheSpec* kv) {
 void ReadEngine(YamlReader* r, const YAML::Node& node, EngineSpec* e) {
   YamlMap map(r, node, "engine");
   map.Optional("backend", &e->backend);
+  map.Optional("weight_dtype", &e->weight_dtype);
+  map.Optional("cuda_graphs", &e->cuda_graphs);
   map.Required("tp", &e->tp);
   map.Optional("context_length", &e->context_length);
   map.Optional("max_running_requests", &e->max_running_requests);

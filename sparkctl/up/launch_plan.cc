@@ -58,6 +58,10 @@ std::vector<std::string> EngineArgv(const profile::Profile& p, const LaunchOptio
                                                          block)});
   }
   if (p.engine.backend != "auto") a.insert(a.end(), {"--backend", p.engine.backend});
+  if (p.engine.weight_dtype != "auto") {
+    a.insert(a.end(), {"--weight-dtype", p.engine.weight_dtype});
+  }
+  if (p.engine.cuda_graphs) a.push_back("--cuda-graphs");
   if (!p.api.key_file.empty()) a.insert(a.end(), {"--api-key-file", p.api.key_file});
   a.insert(a.end(), {"--status-file", status});
   return a;

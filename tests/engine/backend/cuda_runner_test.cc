@@ -75,8 +75,8 @@ TEST_P(CudaRunnerTest, DecodeGraphStepsGiveTransformersTokens) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, CudaRunnerTest, ::testing::Values("qwen3-tiny", "qwen3-moe-tiny"),
-                         [](const auto& info) {
+INSTANTIATE_TEST_SUITE_P(Fixtures, CudaRunnerTest,
+                         ::testing::Values("qwen3-tiny", "qwen3-moe-tiny"), [](const auto& info) {
                            std::string n = info.param;
                            std::replace(n.begin(), n.end(), '-', '_');
                            return n;

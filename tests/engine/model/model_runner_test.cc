@@ -57,7 +57,8 @@ std::unique_ptr<Setup> Make(const std::string& fixture, bool decode_graphs) {
 }
 
 // One plan: entry i runs tokens[i] from position start[i], blocks 8i..8i+7, logits wanted.
-runtime::StepPlan Plan(runtime::StepCommand command, const std::vector<std::vector<int32_t>>& tokens,
+runtime::StepPlan Plan(runtime::StepCommand command,
+                       const std::vector<std::vector<int32_t>>& tokens,
                        const std::vector<int32_t>& start) {
   runtime::StepPlan plan;
   plan.command = command;

@@ -26,8 +26,8 @@ namespace {
 
 using testing::RawTensor;
 
-constexpr int64_t kHidden = 256, kInter = 384, kHeads = 4, kKvHeads = 2, kHeadDim = 64,
-                  kVocab = 64, kBlock = 128;
+constexpr int64_t kHidden = 256, kInter = 384, kHeads = 4, kKvHeads = 2, kHeadDim = 64, kVocab = 64,
+                  kBlock = 128;
 
 // Nearest E4M3 code of v (ties to the even code), by search over all finite codes.
 uint8_t ToE4M3(float v) {
@@ -83,12 +83,18 @@ class Qwen3Fp8Test : public ::testing::Test {
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_);
     std::ofstream(dir_ / "config.json") << nlohmann::json{
-        {"model_type", "qwen3"},         {"architectures", {"Qwen3ForCausalLM"}},
-        {"hidden_size", kHidden},        {"intermediate_size", kInter},
-        {"num_hidden_layers", 1},        {"num_attention_heads", kHeads},
-        {"num_key_value_heads", kKvHeads}, {"head_dim", kHeadDim},
-        {"vocab_size", kVocab},          {"rms_norm_eps", 1e-6},
-        {"rope_theta", 1e6},             {"max_position_embeddings", 256},
+        {"model_type", "qwen3"},
+        {"architectures", {"Qwen3ForCausalLM"}},
+        {"hidden_size", kHidden},
+        {"intermediate_size", kInter},
+        {"num_hidden_layers", 1},
+        {"num_attention_heads", kHeads},
+        {"num_key_value_heads", kKvHeads},
+        {"head_dim", kHeadDim},
+        {"vocab_size", kVocab},
+        {"rms_norm_eps", 1e-6},
+        {"rope_theta", 1e6},
+        {"max_position_embeddings", 256},
         {"tie_word_embeddings", false},
         {"quantization_config", {{"quant_method", "fp8"}, {"weight_block_size", {128, 128}}}}};
     std::mt19937 rng(7);
@@ -157,19 +163,18 @@ TEST_F(Qwen3Fp8Test, SlicesAreDequantisedWithTheirOwnBlocks) {
   const std::string p = "model.layers.0.";
   const int64_t q_rows = kHeads * kHeadDim / 2, inter = kInter / 2;  // this rank's half
   // Row slices (q starts at row 128: block row 1; gate/up at 192: inside block row 1).
-  EXPECT_EQ(Values(l.q), Expected(p + "self_attn.q_proj.weight", kHidden, q_rows, q_rows, 0,
-                                  kHidden));
-  std::vector<float> gate_up = Expected(p + "mlp.gate_proj.weight", kHidden, inter, inter, 0,
-                                        kHidden);
-  const std::vector<float> up = Expected(p + "mlp.up_proj.weight", kHidden, inter, inter, 0,
-                                         kHidden);
+  EXPECT_EQ(Values(l.q),
+            Expected(p + "self_attn.q_proj.weight", kHidden, q_rows, q_rows, 0, kHidden));
+  std::vector<float> gate_up =
+      Expected(p + "mlp.gate_proj.weight", kHidden, inter, inter, 0, kHidden);
+  const std::vector<float> up =
+      Expected(p + "mlp.up_proj.weight", kHidden, inter, inter, 0, kHidden);
   gate_up.insert(gate_up.end(), up.begin(), up.end());
   EXPECT_EQ(Values(l.gate_up), gate_up);
   // Column slices (o from column 128, down from column 192).
-  EXPECT_EQ(Values(l.o), Expected(p + "self_attn.o_proj.weight", kHeads * kHeadDim, 0, kHidden,
-                                  q_rows, q_rows));
-  EXPECT_EQ(Values(l.down), Expected(p + "mlp.down_proj.weight", kInter, 0, kHidden, inter,
-                                     inter));
+  EXPECT_EQ(Values(l.o),
+            Expected(p + "self_attn.o_proj.weight", kHeads * kHeadDim, 0, kHidden, q_rows, q_rows));
+  EXPECT_EQ(Values(l.down), Expected(p + "mlp.down_proj.weight", kInter, 0, kHidden, inter, inter));
   // The scales matter: the raw fp8 values are far from the weights.
   EXPECT_NE(Values(l.down)[0], core::F8E4M3ToFloat(tensors_[12].bytes[inter]));
 }

@@ -47,6 +47,16 @@ TEST(ProfileYamlTest, GoodProfileLoadsWithDefaults) {
   EXPECT_EQ(p->api.bind, "127.0.0.1");
   EXPECT_EQ(p->topology.kind, netplan::TopologyKind::kRing);
   EXPECT_EQ(ToJson(*p)["engine"]["kv_cache"]["tokens"], 8192);
+  EXPECT_EQ(p->engine.weight_dtype, "auto");
+  EXPECT_FALSE(p->engine.cuda_graphs);
+  auto tuned = ParseProfile(Replace(kGood, "  tp: 4\n",
+                                    "  tp: 4\n  backend: cuda\n  weight_dtype: bf16\n"
+                                    "  cuda_graphs: true\n"),
+                            "p.yaml");
+  ASSERT_TRUE(tuned.ok()) << tuned.status().ToString();
+  EXPECT_EQ(tuned->engine.weight_dtype, "bf16");
+  EXPECT_TRUE(tuned->engine.cuda_graphs);
+  EXPECT_EQ(ToJson(*tuned)["engine"]["weight_dtype"], "bf16");
 }
 
 struct BadCase {
@@ -97,6 +107,10 @@ std::vector<BadCase> BadCases() {
       {"BadEnvName", g + "env:\n  1BAD: x\n", "p.yaml:18:3: env.1BAD: not a valid environment variable name"},
       {"NanTrapInEnv", g + "env:\n  PYTORCH_CUDA_ALLOC_CONF: expandable_segments:True\n",
        "p.yaml:18:3: env.PYTORCH_CUDA_ALLOC_CONF: expandable_segments:True gives NaN logits on GB10"},
+      {"BadWeightDtype", Replace(g, "  tp: 4\n", "  tp: 4\n  weight_dtype: bf61\n"),
+       "p.yaml:12:3: engine.weight_dtype: 'bf61' is not a weight dtype (auto, fp32, bf16) (did you mean 'bf16'?)"},
+      {"CudaGraphsOnCpu", Replace(g, "  tp: 4\n", "  tp: 4\n  backend: cpu\n  cuda_graphs: true\n"),
+       "engine.cuda_graphs: needs the cuda backend (engine.backend is cpu)"},
       {"BadParser", Replace(g, "  tp: 4\n", "  tp: 4\n  tool_parser: deepsek_v4\n"),
        "p.yaml:12:3: engine.tool_parser: 'deepsek_v4' is not a parser (deepseek_v4, qwen3) (did you mean 'deepseek_v4'?)"},
       {"SyntaxError", Replace(g, "  tp: 4\n", "  tp: [4\n"), "p.yaml:"},

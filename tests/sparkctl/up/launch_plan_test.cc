@@ -41,6 +41,26 @@ TEST(LaunchPlanTest, OneRankPerNodeInRankOrder) {
   EXPECT_EQ(plan->served_name, "qwen3-tiny-demo");
 }
 
+TEST(LaunchPlanTest, WeightDtypeAndCudaGraphsReachTheEngine) {
+  auto plain = PlanLaunch(DemoProfile(), Ring(), {});
+  ASSERT_TRUE(plain.ok());
+  for (const char* flag : {"--weight-dtype", "--cuda-graphs"}) {
+    EXPECT_EQ(
+        std::count(plain->ranks[0].argv.begin(), plain->ranks[0].argv.end(), std::string(flag)), 0)
+        << flag << " only when the profile asks";
+  }
+  profile::Profile p = DemoProfile();
+  p.engine.backend = "cuda";
+  p.engine.weight_dtype = "bf16";
+  p.engine.cuda_graphs = true;
+  auto plan = PlanLaunch(p, Ring(), {});
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  for (const RankLaunch& rank : plan->ranks) {
+    EXPECT_TRUE(Has(rank.argv, "--weight-dtype", "bf16"));
+    EXPECT_EQ(std::count(rank.argv.begin(), rank.argv.end(), std::string("--cuda-graphs")), 1);
+  }
+}
+
 TEST(LaunchPlanTest, ProfileEnvOverridesNcclEnv) {
   profile::Profile p = DemoProfile();
   p.env["NCCL_ALGO"] = "Tree";
@@ -59,7 +79,8 @@ TEST(LaunchPlanTest, ProfileEnvOverridesNcclEnv) {
   EXPECT_EQ(find("NCCL_ALGO"), "Tree");
   EXPECT_EQ(find("NCCL_IB_GID_INDEX"), "3");
   EXPECT_EQ(find("OMP_NUM_THREADS"), "2");
-  EXPECT_EQ(std::count_if(env.begin(), env.end(), [](auto& e) { return e.name == "NCCL_ALGO"; }), 1);
+  EXPECT_EQ(std::count_if(env.begin(), env.end(), [](auto& e) { return e.name == "NCCL_ALGO"; }),
+            1);
   EXPECT_EQ(find("NCCL_IB_GID_INDEX"), "3");
   EXPECT_EQ(plan->ranks[2].env.size(), 2u) << "spark-2 has no NCCL env, only the profile's";
 }
