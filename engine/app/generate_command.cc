@@ -19,6 +19,7 @@
 #include "base/logging.h"
 #include "base/strings.h"
 #include "engine/app/engine_command.h"
+#include "engine/app/backend_flags.h"
 #include "engine/app/rank_launch.h"
 #include "engine/runtime/engine.h"
 #include "engine/tokenizer/tokenizer.h"
@@ -40,9 +41,7 @@ struct GenerateOptions {
   // Ranks and transport.
   int tp = 1;
   int rank = -1;  // -1: this process runs (or launches) every rank
-  std::string backend = "cpu";
-  std::string weight_dtype = "fp32";
-  bool cuda_graphs = false;
+  app::BackendFlags compute;  // --backend, --weight-dtype, --cuda-graphs
   std::string master_addr = "127.0.0.1";
   int master_port = 0;  // 0: a free loopback port (launcher) / 29500 (explicit --rank)
   int comm_timeout_s = 60;
@@ -81,14 +80,13 @@ std::vector<std::string> RankArgv(const GenerateOptions& o, int rank, int port, 
                                 "--model",        o.model_dir,
                                 "--tp",           std::to_string(o.tp),
                                 "--rank",         std::to_string(rank),
-                                "--backend",      o.backend,
-                                "--weight-dtype", o.weight_dtype,
                                 "--master-addr",  "127.0.0.1",
                                 "--master-port",  std::to_string(port),
                                 "--comm-timeout", std::to_string(o.comm_timeout_s),
                                 "--threads",      std::to_string(threads),
                                 "--block-size",   std::to_string(o.block_size)};
-  if (o.cuda_graphs) a.push_back("--cuda-graphs");
+  const std::vector<std::string> compute = app::BackendArgv(o.compute);
+  a.insert(a.end(), compute.begin(), compute.end());
   if (o.test_exit_rank >= 0) {
     a.insert(a.end(), {"--test-exit-rank", std::to_string(o.test_exit_rank)});
   }
@@ -123,9 +121,7 @@ Status LaunchLocalRanks(const GenerateOptions& o) {
 app::RankOptions MakeRankOptions(const GenerateOptions& o, int rank, int64_t num_blocks) {
   app::RankOptions r;
   r.model_dir = o.model_dir;
-  r.backend = o.backend;
-  r.weight_dtype = o.weight_dtype;
-  r.cuda_graphs = o.cuda_graphs;
+  app::ApplyBackendFlags(o.compute, &r);
   r.tp = o.tp;
   r.rank = rank;
   r.master_addr = o.master_addr;
@@ -295,14 +291,7 @@ void RegisterGenerateCommand(CLI::App& parent, EngineContext& context) {
   cmd->add_option("--tp", o->tp, "Tensor-parallel ranks, one process each (default 1)");
   cmd->add_option("--rank", o->rank,
                   "Run only this rank (default: start all --tp ranks on this machine)");
-  cmd->add_option("--backend", o->backend,
-                  "cpu (default) or cuda; cuda needs a build with CUDA and a GPU");
-  cmd->add_option("--weight-dtype", o->weight_dtype,
-                  "Linear weights in memory: fp32 (default) or bf16 (half the memory; on cuda "
-                  "about twice the decode speed, within bf16 tolerance)");
-  cmd->add_flag("--cuda-graphs", o->cuda_graphs,
-                "With --backend cuda: run greedy decode steps of a dense model on one GPU as "
-                "captured CUDA graphs (opt-in; see docs/engine.md)");
+  app::AddBackendFlags(cmd, &o->compute);
   cmd->add_option("--master-addr", o->master_addr, "Rank 0's address (default 127.0.0.1)");
   cmd->add_option("--master-port", o->master_port,
                   "Rendezvous port (default: a free one when launching, 29500 with --rank)");

@@ -23,6 +23,7 @@
 
 #include "base/logging.h"
 #include "engine/app/engine_command.h"
+#include "engine/app/backend_flags.h"
 #include "engine/app/rank_launch.h"
 #include "engine/app/rank_status.h"
 #include "engine/app/serve_control.h"
@@ -48,9 +49,7 @@ struct ServeOptions {
   bool tp_given = false;
   int rank = -1;  // -1: rank 0, starting ranks 1..tp-1 as children
   bool rank_given = false;
-  std::string backend = "cpu";
-  std::string weight_dtype = "fp32";
-  bool cuda_graphs = false;
+  app::BackendFlags compute;  // --backend, --weight-dtype, --cuda-graphs
   std::string master_addr = "127.0.0.1";
   bool master_addr_given = false;
   int master_port = 0;  // 0: a free loopback port (children) / 29500 (explicit --rank)
@@ -123,13 +122,12 @@ std::vector<std::string> ChildArgv(const ServeOptions& o, int rank, int port) {
                                 "--model",        o.model_dir,
                                 "--tp",           std::to_string(o.tp),
                                 "--rank",         std::to_string(rank),
-                                "--backend",      o.backend,
-                                "--weight-dtype", o.weight_dtype,
                                 "--master-addr",  "127.0.0.1",
                                 "--master-port",  std::to_string(port),
                                 "--comm-timeout", std::to_string(o.comm_timeout_s),
                                 "--threads",      std::to_string(RankThreads(o))};
-  if (o.cuda_graphs) a.push_back("--cuda-graphs");
+  const std::vector<std::string> compute = app::BackendArgv(o.compute);
+  a.insert(a.end(), compute.begin(), compute.end());
   if (!o.status_file.empty()) a.insert(a.end(), {"--status-file", StatusPath(o, rank)});
   return a;
 }
@@ -137,9 +135,7 @@ std::vector<std::string> ChildArgv(const ServeOptions& o, int rank, int port) {
 app::RankOptions MakeRankOptions(const ServeOptions& o, int rank, int port, int64_t blocks) {
   app::RankOptions r;
   r.model_dir = o.model_dir;
-  r.backend = o.backend;
-  r.weight_dtype = o.weight_dtype;
-  r.cuda_graphs = o.cuda_graphs;
+  app::ApplyBackendFlags(o.compute, &r);
   r.tp = o.tp;
   r.rank = rank;
   r.master_addr = o.master_addr;
@@ -404,14 +400,7 @@ void RegisterServeCommand(CLI::App& parent, EngineContext& context) {
   cmd->add_option("--rank", o->rank,
                   "Run only this rank of --tp (start every rank, on any machine, with the same "
                   "--master-addr/--master-port)");
-  cmd->add_option("--backend", o->backend,
-                  "cpu (default) or cuda; cuda needs a build with CUDA and a GPU");
-  cmd->add_option("--weight-dtype", o->weight_dtype,
-                  "Linear weights in memory: fp32 (default) or bf16 (half the memory; on cuda "
-                  "about twice the decode speed, within bf16 tolerance)");
-  cmd->add_flag("--cuda-graphs", o->cuda_graphs,
-                "With --backend cuda: run greedy decode steps of a dense model on one GPU as "
-                "captured CUDA graphs (opt-in; see docs/engine.md)");
+  app::AddBackendFlags(cmd, &o->compute);
   cmd->add_option("--master-addr", o->master_addr,
                   "Rank 0's address, with --rank (default 127.0.0.1)");
   cmd->add_option("--master-port", o->master_port,

@@ -20,21 +20,13 @@ namespace {
 
 using namespace testing;
 
-class CudaModelTest : public ::testing::TestWithParam<std::string> {};
+class CudaModelTest : public CudaFixtureTest {};
 
 TEST_P(CudaModelTest, MatchesTransformersAndCpuBackend) {
-  if (kernels::CudaDeviceCount() == 0) {
-    GTEST_SKIP() << "no CUDA device";
-  }
-  const std::string dir = std::string(SPARK_SOURCE_DIR) + "/tests/fixtures/models/" + GetParam();
-  int eos = -1;
-  const std::vector<Case> cases = LoadCases(dir, &eos);
-  auto gpu = backend::cuda::CudaBackend::Create({});
-  ASSERT_TRUE(gpu.ok()) << gpu.status().message();
   backend::cpu::CpuBackend cpu(2);
-  const ModelRun g = RunModel(dir, **gpu, cases, eos);
+  const ModelRun g = RunModel(dir, *gpu, cases, eos);
   const ModelRun c = RunModel(dir, cpu, cases, eos);
-  ASSERT_TRUE((*gpu)->Synchronize().ok()) << (*gpu)->status().message();
+  ASSERT_TRUE(gpu->Synchronize().ok()) << gpu->status().message();
   ASSERT_EQ(g.prefill_logits.size(), c.prefill_logits.size());
   ASSERT_FALSE(g.prefill_logits.empty());
   const size_t vocab = cases[0].logits[0].size();
@@ -62,48 +54,31 @@ TEST_P(CudaModelTest, MatchesTransformersAndCpuBackend) {
 // in CUDA graphs: one capture per live-batch size, then replays with new inputs. Both must give
 // transformers' tokens.
 TEST_P(CudaModelTest, ArgMaxAndGraphDecodeGiveTransformersTokens) {
-  if (kernels::CudaDeviceCount() == 0) {
-    GTEST_SKIP() << "no CUDA device";
-  }
-  const std::string dir = std::string(SPARK_SOURCE_DIR) + "/tests/fixtures/models/" + GetParam();
-  int eos = -1;
-  const std::vector<Case> cases = LoadCases(dir, &eos);
-  auto gpu = backend::cuda::CudaBackend::Create({});
-  ASSERT_TRUE(gpu.ok()) << gpu.status().message();
   DecodeOptions eager{.argmax = true};
-  const ModelRun e = RunModel(dir, **gpu, cases, eos, nullptr, {}, eager);
+  const ModelRun e = RunModel(dir, *gpu, cases, eos, nullptr, {}, eager);
   for (size_t i = 0; i < cases.size(); ++i) EXPECT_EQ(e.tokens[i], cases[i].greedy) << i;
   if (GetParam() != "qwen3-tiny") return;  // MoE layers stay eager
   int steps = 0;
   DecodeOptions graph{.argmax = true, .before_step = [&](int live) {
                         // The first decode step runs eagerly (it builds the RoPE tables).
                         if (steps++ == 0) return;
-                        Status s =
-                            (*gpu)->BeginGraph("test-b" + std::to_string(live), kBlocksPerSeq);
+                        Status s = gpu->BeginGraph("test-b" + std::to_string(live), kBlocksPerSeq);
                         EXPECT_TRUE(s.ok()) << s.message();
                       }};
-  const ModelRun g = RunModel(dir, **gpu, cases, eos, nullptr, {}, graph);
-  ASSERT_TRUE((*gpu)->status().ok()) << (*gpu)->status().message();
+  const ModelRun g = RunModel(dir, *gpu, cases, eos, nullptr, {}, graph);
+  ASSERT_TRUE(gpu->status().ok()) << gpu->status().message();
   for (size_t i = 0; i < cases.size(); ++i) EXPECT_EQ(g.tokens[i], cases[i].greedy) << i;
-  EXPECT_GE((*gpu)->graph_count(), 1u);
-  EXPECT_LT((*gpu)->graph_count(), static_cast<size_t>(steps));  // replays happened
+  EXPECT_GE(gpu->graph_count(), 1u);
+  EXPECT_LT(gpu->graph_count(), static_cast<size_t>(steps));  // replays happened
 }
 
 // bf16 Linear weights (the fp32 fixtures rounded): logits within bf16 tolerance of
 // transformers' fp32 ones, on the GPU and on the CPU backend's widening path.
 TEST_P(CudaModelTest, Bf16WeightsWithinBf16Tolerance) {
-  if (kernels::CudaDeviceCount() == 0) {
-    GTEST_SKIP() << "no CUDA device";
-  }
-  const std::string dir = std::string(SPARK_SOURCE_DIR) + "/tests/fixtures/models/" + GetParam();
-  int eos = -1;
-  const std::vector<Case> cases = LoadCases(dir, &eos);
-  auto gpu = backend::cuda::CudaBackend::Create({});
-  ASSERT_TRUE(gpu.ok()) << gpu.status().message();
   ModelOptions options;
   options.weight_dtype = backend::DType::kBF16;
-  const ModelRun g = RunModel(dir, **gpu, cases, eos, nullptr, options);
-  ASSERT_TRUE((*gpu)->Synchronize().ok()) << (*gpu)->status().message();
+  const ModelRun g = RunModel(dir, *gpu, cases, eos, nullptr, options);
+  ASSERT_TRUE(gpu->Synchronize().ok()) << gpu->status().message();
   ASSERT_FALSE(g.prefill_logits.empty());
   const size_t vocab = cases[0].logits[0].size();
   size_t row = 0;

@@ -12,7 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "engine/backend/cuda/cuda_backend.h"
 #include "engine/model/model.h"
+#include "kernels/cuda_check.h"
 
 namespace spark::engine::model::testing {
 
@@ -120,5 +122,26 @@ inline ModelRun RunModel(const std::string& dir, backend::Backend& backend,
   }
   return run;
 }
+
+// A GPU test over one fixture (the test parameter): skipped where no CUDA device is visible;
+// otherwise dir, cases, eos and a CudaBackend on device 0 are ready.
+class CudaFixtureTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (kernels::CudaDeviceCount() == 0) {
+      GTEST_SKIP() << "no CUDA device";
+    }
+    dir = std::string(SPARK_SOURCE_DIR) + "/tests/fixtures/models/" + GetParam();
+    cases = LoadCases(dir, &eos);
+    auto created = backend::cuda::CudaBackend::Create({});
+    ASSERT_TRUE(created.ok()) << created.status().message();
+    gpu = std::move(*created);
+  }
+
+  std::string dir;
+  int eos = -1;
+  std::vector<Case> cases;
+  std::unique_ptr<backend::cuda::CudaBackend> gpu;
+};
 
 }  // namespace spark::engine::model::testing

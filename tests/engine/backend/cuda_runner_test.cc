@@ -30,20 +30,12 @@ runtime::StepPlanEntry Entry(size_t i, std::vector<int32_t> tokens, int32_t star
   return e;
 }
 
-class CudaRunnerTest : public ::testing::TestWithParam<std::string> {};
+class CudaRunnerTest : public CudaFixtureTest {};
 
 TEST_P(CudaRunnerTest, DecodeGraphStepsGiveTransformersTokens) {
-  if (kernels::CudaDeviceCount() == 0) {
-    GTEST_SKIP() << "no CUDA device";
-  }
-  const std::string dir = std::string(SPARK_SOURCE_DIR) + "/tests/fixtures/models/" + GetParam();
-  int eos = -1;
-  const std::vector<Case> cases = LoadCases(dir, &eos);
-  auto gpu = backend::cuda::CudaBackend::Create({});
-  ASSERT_TRUE(gpu.ok()) << gpu.status().message();
-  auto model = LoadModel(dir, **gpu, nullptr, {});
+  auto model = LoadModel(dir, *gpu, nullptr, {});
   ASSERT_TRUE(model.ok()) << model.status().message();
-  auto runner = ModelStepRunner::Create(model->get(), **gpu, kBlocks, kBlockSize, true, true);
+  auto runner = ModelStepRunner::Create(model->get(), *gpu, kBlocks, kBlockSize, true, true);
   ASSERT_TRUE(runner.ok()) << runner.status().message();
   std::vector<std::vector<int32_t>> out(cases.size());
   std::vector<int32_t> start(cases.size(), 0);
@@ -66,12 +58,12 @@ TEST_P(CudaRunnerTest, DecodeGraphStepsGiveTransformersTokens) {
     }
     plan = std::move(next);
   }
-  ASSERT_TRUE((*gpu)->status().ok()) << (*gpu)->status().message();
+  ASSERT_TRUE(gpu->status().ok()) << gpu->status().message();
   for (size_t i = 0; i < cases.size(); ++i) EXPECT_EQ(out[i], cases[i].greedy) << "case " << i;
   if (GetParam() == "qwen3-tiny") {
-    EXPECT_GE((*gpu)->graph_count(), 1u);
+    EXPECT_GE(gpu->graph_count(), 1u);
   } else {
-    EXPECT_EQ((*gpu)->graph_count(), 0u);
+    EXPECT_EQ(gpu->graph_count(), 0u);
   }
 }
 

@@ -146,6 +146,22 @@ double RunFixture(const Fixture& f, Engine& e) {
   return worst;
 }
 
+// Relative logit error of the fixture's last case (every prompt token) through `dir`'s
+// checkpoint loaded with `options`; -1 when the model does not load or run.
+double LastCaseError(const Fixture& f, const std::string& dir, const ModelOptions& options) {
+  backend::cpu::CpuBackend backend(2);
+  Engine e = MakeEngine(dir, backend, nullptr, options);
+  if (e.model == nullptr) return -1;
+  const Case& c = f.cases.back();
+  ForwardBatch batch;
+  batch.all_logits = true;
+  batch.AddSequence(c.prompt, 0, e.Blocks(12), Engine::kBlockSize);
+  std::vector<float> logits;
+  const Status s = e.model->Forward(batch, *e.cache, &logits);
+  EXPECT_TRUE(s.ok()) << s.message();
+  return s.ok() ? RelError(logits, c.logits) : -1;
+}
+
 class Qwen3ModelTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(Qwen3ModelTest, MatchesTransformersLogitsAndGreedyTokens) {
@@ -184,18 +200,9 @@ TEST_P(Qwen3ModelTest, ForwardArgMaxMatchesForwardLogits) {
 // per call): logits within bf16 tolerance of transformers', and really rounded.
 TEST_P(Qwen3ModelTest, Bf16WeightTypeStaysWithinBf16Tolerance) {
   const Fixture f = LoadFixture(GetParam());
-  backend::cpu::CpuBackend backend(2);
   ModelOptions options;
   options.weight_dtype = backend::DType::kBF16;
-  Engine e = MakeEngine(f.dir, backend, nullptr, options);
-  ASSERT_NE(e.model, nullptr);
-  const Case& c = f.cases.back();
-  ForwardBatch batch;
-  batch.all_logits = true;
-  batch.AddSequence(c.prompt, 0, e.Blocks(12), Engine::kBlockSize);
-  std::vector<float> logits;
-  ASSERT_TRUE(e.model->Forward(batch, *e.cache, &logits).ok());
-  const double err = RelError(logits, c.logits);
+  const double err = LastCaseError(f, f.dir, options);
   EXPECT_LT(err, 5e-2);
   EXPECT_GT(err, 1e-6);
 }
@@ -313,16 +320,7 @@ TEST(LoadModelTest, RunsBf16CheckpointSplitIntoShards) {
   }
   std::ofstream(dir / "model.safetensors.index.json")
       << nlohmann::json{{"weight_map", weight_map}}.dump();
-  backend::cpu::CpuBackend backend(2);
-  Engine e = MakeEngine(dir.string(), backend, nullptr, {});
-  ASSERT_NE(e.model, nullptr);
-  const Case& c = f.cases.back();
-  ForwardBatch batch;
-  batch.all_logits = true;
-  batch.AddSequence(c.prompt, 0, e.Blocks(12), Engine::kBlockSize);
-  std::vector<float> logits;
-  ASSERT_TRUE(e.model->Forward(batch, *e.cache, &logits).ok());
-  const double err = RelError(logits, c.logits);
+  const double err = LastCaseError(f, dir.string(), {});
   EXPECT_LT(err, 5e-2);
   EXPECT_GT(err, 1e-6);  // the weights really were rounded
   std::printf("bf16 two-shard checkpoint: max relative logit error %.3g\n", err);

@@ -1,0 +1,30 @@
+#include "engine/app/backend_flags.h"
+
+#include <CLI/CLI.hpp>
+
+namespace spark::engine::app {
+
+void AddBackendFlags(CLI::App* cmd, BackendFlags* flags) {
+  cmd->add_option("--backend", flags->backend,
+                  "cpu (default) or cuda; cuda needs a build with CUDA and a GPU");
+  cmd->add_option("--weight-dtype", flags->weight_dtype,
+                  "Linear weights in memory: fp32 (default) or bf16 (half the memory; on cuda "
+                  "about twice the decode speed, within bf16 tolerance)");
+  cmd->add_flag("--cuda-graphs", flags->cuda_graphs,
+                "With --backend cuda: run greedy decode steps of a dense model on one GPU as "
+                "captured CUDA graphs (opt-in; see docs/engine.md)");
+}
+
+std::vector<std::string> BackendArgv(const BackendFlags& flags) {
+  std::vector<std::string> a = {"--backend", flags.backend, "--weight-dtype", flags.weight_dtype};
+  if (flags.cuda_graphs) a.push_back("--cuda-graphs");
+  return a;
+}
+
+void ApplyBackendFlags(const BackendFlags& flags, RankOptions* rank) {
+  rank->backend = flags.backend;
+  rank->weight_dtype = flags.weight_dtype;
+  rank->cuda_graphs = flags.cuda_graphs;
+}
+
+}  // namespace spark::engine::app

@@ -1,0 +1,29 @@
+// The compute flags `spark-engine generate` and `serve` share (--backend, --weight-dtype,
+// --cuda-graphs): one definition of their help text, of how a launcher passes them on to the
+// local rank processes it starts, and of how they fill RankOptions.
+// Thread-safety: plain values and pure functions.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "engine/app/rank_launch.h"
+
+namespace CLI {
+class App;
+}
+
+namespace spark::engine::app {
+
+struct BackendFlags {
+  std::string backend = "cpu";
+  std::string weight_dtype = "fp32";
+  bool cuda_graphs = false;
+};
+
+void AddBackendFlags(CLI::App* cmd, BackendFlags* flags);
+// The flags again, for a child rank's argv.
+std::vector<std::string> BackendArgv(const BackendFlags& flags);
+void ApplyBackendFlags(const BackendFlags& flags, RankOptions* rank);
+
+}  // namespace spark::engine::app
