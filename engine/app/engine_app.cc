@@ -1,3 +1,4 @@
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 
@@ -13,6 +14,9 @@ int ReportEngineError(const Status& status) {
 }
 
 int RunSparkEngine(int argc, char** argv) {
+  // A peer rank or HTTP client that dies mid-write must surface as EPIPE on that socket (the
+  // group-failure path names the rank), not kill this process with SIGPIPE.
+  std::signal(SIGPIPE, SIG_IGN);
   CLI::App app{"spark-engine: the tensor-parallel LLM engine of sparkctl (one process per GPU).",
                "spark-engine"};
   app.set_version_flag("--version", std::string("spark-engine ") + kVersion);

@@ -109,21 +109,27 @@ void CpuBackend::ArgMax(const float* x, int64_t rows, int cols, int64_t index_of
 
 void CpuBackend::Linear(const float* x, int64_t rows, int in_features, WeightRef weight,
                         int out_features, float* out) {
-  std::vector<float> widened;
-  if (weight.dtype == DType::kBF16) {
-    widened.resize(static_cast<size_t>(out_features) * in_features);
-    core::ConvertToFloat(core::DType::kBF16, weight.data, widened.size(), widened.data());
-  }
-  const float* w = widened.empty() ? static_cast<const float*>(weight.data) : widened.data();
+  const bool bf16 = weight.dtype == DType::kBF16;
   // Threads split the weight rows in tiles of kRowTile; every token row passes over a tile while
   // it is in cache, so each weight is read from memory once per call (decode is bandwidth-bound).
+  // bf16 weights are widened a tile at a time into the thread's scratch (same dot products).
   const int64_t tiles = (out_features + kRowTile - 1) / kRowTile;
   pool_.ParallelFor(tiles, 1, [&](int64_t tile_begin, int64_t tile_end) {
+    std::vector<float> widened(bf16 ? static_cast<size_t>(kRowTile) * in_features : 0);
     for (int64_t tile = tile_begin; tile < tile_end; ++tile) {
       const int o_begin = static_cast<int>(tile * kRowTile);
       const int o_end = std::min(out_features, o_begin + kRowTile);
       // Register-blocked; each output equals Dot(x row, w row) bit for bit (cpu_gemm.h).
-      GemmTile(x, rows, in_features, w, o_begin, o_end, out, out_features);
+      if (!bf16) {
+        GemmTile(x, rows, in_features, static_cast<const float*>(weight.data), o_begin, o_end, out,
+                 out_features);
+        continue;
+      }
+      const auto* bits = static_cast<const uint16_t*>(weight.data);
+      core::ConvertToFloat(core::DType::kBF16, bits + static_cast<size_t>(o_begin) * in_features,
+                           static_cast<size_t>(o_end - o_begin) * in_features, widened.data());
+      GemmTile(x, rows, in_features, widened.data(), 0, o_end - o_begin, out + o_begin,
+               out_features);
     }
   });
 }

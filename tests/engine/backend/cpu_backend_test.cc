@@ -8,6 +8,8 @@
 #include <limits>
 #include <random>
 
+#include "engine/core/dtype.h"
+
 namespace spark::engine::backend::cpu {
 namespace {
 
@@ -205,6 +207,22 @@ TEST(CpuBackendTest, Bf16WeightsAreRoundedToNearestEvenAndWidenedExactly) {
   EXPECT_EQ(out[2], -2.5f);
   EXPECT_NEAR(out[3], 1e-3f, 1e-5f);
   EXPECT_NE(out[3], 1e-3f);
+}
+
+// bf16 weights (widened tile by tile) give exactly fp32 Linear over the same rounded values.
+TEST(CpuBackendTest, Bf16LinearEqualsFp32LinearOnRoundedWeights) {
+  CpuBackend backend(3);
+  const int rows = 5, in = 70, out = 53;  // several 16-row tiles, a partial last one
+  const auto x = Random(rows * in, 90);
+  std::vector<float> w = Random(out * in, 91);
+  auto b = backend.AllocateWeights(w.size(), DType::kBF16);
+  ASSERT_TRUE(b.ok());
+  backend.UploadWeights(w, *b);
+  for (float& v : w) v = core::Bf16ToFloat(core::FloatToBf16(v));
+  std::vector<float> want(rows * out), got(rows * out);
+  backend.Linear(x.data(), rows, in, w.data(), out, want.data());
+  backend.Linear(x.data(), rows, in, b->weight(), out, got.data());
+  EXPECT_EQ(got, want);
 }
 
 TEST(CpuBackendTest, ArgMaxPairsMergeAcrossVocabularySlices) {
