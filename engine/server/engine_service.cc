@@ -58,6 +58,11 @@ void EngineService::SetBroken(Status error) {
   cv_.notify_one();
 }
 
+Status EngineService::broken() const {
+  std::lock_guard lock(mu_);
+  return broken_;
+}
+
 void EngineService::Loop() {
   while (true) {
     std::vector<Pending> submitted;

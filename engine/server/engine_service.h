@@ -35,6 +35,8 @@ class EngineService : public GenerationService {
   // The model can no longer run (a tensor-parallel rank died): requests in flight and every
   // later one finish with `error`, so /ready's canary reports it. A later call replaces it.
   void SetBroken(Status error);
+  // What SetBroken said (Ok while the engine is usable); readable from any thread.
+  Status broken() const override;
 
  private:
   struct Pending {

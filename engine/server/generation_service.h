@@ -64,6 +64,9 @@ class GenerationService {
   virtual int max_model_len() const = 0;
   // Vocabulary size: token ids in prompts must be below it.
   virtual int vocab_size() const = 0;
+  // Not Ok once the model can no longer run (a tensor-parallel rank died); /ready reports it
+  // at once. Default: always Ok.
+  virtual Status broken() const { return Status::Ok(); }
 };
 
 }  // namespace spark::engine::server

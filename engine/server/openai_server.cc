@@ -261,6 +261,12 @@ std::optional<ApiError> OpenAIServer::SetMaxTokens(PreparedRequest* p) const {
 }
 
 void OpenAIServer::HandleReady(std::shared_ptr<ResponseWriter> writer) {
+  // A group known to be broken (a dead rank) answers at once, even while the engine thread is
+  // still stuck in a collective with the dead peer.
+  if (Status broken = context_->service->broken(); !broken.ok()) {
+    return writer->Send(
+        JsonResponse(503, {{"status", "unavailable"}, {"error", broken.ToString()}}));
+  }
   std::unique_lock lock(ready_mu_);
   const bool fresh = canary_result_ && Clock::now() - canary_time_ < options_.ready_cache;
   if (fresh && !canary_running_) {
@@ -331,8 +337,15 @@ void OpenAIServer::WatchCanary() {
   std::unique_lock lock(ready_mu_);
   while (!stopping_) {
     ready_cv_.wait_for(lock, std::chrono::milliseconds(50));
-    if (!canary_running_ || Clock::now() < canary_deadline_) continue;
+    if (!canary_running_) continue;
     const uint64_t id = canary_id_;
+    if (Status broken = context_->service->broken(); !broken.ok()) {
+      lock.unlock();
+      FinishCanary(id, broken);  // the waiters learn which rank died, not a timeout later
+      lock.lock();
+      continue;
+    }
+    if (Clock::now() < canary_deadline_) continue;
     lock.unlock();
     FinishCanary(id, DeadlineExceededError("no token within " +
                                            std::to_string(options_.ready_timeout.count()) +
