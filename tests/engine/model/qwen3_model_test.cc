@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -14,6 +13,7 @@
 
 #include "engine/backend/cpu/cpu_backend.h"
 #include "engine/comm/communicator.h"
+#include "engine/core/dtype.h"
 #include "engine/core/safetensors.h"
 #include "engine/model/model.h"
 #include "tests/engine/core/safetensors_writer.h"
@@ -304,8 +304,7 @@ TEST(LoadModelTest, RunsBf16CheckpointSplitIntoShards) {
     std::vector<float> values = *(*source)->ReadFloat(name, {});
     std::vector<uint8_t> bytes;
     for (float v : values) {  // round to nearest even
-      const uint32_t bits = std::bit_cast<uint32_t>(v);
-      const uint16_t bf = static_cast<uint16_t>((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16);
+      const uint16_t bf = core::FloatToBf16(v);
       bytes.push_back(bf & 0xFF);
       bytes.push_back(bf >> 8);
     }
