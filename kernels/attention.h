@@ -6,6 +6,9 @@
 // few rows to fill the GPU, then a combine pass) and prefill (flash-style: tiles of query rows
 // of one sequence, causal, online softmax over KV tiles in shared memory). Both serve GQA/MQA:
 // query head h reads KV head h / (num_heads / num_kv_heads). fp32 softmax and accumulation.
+// Prefill runs either in fp32 on CUDA cores (exact to ~1e-6) or, when the layout asks for it,
+// on bf16 tensor cores (Q, K, V and the probabilities rounded to bf16: ~3e-3 relative error,
+// tens of times faster); see PagedKvLayout::bf16_tensor_cores.
 // All pointers in the structs below are device pointers.
 #pragma once
 
@@ -25,6 +28,9 @@ struct PagedKvLayout {
   int head_dim = 0;  // a multiple of 8, at most 256
   int block_size = 0;
   float scale = 1.0f;
+  // Prefill on bf16 tensor cores where it can (head_dim 64 or 128, 16-byte aligned data; the
+  // fp32 kernel otherwise). Decode is bandwidth-bound and always exact.
+  bool bf16_tensor_cores = false;
 };
 
 // Stores k and v rows [tokens, kv_width] at cache slots (slot * kv_width); slots on the device.
@@ -60,7 +66,7 @@ Status PagedDecodeAttention(const T* q, const DecodeRows& rows, const T* k_cache
 
 // Prefill: up to kPrefillTileRows consecutive query rows of one sequence. Row i of the tile is
 // q/out row row_begin + i and sees kv_len0 + i cache tokens (causal).
-constexpr int kPrefillTileRows = 16;
+constexpr int kPrefillTileRows = 64;
 struct PrefillTile {
   int32_t row_begin = 0;
   int32_t rows = 0;

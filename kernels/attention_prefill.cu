@@ -1,11 +1,14 @@
-// Paged prefill attention, flash-style on CUDA cores: a block (4 warps) takes one tile of up to
-// 16 query rows of one sequence and one query head. KV tiles of 32 tokens are gathered from the
-// paged cache into shared memory (keys padded by one float per row so the per-lane dot products
-// hit distinct banks); each warp owns 4 query rows, lane j scores token j of the tile, and the
-// softmax is online over tiles, causal per row. A lane accumulates elements lane + 32 i.
+// Paged prefill attention, flash-style on CUDA cores (the exact fp32 path; the bf16 tensor-core
+// kernel is attention_prefill_mma.cu): a block (4 warps) takes 16 query rows of a tile (a tile
+// of kPrefillTileRows rows spans several blocks) and one query head. KV tiles of 32 tokens are
+// gathered from the paged cache into shared memory (keys padded by one float per row so the
+// per-lane dot products hit distinct banks); each warp owns 4 query rows, lane j scores token j
+// of the tile, and the softmax is online over tiles, causal per row. A lane accumulates
+// elements lane + 32 i.
 #include <algorithm>
 
 #include "kernels/attention.h"
+#include "kernels/attention_prefill_mma.h"
 #include "kernels/cuda_check.h"
 #include "kernels/device_math.cuh"
 
@@ -16,11 +19,13 @@ using detail::FromFloat;
 using detail::ToFloat;
 
 constexpr int kWarps = 4;
-constexpr int kRowsPerWarp = kPrefillTileRows / kWarps;
+constexpr int kBlockRows = 16;  // query rows per block
+constexpr int kRowsPerWarp = kBlockRows / kWarps;
+constexpr int kBlocksPerTile = kPrefillTileRows / kBlockRows;
 constexpr int kKvTile = 32;
 
 size_t SharedBytes(int D) {
-  return (size_t{kKvTile} * (D + 1) + size_t{kKvTile} * D + size_t{kPrefillTileRows} * D) *
+  return (size_t{kKvTile} * (D + 1) + size_t{kKvTile} * D + size_t{kBlockRows} * D) *
          sizeof(float);
 }
 
@@ -33,8 +38,13 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int D = layout.head_dim;
   float* ks = smem;                    // [kKvTile][D + 1]
   float* vs = ks + kKvTile * (D + 1);  // [kKvTile][D]
-  float* qs = vs + kKvTile * D;        // [kPrefillTileRows][D]
-  const PrefillTile tile = tiles[blockIdx.x];
+  float* qs = vs + kKvTile * D;        // [kBlockRows][D]
+  PrefillTile tile = tiles[blockIdx.x / kBlocksPerTile];
+  const int part = (blockIdx.x % kBlocksPerTile) * kBlockRows;
+  if (part >= tile.rows) return;
+  tile.row_begin += part;
+  tile.kv_len0 += part;
+  tile.rows = min(kBlockRows, tile.rows - part);
   const int h = blockIdx.y;
   const int kvh = h / (layout.num_heads / layout.num_kv_heads);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -42,7 +52,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int32_t* table = block_tables + tile.table_offset;
   const int bs = layout.block_size;
 
-  for (int idx = threadIdx.x; idx < kPrefillTileRows * D; idx += blockDim.x) {
+  for (int idx = threadIdx.x; idx < kBlockRows * D; idx += blockDim.x) {
     const int r = idx / D, d = idx % D;
     qs[idx] = r < tile.rows
                   ? ToFloat(q[((tile.row_begin + r) * int64_t{layout.num_heads} + h) * D + d]) *
@@ -128,7 +138,7 @@ Status Launch(const T* q, const PrefillTile* tiles, int num_tiles, const int32_t
                                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                     static_cast<int>(smem)));
   }
-  const dim3 grid(num_tiles, layout.num_heads);
+  const dim3 grid(num_tiles * kBlocksPerTile, layout.num_heads);
   PrefillKernel<T, kDpl>
       <<<grid, kWarps * 32, smem, stream>>>(q, tiles, block_tables, k_cache, v_cache, layout, out);
   SPARK_CUDA_RETURN_IF_LAUNCH_FAILED();
@@ -142,6 +152,10 @@ Status PagedPrefillAttention(const T* q, const PrefillTile* tiles, int num_tiles
                              const int32_t* block_tables, const T* k_cache, const T* v_cache,
                              const PagedKvLayout& layout, T* out, cudaStream_t stream) {
   if (num_tiles <= 0) return Status::Ok();
+  if (layout.bf16_tensor_cores && detail::PrefillMmaSupports(layout, q, k_cache, v_cache, out)) {
+    return detail::PagedPrefillAttentionMma<T>(q, tiles, num_tiles, block_tables, k_cache,
+                                               v_cache, layout, out, stream);
+  }
   const int D = layout.head_dim;
   if (D <= 32)
     return Launch<T, 1>(q, tiles, num_tiles, block_tables, k_cache, v_cache, layout, out, stream);

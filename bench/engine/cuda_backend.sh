@@ -7,7 +7,7 @@
 # then writes bench/results/cuda_backend.json (or the path given) with the ratios and the raw
 # figures behind them. Usage: bench/engine/cuda_backend.sh [OUT.json]
 # Env: SPARK_BUILD_DIR (default build), PEER (the peer script's path), DECODE_ARGS (extra
-# spark-decode-bench flags, e.g. --profile), TP_ARGS (flags of the TP=2 run, e.g. --tp-graphs),
+# spark-decode-bench flags, e.g. --profile), TP_ARGS (flags of the TP=2 runs),
 # TP_TIMEOUT (seconds, default 300).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -35,6 +35,10 @@ if [ "$gpus" -ge 2 ]; then
   echo "== engine at TP=2 (spark-decode-bench)" >&2
   timeout "${TP_TIMEOUT:-300}" "$bin/spark-decode-bench" --tp 2 --tp-only --prefill 0 ${TP_ARGS:-} \
     --json "$tmp/decode_tp2.json" || echo "cuda_backend.sh: the TP=2 run failed (rc $?)" >&2
+  echo "== engine at TP=2, collectives through NCCL (for comparison)" >&2
+  timeout "${TP_TIMEOUT:-300}" "$bin/spark-decode-bench" --tp 2 --tp-only --prefill 0 --tp-nccl \
+    ${TP_ARGS:-} --json "$tmp/decode_tp2_nccl.json" ||
+    echo "cuda_backend.sh: the TP=2 NCCL run failed (rc $?)" >&2
 fi
 mkdir -p "$(dirname "$out")"
 python3 bench/engine/cuda_backend_merge.py "$tmp" "$out"

@@ -1,5 +1,5 @@
-# Merges the parts of bench/engine/cuda_backend.sh (decode.json and decode_tp2.json from
-# spark-decode-bench, kernels.json from spark-kernel-bench + sdpa_peer.py, peer.json from
+# Merges the parts of bench/engine/cuda_backend.sh (decode.json, decode_tp2.json and
+# decode_tp2_nccl.json from spark-decode-bench, kernels.json from spark-kernel-bench + sdpa_peer.py, peer.json from
 # peer_torch_decode.py) into
 # the results file: the ratios the CUDA backend is judged by, and the raw figures behind each.
 # Usage: python3 cuda_backend_merge.py PARTS_DIR OUT.json
@@ -11,6 +11,10 @@ kernels = json.load(open(f"{parts}/kernels.json"))
 peer = json.load(open(f"{parts}/peer.json"))
 tp2_path = f"{parts}/decode_tp2.json"
 tp2_runs = json.load(open(tp2_path))["decode"] if os.path.exists(tp2_path) else []
+nccl_path = f"{parts}/decode_tp2_nccl.json"
+nccl_runs = json.load(open(nccl_path))["decode"] if os.path.exists(nccl_path) else []
+for d in nccl_runs:
+    d["collectives"] = "nccl"
 
 def run(tp, batch):
     return next(d for d in decode["decode"] if d["tp"] == tp and d["batch"] == batch)
@@ -21,6 +25,7 @@ def kernel(name, shape_start):
 
 b1, b32 = run(1, 1), run(1, 32)
 tp2 = next((d for d in tp2_runs if d["tp"] == 2 and d["batch"] == 1), None)
+tp2_nccl = next((d for d in nccl_runs if d["tp"] == 2 and d["batch"] == 1), None)
 # The engine's KV cache is fp32: its decode attention kernel, at batch 32 and 4K context.
 attn = kernel("decode attention fp32", "b32 ctx4096")
 res = {
@@ -34,15 +39,18 @@ res = {
     "prefill_attention_vs_sdpa": kernels.get("prefill_attention_vs_sdpa"),
     "tp2_vs_tp1_token_time": tp2["ms_per_step"] / b1["ms_per_step"] if tp2 else None,
     "tp2_in_graphs": tp2["graphs"] if tp2 else None,
+    "tp2_nccl_vs_tp1_token_time": tp2_nccl["ms_per_step"] / b1["ms_per_step"] if tp2_nccl else None,
     "raw": {
         "copy_bandwidth_gbs": decode["copy_bandwidth_gbs"],
         "bf16_matmul_peak_tflops": decode["bf16_matmul_peak_tflops"],
         "weight_bytes_streamed_per_step": decode["weight_bytes_streamed_per_step"],
-        "ours_decode": decode["decode"] + tp2_runs,
+        "ours_decode": decode["decode"] + tp2_runs + nccl_runs,
         "ours_prefill": decode.get("prefill"),
         "peer": peer,
         "decode_attention": [r for r in kernels["results"] if r["kernel"].startswith("decode attention")],
         "prefill_attention": {"ours": kernel("prefill attention bf16", "seq8192"),
+                              "ours_all": [r for r in kernels["results"]
+                                           if r["kernel"].startswith("prefill attention")],
                               "sdpa": kernels.get("sdpa_prefill_attention")},
     },
 }

@@ -321,10 +321,12 @@ DecodeResult RunDecode(RankSetup& r, model::PagedKvCache& cache, int batch_size,
   return res;
 }
 
-void SetUpRank(RankSetup& r, int rank, int world, int port, bool profile = false) {
+// nccl_only: TP collectives through NCCL (eager steps) even where the peer all-reduce works.
+void SetUpRank(RankSetup& r, int rank, int world, int port, bool profile = false,
+               bool nccl_only = false) {
   r.config = Take(core::ParseModelConfig(kQwen3_8B, "qwen3-8b-shape/config.json"), "config");
   r.shard = {rank, world};
-  r.backend = Take(CudaBackend::Create({.device = rank}), "cuda backend");
+  r.backend = Take(CudaBackend::Create({.device = rank, .bf16_attention = true}), "cuda backend");
   if (world > 1) {
     comm::RendezvousOptions ro;
     ro.rank = rank;
@@ -334,6 +336,12 @@ void SetUpRank(RankSetup& r, int rank, int world, int port, bool profile = false
     r.nccl = Take(comm::NcclCommunicator::Create(*r.rendezvous, rank), "nccl");
     r.comm =
         std::make_unique<backend::cuda::StreamOrderedCommunicator>(r.nccl.get(), r.backend.get());
+    if (!nccl_only) {
+      if (Status s = r.comm->EnablePeerAllReduce(); !s.ok() && rank == 0) {
+        std::printf("tp %d: no peer all-reduce (%s); NCCL, eager steps\n", world,
+                    s.message().c_str());
+      }
+    }
   }
   RandomModel m = MakeWeights(r.config, r.shard, *r.backend);
   r.streamed_bytes = m.streamed_bytes;
@@ -346,21 +354,25 @@ void SetUpRank(RankSetup& r, int rank, int world, int port, bool profile = false
                                                 options);
 }
 
-// Runs the decode batches on `world` GPUs (one thread per rank); rank 0's figures.
+// Runs the decode batches on `world` GPUs (one thread per rank); rank 0's figures. Steps run in
+// CUDA graphs at TP=1 and where the collectives allow it (the peer all-reduce); *graphs says.
 std::vector<DecodeResult> DecodeOnGpus(int world, const std::vector<int>& batches, int steps,
-                                       int port, bool graphs, int64_t* streamed_bytes) {
+                                       int port, bool nccl_only, int64_t* streamed_bytes,
+                                       bool* graphs) {
   std::vector<std::vector<DecodeResult>> results(world);
   std::vector<std::thread> threads;
   for (int rank = 0; rank < world; ++rank) {
     threads.emplace_back([&, rank] {
       RankSetup r;
-      SetUpRank(r, rank, world, port);
+      SetUpRank(r, rank, world, port, false, nccl_only);
+      const bool use_graphs = world == 1 || r.comm->collectives_in_graphs();
+      if (rank == 0) *graphs = use_graphs;
       const int max_batch = *std::max_element(batches.begin(), batches.end());
       model::PagedKvCache cache =
           Take(model::PagedKvCache::Create(*r.backend, r.model->kv_cache_spec(),
                                            int64_t{max_batch} * kTableBlocks, kBlockSize),
                "kv cache");
-      for (int b : batches) results[rank].push_back(RunDecode(r, cache, b, steps, graphs));
+      for (int b : batches) results[rank].push_back(RunDecode(r, cache, b, steps, use_graphs));
       if (rank == 0) *streamed_bytes = r.streamed_bytes;
     });
   }
@@ -483,7 +495,7 @@ int Main(int argc, char** argv) {
   CLI::App app{"spark-decode-bench: the CUDA backend end to end on a Qwen3-8B-shaped model"};
   std::vector<int> batches{1, 32};
   int steps = 200, tp = 2, prefill = 8192, port = 29517;
-  bool profile = false, tp_graphs = false, tp_only = false;
+  bool profile = false, tp_nccl = false, tp_only = false;
   std::string json_path;
   app.add_option("--batch", batches, "decode batch sizes")->delimiter(',');
   app.add_option("--steps", steps, "timed decode steps per batch size")->check(CLI::Range(1, 900));
@@ -495,8 +507,9 @@ int Main(int argc, char** argv) {
   app.add_option("--json", json_path, "write the figures here");
   app.add_flag("--tp-only", tp_only, "only the TP run (skip the one-GPU decode)");
   app.add_flag("--profile", profile, "also time every op of one eager step per batch size");
-  app.add_flag("--tp-graphs", tp_graphs,
-               "CUDA graphs for the TP run too (refused today: see the CUDA backend notes)");
+  app.add_flag("--tp-nccl", tp_nccl,
+               "TP collectives through NCCL with eager steps (default: the peer all-reduce of "
+               "GPUs on one host, steps in CUDA graphs)");
   CLI11_PARSE(app, argc, argv);
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // rows show as they finish
   int devices = 0;
@@ -517,7 +530,8 @@ int Main(int argc, char** argv) {
   if (profile) Profile(batches, ceil.copy_gbs);
   std::vector<DecodeResult> tp1;
   if (!tp_only) {
-    tp1 = DecodeOnGpus(1, batches, steps, port, true, &streamed);
+    bool graphs = true;
+    tp1 = DecodeOnGpus(1, batches, steps, port, false, &streamed, &graphs);
     j["weight_bytes_streamed_per_step"] = streamed;
   }
   std::printf("%-6s %-4s %12s %12s %10s %12s\n", "tp", "b", "timed tok/s", "eager tok/s", "ms/step",
@@ -543,10 +557,12 @@ int Main(int argc, char** argv) {
   report(1, tp1, streamed, true);
   if (tp > 1 && devices >= tp) {
     int64_t streamed_tp = 0;  // set by DecodeOnGpus: call it before reading
+    bool tp_graphs = false;
     const std::vector<DecodeResult> tpn =
-        DecodeOnGpus(tp, batches, steps, port, tp_graphs, &streamed_tp);
+        DecodeOnGpus(tp, batches, steps, port, tp_nccl, &streamed_tp, &tp_graphs);
     report(tp, tpn, streamed_tp, tp_graphs);
     j["tp_graphs"] = tp_graphs;
+    j["tp_collectives"] = tp_graphs ? "peer all-reduce" : "nccl";
   } else if (tp > 1) {
     std::printf("tp %d skipped: %d GPU(s)\n", tp, devices);
   }

@@ -183,8 +183,10 @@ Row BenchDecodeAttention(int batch, int context, int sm_count, double copy_gbs) 
 
 // Causal prefill attention of one sequence of `seq` tokens (already in the cache), Qwen3-8B
 // heads; FLOPs counted as 2 * seq^2 * head_dim * heads (QK^T and PV over the causal half).
+// tensor_cores: the bf16 tensor-core kernel (for an fp32 cache, rounding on the way in);
+// otherwise the exact fp32 kernel.
 template <typename T>
-Row BenchPrefillAttention(int seq, double peak_tflops) {
+Row BenchPrefillAttention(int seq, bool tensor_cores, double peak_tflops) {
   const int heads = 32, kv_heads = 8, hd = 128, bs = 16;
   const int blocks = (seq + bs - 1) / bs;
   const size_t cache = size_t(blocks) * bs * kv_heads * hd;
@@ -203,7 +205,8 @@ Row BenchPrefillAttention(int seq, double peak_tflops) {
   Cuda(cudaMalloc(&dtiles, tiles.size() * sizeof(PrefillTile)), "cudaMalloc");
   cudaMemcpy(dt, table.data(), table.size() * 4, cudaMemcpyHostToDevice);
   cudaMemcpy(dtiles, tiles.data(), tiles.size() * sizeof(PrefillTile), cudaMemcpyHostToDevice);
-  const PagedKvLayout layout{heads, kv_heads, hd, bs, 1.0f / std::sqrt(float(hd))};
+  const PagedKvLayout layout{heads, kv_heads, hd, bs, 1.0f / std::sqrt(float(hd)),
+                              tensor_cores};
   const double ms = TimeMs(
       [&] {
         BENCH_CHECK(PagedPrefillAttention<T>(q, reinterpret_cast<PrefillTile*>(dtiles),
@@ -215,7 +218,9 @@ Row BenchPrefillAttention(int seq, double peak_tflops) {
                   static_cast<void*>(out), static_cast<void*>(dt), static_cast<void*>(dtiles)})
     cudaFree(p);
   const double flops = 2.0 * double(seq) * seq * hd * heads;
-  return {std::string("prefill attention ") + (sizeof(T) == 4 ? "fp32" : "bf16"),
+  std::string name = std::string("prefill attention ") + (sizeof(T) == 4 ? "fp32" : "bf16");
+  if (sizeof(T) == 4) name += tensor_cores ? " cache, bf16 tensor cores" : " exact";
+  return {name,
           "seq" + std::to_string(seq) + " causal",
           ms,
           flops / (ms * 1e-3) / 1e12,
@@ -278,7 +283,9 @@ int Main(int argc, char** argv) {
     rows.push_back(BenchDecodeAttention<__nv_bfloat16>(b, ctx, prop.multiProcessorCount, copy_gbs));
     rows.push_back(BenchDecodeAttention<float>(b, ctx, prop.multiProcessorCount, copy_gbs));
   }
-  rows.push_back(BenchPrefillAttention<__nv_bfloat16>(quick ? 1024 : 8192, peak));
+  rows.push_back(BenchPrefillAttention<__nv_bfloat16>(quick ? 1024 : 8192, true, peak));
+  rows.push_back(BenchPrefillAttention<float>(quick ? 1024 : 8192, true, peak));
+  rows.push_back(BenchPrefillAttention<float>(quick ? 1024 : 8192, false, peak));
   // Qwen3-8B-shaped GEMMs: an 8K-token prefill's projections and batch-32 decode.
   struct Shape {
     int64_t m;

@@ -9,10 +9,12 @@ void AddBackendFlags(CLI::App* cmd, BackendFlags* flags) {
                   "cpu (default) or cuda; cuda needs a build with CUDA and a GPU");
   cmd->add_option("--weight-dtype", flags->weight_dtype,
                   "Linear weights in memory: fp32 (default) or bf16 (half the memory; on cuda "
-                  "about twice the decode speed, within bf16 tolerance)");
+                  "about twice the decode speed and tensor-core prefill attention, within bf16 "
+                  "tolerance)");
   cmd->add_flag("--cuda-graphs", flags->cuda_graphs,
-                "With --backend cuda: run greedy decode steps of a dense model on one GPU as "
-                "captured CUDA graphs (opt-in; see docs/engine.md)");
+                "With --backend cuda: run greedy decode steps of a dense model as captured CUDA "
+                "graphs, on one GPU or tensor-parallel across GPUs of one host (opt-in; see "
+                "docs/engine.md)");
 }
 
 std::vector<std::string> BackendArgv(const BackendFlags& flags) {

@@ -310,7 +310,18 @@ Status RankSession::ConnectNccl() {
                                                         options_.comm_timeout));
   // The model passes host pointers too (plan broadcast, logits gather): the wrapper stages them
   // and orders every collective after the backend's stream.
-  comm_ = std::make_unique<backend::cuda::StreamOrderedCommunicator>(nccl.get(), gpu);
+  auto ordered = std::make_unique<backend::cuda::StreamOrderedCommunicator>(nccl.get(), gpu);
+  // Ranks on one host with peer access sum decode tensors directly (and may do so inside CUDA
+  // graphs); across machines NCCL stays. Every rank gets the same answer.
+  if (Status peer = ordered->EnablePeerAllReduce(); peer.ok()) {
+    Logger("engine")->info("rank {}: peer all-reduce on (ranks share a host)", options_.rank);
+  } else if (peer.code() == StatusCode::kUnavailable) {
+    Logger("engine")->info("rank {}: collectives through NCCL ({})", options_.rank,
+                           peer.message());
+  } else {
+    return peer;
+  }
+  comm_ = std::move(ordered);
   nccl_ = std::move(nccl);
   return Status::Ok();
 #else
@@ -331,11 +342,15 @@ Result<std::unique_ptr<RankSession>> StartRank(const RankOptions& options) {
           : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / options.tp);
   // The backend comes first: NCCL needs its GPU, and a build without CUDA refuses "cuda" here,
   // before any peer is waited for.
-  SPARK_ASSIGN_OR_RETURN(s->backend_,
-                         backend::CreateBackend({.name = options.backend,
-                                                 .threads = threads,
-                                                 .rank = options.rank,
-                                                 .step_timeout = options.comm_timeout}));
+  const Result<backend::DType> weight_dtype = backend::ParseDType(options.weight_dtype);
+  SPARK_ASSIGN_OR_RETURN(
+      s->backend_,
+      backend::CreateBackend(
+          {.name = options.backend,
+           .threads = threads,
+           .rank = options.rank,
+           .step_timeout = options.comm_timeout,
+           .bf16_attention = weight_dtype.ok() && *weight_dtype == backend::DType::kBF16}));
   if (options.tp > 1) SPARK_RETURN_IF_ERROR(s->ConnectGroup());
   // Rank 0 decides the KV cache shape: its BlockManager hands out the block ids in the plans.
   int64_t shape[2] = {options.num_kv_blocks, options.block_size};

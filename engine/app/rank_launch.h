@@ -48,10 +48,11 @@ struct RankOptions {
   // Compute backend: "cpu" or "cuda" (rank r on CUDA device r % devices; NCCL when tp > 1).
   std::string backend = "cpu";
   // Element type of the Linear weights in backend memory: "fp32" or "bf16" (half the memory
-  // and, on GPUs, about twice the decode speed; within bf16 tolerance of fp32).
+  // and, on GPUs, about twice the decode speed and tensor-core prefill attention; within bf16
+  // tolerance of fp32).
   std::string weight_dtype = "fp32";
-  // Greedy decode steps as backend graphs where the model allows (dense, one rank); only the
-  // CUDA backend does graphs.
+  // Greedy decode steps as backend graphs where the model allows (dense; one rank or ranks on
+  // one host with the peer all-reduce); only the CUDA backend does graphs.
   bool cuda_graphs = false;
   int tp = 1;    // ranks in the group
   int rank = 0;  // this rank, in [0, tp)

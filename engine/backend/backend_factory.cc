@@ -34,6 +34,7 @@ Result<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& options) {
   cuda::CudaBackend::Options co;
   co.device = options.rank % devices;
   co.step_timeout = options.step_timeout;
+  co.bf16_attention = options.bf16_attention;
   SPARK_ASSIGN_OR_RETURN(std::unique_ptr<cuda::CudaBackend> b, cuda::CudaBackend::Create(co));
   return std::unique_ptr<Backend>(std::move(b));
 #else

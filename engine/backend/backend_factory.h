@@ -18,6 +18,8 @@ struct BackendOptions {
   int rank = 0;              // cuda: uses device rank % (number of devices)
   // cuda: how long a step's results may take (a dead peer leaves collectives waiting).
   std::chrono::milliseconds step_timeout{60000};
+  // cuda: attention math may round to bf16 (set when the weights are bf16: the same precision).
+  bool bf16_attention = false;
 };
 
 // The backends compiled into this build, e.g. {"cpu", "cuda"}.

@@ -39,6 +39,10 @@ class Communicator {
 
   // Returns once every rank has entered the barrier.
   virtual Status Barrier() = 0;
+
+  // Whether AllReduceSum and AllGather of device tensors may be called inside a backend's graph
+  // step (captured and replayed); see StreamOrderedCommunicator.
+  virtual bool collectives_in_graphs() const { return false; }
 };
 
 // How a rank finds its peers. Defaults fit one process on one machine.

@@ -57,7 +57,8 @@ class Model {
   virtual Status ForwardArgMax(const ForwardBatch& batch, PagedKvCache& cache,
                                std::vector<int32_t>* ids);
   // Whether a decode step of this model may run as a backend graph (Backend::BeginDecodeGraph):
-  // no host read-backs and no collectives inside. Default: no.
+  // no host read-backs, and collectives only through a communicator whose collectives may be
+  // captured (Communicator::collectives_in_graphs). Default: no.
   virtual bool decode_graphs_ok() const { return false; }
 };
 

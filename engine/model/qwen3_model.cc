@@ -25,7 +25,10 @@ KvCacheSpec Qwen3Model::kv_cache_spec() const {
 }
 
 bool Qwen3Model::decode_graphs_ok() const {
-  if (options_.shard.size != 1) return false;
+  // Tensor-parallel steps need collectives that may be captured (the peer all-reduce).
+  if (options_.shard.size != 1 && (comm_ == nullptr || !comm_->collectives_in_graphs())) {
+    return false;
+  }
   return std::none_of(w_.layers.begin(), w_.layers.end(),
                       [](const Qwen3LayerWeights& l) { return l.mlp == core::MlpType::kMoe; });
 }

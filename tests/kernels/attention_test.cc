@@ -1,7 +1,10 @@
 // Paged attention against a float64 reference on random caches with scrambled block tables:
 // decode with and without split-K (contexts up to 5000 tokens), prefill tiles across sequence
 // boundaries, GQA groups of 1, 4 and 12 (more than one head chunk), head_dim 16..256.
-// fp32 within 1e-5 relative (L2); bf16 caches within 1e-2.
+// fp32 within 1e-5 relative (L2); bf16 caches within 1e-2. The bf16 tensor-core prefill
+// (head_dim 64 and 128; other sizes fall back to the fp32 kernel) within 1e-2 for both cache
+// types, against the same float64 reference; long prefills cover several 64-token KV tiles,
+// partial tiles and chunked prefill that starts mid-sequence.
 #include "kernels/attention.h"
 
 #include <numeric>
@@ -27,7 +30,7 @@ struct Case {
 // context token, runs the reference, then the kernels (decode rows for query_len 1, prefill
 // tiles otherwise), as the CUDA backend splits them.
 template <typename T>
-double RunCase(const Case& c, uint32_t seed) {
+double RunCase(const Case& c, uint32_t seed, bool tensor_cores = false) {
   const int D = c.head_dim, kv_width = c.kv_heads * D;
   int total_blocks = 0, total_rows = 0;
   for (const Seq& s : c.seqs) {
@@ -105,7 +108,7 @@ double RunCase(const Case& c, uint32_t seed) {
   std::vector<int32_t> tile_words(tiles.size() * 4);
   std::memcpy(tile_words.data(), tiles.data(), tile_words.size() * sizeof(int32_t));
   DeviceArray<int32_t> dtiles(tile_words);
-  const PagedKvLayout layout{c.heads, c.kv_heads, D, c.block_size, scale};
+  const PagedKvLayout layout{c.heads, c.kv_heads, D, c.block_size, scale, tensor_cores};
   if (!row_ids.empty()) {
     DecodeRows rows{
         drows.get(), dlen.get(), doff.get(), dtables.get(), static_cast<int64_t>(row_ids.size()),
@@ -142,6 +145,27 @@ TEST_P(AttentionTest, Bf16MatchesReference) {
   EXPECT_LT(RunCase<__nv_bfloat16>(GetParam(), 32), 1e-2);
 }
 
+TEST_P(AttentionTest, TensorCorePrefillFp32CacheMatchesReference) {
+  SPARK_SKIP_WITHOUT_GPU();
+  EXPECT_LT(RunCase<float>(GetParam(), 33, /*tensor_cores=*/true), 1e-2);
+}
+
+TEST_P(AttentionTest, TensorCorePrefillBf16CacheMatchesReference) {
+  SPARK_SKIP_WITHOUT_GPU();
+  EXPECT_LT(RunCase<__nv_bfloat16>(GetParam(), 34, /*tensor_cores=*/true), 1e-2);
+}
+
+// The kernel's shared-memory opt-in is per device: the tensor-core path on every GPU.
+TEST(AttentionDevicesTest, TensorCorePrefillRunsOnEveryDevice) {
+  SPARK_SKIP_WITHOUT_GPU();
+  const Case c{8, 2, 128, 16, {{100, 100}}};
+  for (int d = 0; d < CudaDeviceCount(); ++d) {
+    ASSERT_EQ(cudaSetDevice(d), cudaSuccess);
+    EXPECT_LT(RunCase<__nv_bfloat16>(c, 40 + d, /*tensor_cores=*/true), 1e-2) << "device " << d;
+  }
+  cudaSetDevice(0);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Shapes, AttentionTest,
     ::testing::Values(
@@ -154,7 +178,12 @@ INSTANTIATE_TEST_SUITE_P(
         // Mixed batch: prefill tiles and decode rows together, head_dim 256, group 2.
         Case{4, 2, 256, 16, {{40, 100}, {1, 77}, {3, 3}}},
         // head_dim 96 (lanes past the head idle), group 3.
-        Case{6, 2, 96, 8, {{1, 1500}, {20, 60}}}));
+        Case{6, 2, 96, 8, {{1, 1500}, {20, 60}}},
+        // Long prefills, head_dim 128, group 4: several KV tiles, a tile tail of 8 rows, a
+        // chunk that starts at token 130 of its sequence, and a decode row beside them.
+        Case{8, 2, 128, 16, {{200, 200}, {70, 200}, {1, 90}, {65, 65}}},
+        // head_dim 64, MQA group 6, block size 32, a prefill of exactly one tile.
+        Case{6, 1, 64, 32, {{64, 64}, {130, 300}}}));
 
 }  // namespace
 }  // namespace spark::kernels

@@ -430,8 +430,9 @@ Status CudaBackend::PagedAttentionImpl(const float* q, std::span<const Attention
     attention_packed_ = packed;
     attention_device_ = d;
   }
-  const kernels::PagedKvLayout layout{shape.num_heads, shape.num_kv_heads, shape.head_dim,
-                                      shape.block_size, shape.scale};
+  kernels::PagedKvLayout layout{shape.num_heads, shape.num_kv_heads, shape.head_dim,
+                                shape.block_size, shape.scale};
+  layout.bf16_tensor_cores = options_.bf16_attention;
   if (!row_ids.empty()) {
     kernels::DecodeRows rows;
     rows.row_ids = d + at_rows;

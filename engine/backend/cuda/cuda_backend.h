@@ -23,7 +23,8 @@
 // Ops cannot return errors through the Backend interface: the first CUDA or cuBLAS error is
 // logged and kept, status() returns it, and Download fails loudly (logs) from then on.
 // Accuracy: fp32 throughout (GEMMs in exact fp32 unless allow_tf32); matches CpuBackend to
-// about 1e-5 relative on the fixtures.
+// about 1e-5 relative on the fixtures. With bf16_attention, prefill attention runs on bf16
+// tensor cores (Q, K, V and probabilities rounded to bf16, ~3e-3 relative).
 // Thread-safety: one op at a time (see Backend); the calling thread may change between ops.
 #pragma once
 
@@ -47,6 +48,8 @@ class CudaBackend : public Backend {
   struct Options {
     int device = 0;           // CUDA device ordinal
     bool allow_tf32 = false;  // fp32 GEMMs on TF32 tensor cores (faster, ~1e-3 error)
+    // Prefill attention on bf16 tensor cores (tens of times faster; head_dim 64 and 128).
+    bool bf16_attention = false;
     // How long Download/Synchronize wait for the stream before DeadlineExceeded (a dead peer
     // rank leaves the collectives queued on it waiting).
     std::chrono::milliseconds step_timeout{60000};
@@ -104,6 +107,9 @@ class CudaBackend : public Backend {
   // Starts a graph step (see above). FailedPrecondition inside a step or after an error.
   Status BeginGraph(const std::string& key, int table_blocks);
   bool in_graph() const { return mode_ != Mode::kEager; }
+  // False in a graph replay's host-only pass (work that would be launched is in the graph).
+  bool launching() const { return mode_ != Mode::kReplay; }
+  std::chrono::milliseconds step_timeout() const { return options_.step_timeout; }
   size_t graph_count() const { return graphs_.size(); }
 
  private:
@@ -137,7 +143,6 @@ class CudaBackend : public Backend {
   Status FinishGraph(const float* src, std::span<float> host);
   Status WaitStream(std::chrono::milliseconds timeout);
   void ResetStaging();
-  bool launching() const { return mode_ != Mode::kReplay; }
 
   Options options_;
   cudaStream_t stream_ = nullptr;

@@ -36,7 +36,25 @@ bool IsHostPointer(const void* p) {
   return attr.type != cudaMemoryTypeDevice && attr.type != cudaMemoryTypeManaged;
 }
 
+Status StreamOrderedCommunicator::EnablePeerAllReduce(size_t capacity_floats) {
+  if (world_size() == 1) return UnavailableError("peer all-reduce: one rank");
+  SPARK_ASSIGN_OR_RETURN(
+      peer_, PeerAllReduce::Create(
+                 *this, backend_->device(), capacity_floats,
+                 std::chrono::duration_cast<std::chrono::milliseconds>(backend_->step_timeout())));
+  return Status::Ok();
+}
+
+bool StreamOrderedCommunicator::PeerFits(const float* data, size_t count) const {
+  return peer_ != nullptr && peer_->Fits(data, count) && !IsHostPointer(data);
+}
+
 Status StreamOrderedCommunicator::AllReduceSum(float* data, size_t count) {
+  if (PeerFits(data, count)) {
+    // A graph replay's host-only pass launches nothing; the graph holds the kernel.
+    if (!backend_->launching()) return Status::Ok();
+    return peer_->Run(data, count, backend_->stream());
+  }
   if (backend_->in_graph()) return GraphRefusal();
   if (!IsHostPointer(data)) {
     // Device data: on the backend's stream, after the op that made it, no waiting here; the
@@ -52,13 +70,22 @@ Status StreamOrderedCommunicator::AllReduceSum(float* data, size_t count) {
 }
 
 Status StreamOrderedCommunicator::AllGather(const float* in, size_t count, float* out) {
+  const size_t world = static_cast<size_t>(world_size());
+  if (!IsHostPointer(in) && PeerFits(out, world * count)) {
+    // A sum of zeros but for each rank's own slice is the gather (x + 0 == x, exactly).
+    if (!backend_->launching()) return Status::Ok();
+    const size_t bytes = count * sizeof(float);
+    SPARK_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(out, 0, bytes * world, backend_->stream()));
+    SPARK_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(out + rank() * count, in, bytes,
+                                               cudaMemcpyDeviceToDevice, backend_->stream()));
+    return peer_->Run(out, world * count, backend_->stream());
+  }
   if (backend_->in_graph()) return GraphRefusal();
   if (!IsHostPointer(in) && !IsHostPointer(out)) {
     return inner_->EnqueueAllGather(in, out, count, backend_->stream());
   }
   SPARK_RETURN_IF_ERROR(backend_->Synchronize());
   const size_t bytes = count * sizeof(float);
-  const size_t world = static_cast<size_t>(world_size());
   SPARK_ASSIGN_OR_RETURN(Buffer din, ToDevice(*backend_, IsHostPointer(in) ? in : nullptr, bytes));
   if (!IsHostPointer(in)) {
     SPARK_CUDA_RETURN_IF_ERROR(cudaMemcpy(din.data(), in, bytes, cudaMemcpyDeviceToDevice));

@@ -6,12 +6,18 @@
 // step_timeout). Host pointers (the model gathers vocabulary-parallel logits and broadcasts
 // small plans in host memory) wait for the backend, go through device scratch on the
 // communicator's own stream, and are copied back.
-// Inside a CUDA graph step of the backend collectives are refused (FailedPrecondition): captured
-// NCCL collectives stopped at a fixed replay on 2 x H200, so tensor-parallel steps run eagerly.
+// With EnablePeerAllReduce (ranks of one host with peer access), all-reduces and all-gathers of
+// device tensors up to its capacity go through PeerAllReduce instead: a few microseconds each,
+// and allowed inside CUDA graph steps, so tensor-parallel decode can run in graphs. Other
+// collectives inside a graph step are refused (FailedPrecondition): captured NCCL collectives
+// stopped at a fixed replay on 2 x H200.
 // Thread-safety: as the wrapped communicator (one thread at a time).
 #pragma once
 
+#include <memory>
+
 #include "engine/backend/cuda/cuda_backend.h"
+#include "engine/backend/cuda/peer_all_reduce.h"
 #include "engine/comm/communicator.h"
 #include "engine/comm/nccl_communicator.h"
 
@@ -30,10 +36,19 @@ class StreamOrderedCommunicator : public comm::Communicator {
   Status AllGather(const float* in, size_t count, float* out) override;
   Status Broadcast(void* data, size_t bytes, int root) override;
   Status Barrier() override;
+  bool collectives_in_graphs() const override { return peer_ != nullptr; }
+
+  // Collective: sets up the peer all-reduce for tensors of up to capacity_floats floats. Ok when
+  // it is on; Unavailable with the reason otherwise (collectives keep using NCCL).
+  Status EnablePeerAllReduce(size_t capacity_floats = size_t{1} << 18);
 
  private:
+  // Whether a device tensor of `count` floats at `data` takes the peer path.
+  bool PeerFits(const float* data, size_t count) const;
+
   comm::NcclCommunicator* inner_;
   CudaBackend* backend_;
+  std::unique_ptr<PeerAllReduce> peer_;
 };
 
 // Whether p points to host memory (pageable or pinned) rather than device memory.

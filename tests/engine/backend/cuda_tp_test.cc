@@ -1,6 +1,8 @@
 // Tensor parallelism on two GPUs: two ranks (threads), each a CudaBackend on its own device,
 // NCCL through the engine's rendezvous behind StreamOrderedCommunicator, run the tiny fixtures
-// and must give transformers' logits (1e-4 relative) and the same greedy tokens as TP=1.
+// and must give transformers' logits (1e-4 relative) and the same greedy tokens as TP=1. Then
+// the same ranks switch on the peer all-reduce: greedy decode again, for the dense fixture in
+// CUDA graph steps (the collectives captured), must give the same tokens.
 // Skipped with fewer than two GPUs or without NCCL in the build.
 #include <gtest/gtest.h>
 
@@ -45,7 +47,9 @@ TEST_P(CudaTensorParallelTest, TwoGpusMatchOneGpu) {
   std::vector<std::unique_ptr<comm::Rendezvous>> rdv;
   rdv.push_back(std::move(*r0));
   const int port = rdv[0]->port();
-  std::vector<ModelRun> runs(kWorld);
+  std::vector<ModelRun> runs(kWorld), peer_runs(kWorld);
+  std::vector<size_t> peer_graphs(kWorld, 0);
+  const bool dense = GetParam().fixture == "qwen3-tiny";
   std::vector<std::thread> threads;
   for (int r = 0; r < kWorld; ++r) {
     threads.emplace_back([&, r] {
@@ -74,6 +78,23 @@ TEST_P(CudaTensorParallelTest, TwoGpusMatchOneGpu) {
       EXPECT_EQ(ordered.AllReduceSum(scratch->data(), 4).code(), StatusCode::kFailedPrecondition);
       std::vector<float> out(4);
       (*gpu)->Download(scratch->data(), out);
+      // Both GPUs are in this process: the peer all-reduce must come up, and take collectives
+      // inside graph steps.
+      Status peer = ordered.EnablePeerAllReduce();
+      ASSERT_TRUE(peer.ok()) << peer.message();
+      EXPECT_TRUE(ordered.collectives_in_graphs());
+      const size_t graphs_before = (*gpu)->graph_count();
+      DecodeOptions decode;
+      decode.argmax = true;
+      if (dense) {
+        decode.before_step = [&](int live) {
+          ASSERT_TRUE((*gpu)->BeginGraph("tp-decode-b" + std::to_string(live), kBlocksPerSeq).ok());
+        };
+      }
+      peer_runs[r] =
+          RunModel(dir, **gpu, cases, eos, &ordered, {{r, kWorld}, GetParam().moe}, decode);
+      EXPECT_TRUE((*gpu)->Synchronize().ok()) << (*gpu)->status().message();
+      peer_graphs[r] = (*gpu)->graph_count() - graphs_before;
     });
   }
   for (auto& t : threads) t.join();
@@ -86,6 +107,15 @@ TEST_P(CudaTensorParallelTest, TwoGpusMatchOneGpu) {
     row += cases[i].prompt.size();
     EXPECT_EQ(runs[0].tokens[i], single.tokens[i]) << "case " << i << ": TP=2 vs TP=1";
     EXPECT_EQ(runs[1].tokens[i], runs[0].tokens[i]) << "case " << i << ": rank 1 vs rank 0";
+    EXPECT_EQ(peer_runs[0].tokens[i], single.tokens[i]) << "case " << i << ": peer all-reduce";
+    EXPECT_EQ(peer_runs[1].tokens[i], peer_runs[0].tokens[i]) << "case " << i << ": peer, rank 1";
+  }
+  for (int r = 0; r < kWorld; ++r) {
+    if (dense) {
+      EXPECT_GE(peer_graphs[r], 1u) << "rank " << r << " captured no decode graph";
+    } else {
+      EXPECT_EQ(peer_graphs[r], 0u);
+    }
   }
 }
 

@@ -277,6 +277,55 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, Qwen3ModelTest,
                            return n;
                          });
 
+// A communicator that says its collectives may be captured into graphs (as the CUDA peer
+// all-reduce does); everything else is the local group's.
+class GraphCollectives : public comm::Communicator {
+ public:
+  explicit GraphCollectives(comm::Communicator* inner) : inner_(inner) {}
+  int rank() const override { return inner_->rank(); }
+  int world_size() const override { return inner_->world_size(); }
+  Status AllReduceSum(float* data, size_t count) override {
+    return inner_->AllReduceSum(data, count);
+  }
+  Status AllGather(const float* in, size_t count, float* out) override {
+    return inner_->AllGather(in, count, out);
+  }
+  Status Broadcast(void* data, size_t bytes, int root) override {
+    return inner_->Broadcast(data, bytes, root);
+  }
+  Status Barrier() override { return inner_->Barrier(); }
+  bool collectives_in_graphs() const override { return true; }
+
+ private:
+  comm::Communicator* inner_;
+};
+
+// Decode graphs: a dense model on one rank, or tensor-parallel when the communicator's
+// collectives may sit inside a graph; never with MoE layers.
+TEST(LoadModelTest, DecodeGraphsNeedCapturableCollectivesUnderTensorParallelism) {
+  backend::cpu::CpuBackend backend(1);
+  const std::string models = std::string(SPARK_SOURCE_DIR) + "/tests/fixtures/models/";
+  auto group = comm::CreateLocalGroup(2);
+  GraphCollectives capturable(group[0].get());
+  struct Want {
+    std::string fixture;
+    comm::Communicator* comm;
+    int tp;
+    bool graphs;
+  };
+  for (const Want& w : {Want{"qwen3-tiny", nullptr, 1, true},
+                        Want{"qwen3-tiny", group[0].get(), 2, false},
+                        Want{"qwen3-tiny", &capturable, 2, true},
+                        Want{"qwen3-moe-tiny", nullptr, 1, false},
+                        Want{"qwen3-moe-tiny", &capturable, 2, false}}) {
+    auto model = LoadModel(models + w.fixture, backend, w.comm,
+                           {{0, w.tp}, MoeSharding::kInsideExperts});
+    ASSERT_TRUE(model.ok()) << model.status().message();
+    EXPECT_EQ((*model)->decode_graphs_ok(), w.graphs)
+        << w.fixture << " tp " << w.tp << (w.comm == &capturable ? " capturable" : "");
+  }
+}
+
 TEST(LoadModelTest, ReportsTpThatDoesNotFit) {
   backend::cpu::CpuBackend backend(1);
   auto group = comm::CreateLocalGroup(3);

@@ -1,0 +1,66 @@
+// Warp-level tensor-core helpers (sm_80 and later, so both sm_90 and GB10's sm_121): bf16
+// mma.sync m16n8k16 with fp32 accumulators, ldmatrix fragment loads from shared memory and
+// cp.async 16-byte copies. Fragment layouts (PTX ISA, "mma.m16n8k16"), lane = threadIdx.x % 32:
+//   A 16x16 (row-major), 4 registers of two bf16: rows lane/4 and lane/4 + 8, columns
+//     (lane%4)*2 + {0,1} and the same + 8;
+//   B 16x8 (column-major), 2 registers: rows (k) (lane%4)*2 + {0,1} and + 8, column lane/4;
+//   C 16x8 fp32, 4 values: c0,c1 at row lane/4, columns (lane%4)*2 + {0,1}; c2,c3 at row + 8.
+// A C fragment pair covering columns 0..15 is therefore an A fragment of the next product, the
+// identity flash attention uses to feed probabilities into P*V without shared memory.
+// Included only by .cu files.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace spark::kernels::detail {
+
+__device__ __forceinline__ uint32_t SharedAddress(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// Four 8x8 b16 matrices; lanes 8i..8i+7 give the row addresses of matrix i.
+__device__ __forceinline__ void LdMatrixX4(uint32_t (&r)[4], uint32_t address) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(address));
+}
+
+// The same, each matrix transposed (B fragments from a row-major [k][n] tile).
+__device__ __forceinline__ void LdMatrixX4Trans(uint32_t (&r)[4], uint32_t address) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(address));
+}
+
+// c += a * b on one 16x8x16 tile.
+__device__ __forceinline__ void MmaBf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                        uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Two floats as bf16 (round to nearest even), `lo` in the low half: the element of the lower
+// column in a fragment register.
+__device__ __forceinline__ uint32_t PackBf16(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// 16 bytes global -> shared without passing through registers; zero-fills when !valid (the
+// source is then not read, but must still be a valid address).
+__device__ __forceinline__ void CpAsync16(void* shared, const void* global, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(SharedAddress(shared)),
+               "l"(global), "r"(valid ? 16 : 0));
+}
+
+__device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
+
+__device__ __forceinline__ void CpAsyncWaitAll() { asm volatile("cp.async.wait_all;\n" ::); }
+
+}  // namespace spark::kernels::detail
