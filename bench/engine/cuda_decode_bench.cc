@@ -1,7 +1,8 @@
 // spark-decode-bench: the engine's CUDA backend on a Qwen3-8B-shaped model with random weights
 // (bf16 Linear weights generated on the GPU), end to end through Qwen3Model: greedy decode
 // tokens/s at each batch size (CUDA graphs, and eagerly for comparison), the same at TP=2 on
-// two GPUs over NCCL, and one 8K-token prefill. Ceilings measured in the same run on GPU 0:
+// two GPUs (peer all-reduce in graphs, or NCCL eagerly with --tp-nccl), and one 8K-token
+// prefill. Ceilings measured in the same run on GPU 0:
 // device-to-device copy bandwidth and cuBLASLt's bf16 GEMM throughput at 8192^3.
 // Decode follows ../shared/bench/peer_torch_decode.py: a 64-token prompt per sequence, 16
 // warm-up steps, then --steps timed steps (wall clock, host work included).

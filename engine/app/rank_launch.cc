@@ -316,8 +316,7 @@ Status RankSession::ConnectNccl() {
   if (Status peer = ordered->EnablePeerAllReduce(); peer.ok()) {
     Logger("engine")->info("rank {}: peer all-reduce on (ranks share a host)", options_.rank);
   } else if (peer.code() == StatusCode::kUnavailable) {
-    Logger("engine")->info("rank {}: collectives through NCCL ({})", options_.rank,
-                           peer.message());
+    Logger("engine")->info("rank {}: collectives through NCCL ({})", options_.rank, peer.message());
   } else {
     return peer;
   }
@@ -342,15 +341,15 @@ Result<std::unique_ptr<RankSession>> StartRank(const RankOptions& options) {
           : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / options.tp);
   // The backend comes first: NCCL needs its GPU, and a build without CUDA refuses "cuda" here,
   // before any peer is waited for.
-  const Result<backend::DType> weight_dtype = backend::ParseDType(options.weight_dtype);
+  SPARK_ASSIGN_OR_RETURN(const backend::DType weight_dtype,
+                         backend::ParseDType(options.weight_dtype));
   SPARK_ASSIGN_OR_RETURN(
       s->backend_,
-      backend::CreateBackend(
-          {.name = options.backend,
-           .threads = threads,
-           .rank = options.rank,
-           .step_timeout = options.comm_timeout,
-           .bf16_attention = weight_dtype.ok() && *weight_dtype == backend::DType::kBF16}));
+      backend::CreateBackend({.name = options.backend,
+                              .threads = threads,
+                              .rank = options.rank,
+                              .step_timeout = options.comm_timeout,
+                              .bf16_attention = weight_dtype == backend::DType::kBF16}));
   if (options.tp > 1) SPARK_RETURN_IF_ERROR(s->ConnectGroup());
   // Rank 0 decides the KV cache shape: its BlockManager hands out the block ids in the plans.
   int64_t shape[2] = {options.num_kv_blocks, options.block_size};
@@ -358,7 +357,7 @@ Result<std::unique_ptr<RankSession>> StartRank(const RankOptions& options) {
   model::ModelOptions mo;
   mo.shard = {options.rank, options.tp};
   mo.moe_sharding = options.moe_sharding;
-  SPARK_ASSIGN_OR_RETURN(mo.weight_dtype, backend::ParseDType(options.weight_dtype));
+  mo.weight_dtype = weight_dtype;
   if (status) {
     status->Set(RankPhase::kLoading, "reading weights from " + options.model_dir).IgnoreError();
     mo.on_progress = [status](double fraction) { status->SetProgress(fraction); };

@@ -1,8 +1,9 @@
 // Rank start-up for the engine commands `generate` and `serve`: one process per tensor-parallel
 // rank. StartRank creates the rank's backend, connects its communicator (rank 0 serves the
 // rendezvous at master_addr:master_port: Gloo over TCP for the CPU backend; for the CUDA backend
-// NCCL on GPU `rank`, behind StreamOrderedCommunicator so host-pointer collectives work), agrees
-// on the KV cache shape with rank 0, loads this rank's shards and builds its model runner,
+// NCCL on GPU `rank`, behind StreamOrderedCommunicator so host-pointer collectives work, with
+// the peer all-reduce when all ranks share a host), agrees on the KV cache shape with rank 0,
+// loads this rank's shards and builds its model runner,
 // reporting its phases (connecting, loading with progress) to an optional RankStatus. Rank 0 then
 // drives a runtime::Engine over RankSession::runner() (which broadcasts every StepPlan, and an
 // empty "heartbeat" plan when the group has been idle for a while, so that idle workers never reach

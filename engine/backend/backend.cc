@@ -1,5 +1,8 @@
 #include "engine/backend/backend.h"
 
+#include <cmath>
+#include <limits>
+
 namespace spark::engine::backend {
 
 size_t DTypeBytes(DType dtype) { return dtype == DType::kBF16 ? 2 : 4; }
@@ -39,12 +42,32 @@ void Backend::HeadNormRope(float* x, std::span<const int32_t> positions, int hea
   Rope(x, positions, heads, head_dim, theta);
 }
 
-std::vector<int32_t> MergeArgMax(std::span<const float> pairs, int parts, int64_t rows) {
+void ArgMaxRows(const float* x, int64_t rows, int cols, int64_t index_offset, float* out) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * cols;
+    int best = 0;
+    bool nan = false;
+    for (int c = 0; c < cols; ++c) {
+      nan = nan || std::isnan(xr[c]);
+      if (xr[c] > xr[best]) best = c;
+    }
+    out[2 * r] = cols == 0 ? -std::numeric_limits<float>::infinity()
+                 : nan     ? std::numeric_limits<float>::quiet_NaN()
+                           : xr[best];
+    out[2 * r + 1] = static_cast<float>(index_offset + best);
+  }
+}
+
+Result<std::vector<int32_t>> MergeArgMax(std::span<const float> pairs, int parts, int64_t rows) {
   std::vector<int32_t> ids(rows, 0);
   for (int64_t r = 0; r < rows; ++r) {
     float best = 0.0f, best_id = 0.0f;
     for (int p = 0; p < parts; ++p) {
       const float value = pairs[(p * rows + r) * 2], id = pairs[(p * rows + r) * 2 + 1];
+      if (std::isnan(value) || value == std::numeric_limits<float>::infinity()) {
+        return InternalError("logits row " + std::to_string(r) +
+                             " holds NaN or +inf (the forward pass broke)");
+      }
       if (p == 0 || value > best || (value == best && id < best_id)) {
         best = value;
         best_id = id;

@@ -94,10 +94,6 @@ struct AttentionShape {
   float scale = 1.0f;  // softmax scale, usually head_dim^-0.5
 };
 
-// The routed experts of one MoE layer held by this rank. Expert e (global id) is local when
-// expert_begin <= e < expert_begin + gate_up.size(); other experts contribute nothing here (their
-// rank adds them in the all-reduce). gate_up[i] is [2 * intermediate, hidden] (gate rows then up
-// rows), down[i] is [hidden, intermediate].
 // One output of LinearMany.
 struct LinearOut {
   WeightRef w;
@@ -105,6 +101,10 @@ struct LinearOut {
   float* out = nullptr;
 };
 
+// The routed experts of one MoE layer held by this rank. Expert e (global id) is local when
+// expert_begin <= e < expert_begin + gate_up.size(); other experts contribute nothing here (their
+// rank adds them in the all-reduce). gate_up[i] is [2 * intermediate, hidden] (gate rows then up
+// rows), down[i] is [hidden, intermediate].
 struct MoeExperts {
   int num_experts = 0;  // global count, the router's width
   int top_k = 0;
@@ -195,8 +195,13 @@ class Backend {
                    const MoeExperts& experts, float* out) = 0;
 };
 
+// Backend::ArgMax's pairs computed on the host (the CPU backend's ArgMax, and the default
+// Model::ForwardArgMax over downloaded logits).
+void ArgMaxRows(const float* x, int64_t rows, int cols, int64_t index_offset, float* out);
+
 // Merges the ArgMax pairs of `parts` vocabulary slices laid out [parts, rows, 2] (rank order =
-// id order) into one id per row: the larger value wins, ties go to the lower id.
-std::vector<int32_t> MergeArgMax(std::span<const float> pairs, int parts, int64_t rows);
+// id order) into one id per row: the larger value wins, ties go to the lower id. Internal,
+// naming the row, when a value is NaN or +inf (the forward pass broke: no token is picked).
+Result<std::vector<int32_t>> MergeArgMax(std::span<const float> pairs, int parts, int64_t rows);
 
 }  // namespace spark::engine::backend

@@ -28,6 +28,15 @@ float E2M1ToFloat(uint8_t nibble) {
 
 int64_t ScaleBlocks(int64_t extent, int64_t block) { return (extent + block - 1) / block; }
 
+void ApplyBlockScales(std::span<float> values, int64_t cols, int64_t row0, int64_t col0,
+                      std::span<const float> scales, int64_t scale_cols, BlockShape block) {
+  const int64_t rows = cols > 0 ? static_cast<int64_t>(values.size()) / cols : 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* scale_row = &scales[((row0 + r) / block.rows) * scale_cols];
+    for (int64_t c = 0; c < cols; ++c) values[r * cols + c] *= scale_row[(col0 + c) / block.cols];
+  }
+}
+
 Result<std::vector<float>> DequantFp8Blocks(std::span<const uint8_t> weight, int64_t rows,
                                             int64_t cols, std::span<const float> scales,
                                             BlockShape block, const std::string& name) {
@@ -44,10 +53,7 @@ Result<std::vector<float>> DequantFp8Blocks(std::span<const uint8_t> weight, int
   }
   std::vector<float> out(static_cast<size_t>(rows * cols));
   ConvertToFloat(DType::kF8E4M3, weight.data(), out.size(), out.data());
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* scale_row = &scales[(r / block.rows) * scale_cols];
-    for (int64_t c = 0; c < cols; ++c) out[r * cols + c] *= scale_row[c / block.cols];
-  }
+  ApplyBlockScales(out, cols, 0, 0, scales, scale_cols, block);
   return out;
 }
 

@@ -31,6 +31,12 @@ struct BlockShape {
 // Number of scale rows/cols a [rows, cols] weight needs: ceil(rows / block.rows) etc.
 int64_t ScaleBlocks(int64_t extent, int64_t block);
 
+// Multiplies `values`, the window [values.size() / cols, cols] at (row0, col0) of a
+// block-scaled weight, by the scale of each element's block; `scales` is that weight's
+// [*, scale_cols] fp32 block grid (the caller checks its shape).
+void ApplyBlockScales(std::span<float> values, int64_t cols, int64_t row0, int64_t col0,
+                      std::span<const float> scales, int64_t scale_cols, BlockShape block);
+
 // fp8 e4m3 `weight` [rows, cols] times `scales` [ceil(rows/b.rows), ceil(cols/b.cols)] (fp32).
 // InvalidArgument naming `name` and both sizes when a span's size disagrees with the shape.
 Result<std::vector<float>> DequantFp8Blocks(std::span<const uint8_t> weight, int64_t rows,

@@ -1,8 +1,6 @@
 #include "engine/model/model.h"
 
 #include <algorithm>
-#include <cmath>
-#include <limits>
 
 #include "engine/core/checkpoint.h"
 #include "engine/model/deepseek_v4/deepseek_v4_model.h"
@@ -64,18 +62,10 @@ Status Model::ForwardArgMax(const ForwardBatch& batch, PagedKvCache& cache,
                             std::vector<int32_t>* ids) {
   std::vector<float> logits;
   SPARK_RETURN_IF_ERROR(Forward(batch, cache, &logits));
-  const int64_t vocab = config().vocab_size, rows = batch.num_logit_rows();
-  ids->assign(rows, 0);
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* row = logits.data() + r * vocab;
-    const float* best = std::max_element(row, row + vocab);
-    if (std::any_of(row, row + vocab, [](float v) { return std::isnan(v); }) ||
-        *best == std::numeric_limits<float>::infinity()) {
-      return InternalError("logits row " + std::to_string(r) +
-                           " holds NaN or +inf (the forward pass broke)");
-    }
-    (*ids)[r] = static_cast<int32_t>(best - row);
-  }
+  const int64_t rows = batch.num_logit_rows();
+  std::vector<float> pairs(rows * 2);
+  backend::ArgMaxRows(logits.data(), rows, config().vocab_size, 0, pairs.data());
+  SPARK_ASSIGN_OR_RETURN(*ids, backend::MergeArgMax(pairs, 1, rows));
   return Status::Ok();
 }
 

@@ -1,6 +1,5 @@
 #include "engine/model/qwen3_weights.h"
 
-#include <algorithm>
 #include <string>
 
 #include "engine/core/block_quant.h"
@@ -68,7 +67,7 @@ class Loader {
       }
       return values;
     }
-    if (info->shape.size() != 2) {
+    if (info->shape.size() != 2 || shape.size() != 2) {
       return InvalidArgumentError("tensor '" + name + "' has block scales but is not 2-d");
     }
     const int64_t rows = info->shape[0], cols = info->shape[1];
@@ -77,13 +76,7 @@ class Loader {
         ckpt_.CheckShape(scale_name, {core::ScaleBlocks(rows, kFp8Block), scale_cols}));
     SPARK_ASSIGN_OR_RETURN(std::vector<float> scales, ckpt_.Read(scale_name));
     const int64_t r0 = slice.dim == 0 ? slice.start : 0, c0 = slice.dim == 1 ? slice.start : 0;
-    const int64_t out_cols = slice.dim == 1 ? static_cast<int64_t>(values.size()) /
-                                                  std::max<int64_t>(1, rows)
-                                            : cols;
-    for (size_t k = 0; k < values.size(); ++k) {
-      const int64_t i = static_cast<int64_t>(k) / out_cols, j = static_cast<int64_t>(k) % out_cols;
-      values[k] *= scales[((r0 + i) / kFp8Block) * scale_cols + (c0 + j) / kFp8Block];
-    }
+    core::ApplyBlockScales(values, shape[1], r0, c0, scales, scale_cols, {kFp8Block, kFp8Block});
     return values;
   }
   Status CheckShape(const std::string& name, const std::vector<int64_t>& shape) {

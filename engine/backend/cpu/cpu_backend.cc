@@ -4,7 +4,6 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <limits>
 #include <new>
 
 #include "engine/backend/cpu/cpu_gemm.h"
@@ -92,19 +91,7 @@ void CpuBackend::UploadWeights(std::span<const float> host, Buffer& dst) {
 }
 
 void CpuBackend::ArgMax(const float* x, int64_t rows, int cols, int64_t index_offset, float* out) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = x + r * cols;
-    int best = 0;
-    bool nan = false;
-    for (int c = 0; c < cols; ++c) {
-      nan = nan || std::isnan(xr[c]);
-      if (xr[c] > xr[best]) best = c;
-    }
-    out[2 * r] = cols == 0 ? -std::numeric_limits<float>::infinity()
-                 : nan     ? std::numeric_limits<float>::quiet_NaN()
-                           : xr[best];
-    out[2 * r + 1] = static_cast<float>(index_offset + best);
-  }
+  ArgMaxRows(x, rows, cols, index_offset, out);
 }
 
 void CpuBackend::Linear(const float* x, int64_t rows, int in_features, WeightRef weight,

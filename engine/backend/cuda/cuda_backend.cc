@@ -136,32 +136,26 @@ Result<void*> CudaBackend::Stage(const void* host, size_t bytes) {
   return d;
 }
 
-Result<Buffer> CudaBackend::Scratch(size_t bytes) {
+Result<Buffer> CudaBackend::Scratch(size_t bytes, DType dtype) {
   if (bytes == 0) return Buffer();
-  if (in_graph()) {
+  const size_t count = (bytes + DTypeBytes(dtype) - 1) / DTypeBytes(dtype);
+  if (in_graph()) {  // the arena outlives the step: nothing to free
     SPARK_ASSIGN_OR_RETURN(void* p, ArenaAllocate(bytes));
-    return Buffer(static_cast<float*>(p), (bytes + 3) / 4, [](float*) {});
+    return Buffer(p, count, dtype, [](float*) {});
   }
   SPARK_ASSIGN_OR_RETURN(void* p, allocator_.Allocate(bytes));
   DeviceAllocator* allocator = &allocator_;
-  return Buffer(static_cast<float*>(p), (bytes + 3) / 4,
-                [allocator](float* f) { allocator->Free(f); });
+  return Buffer(p, count, dtype, [allocator](float* f) { allocator->Free(f); });
 }
 
 Result<Buffer> CudaBackend::Allocate(size_t count) {
   if (count == 0) return Buffer();
   Activate();
-  if (in_graph()) {
-    SPARK_ASSIGN_OR_RETURN(void* p, ArenaAllocate(count * sizeof(float)));
-    if (launching()) {
-      SPARK_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(p, 0, count * sizeof(float), stream_));
-    }
-    return Buffer(static_cast<float*>(p), count, [](float*) {});
+  SPARK_ASSIGN_OR_RETURN(Buffer b, Scratch(count * sizeof(float)));
+  if (launching()) {
+    SPARK_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(b.raw(), 0, count * sizeof(float), stream_));
   }
-  SPARK_ASSIGN_OR_RETURN(void* p, allocator_.Allocate(count * sizeof(float)));
-  SPARK_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(p, 0, count * sizeof(float), stream_));
-  DeviceAllocator* allocator = &allocator_;
-  return Buffer(static_cast<float*>(p), count, [allocator](float* f) { allocator->Free(f); });
+  return b;
 }
 
 void CudaBackend::Upload(std::span<const float> host, float* dst) {
@@ -215,10 +209,9 @@ void CudaBackend::RmsNorm(const float* x, const float* weight, int64_t rows, int
 Result<Buffer> CudaBackend::AllocateWeights(size_t count, DType dtype) {
   if (dtype == DType::kF32 || count == 0) return Allocate(count);
   Activate();
-  SPARK_ASSIGN_OR_RETURN(void* p, allocator_.Allocate(count * DTypeBytes(dtype)));
-  SPARK_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(p, 0, count * DTypeBytes(dtype), stream_));
-  DeviceAllocator* allocator = &allocator_;
-  return Buffer(p, count, dtype, [allocator](float* f) { allocator->Free(f); });
+  SPARK_ASSIGN_OR_RETURN(Buffer b, Scratch(count * DTypeBytes(dtype), dtype));
+  SPARK_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(b.raw(), 0, count * DTypeBytes(dtype), stream_));
+  return b;
 }
 
 void CudaBackend::UploadWeights(std::span<const float> host, Buffer& dst) {

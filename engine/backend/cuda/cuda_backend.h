@@ -17,8 +17,8 @@
 // launches the graph, waits and copies the result. Workspace inside a step comes from a graph
 // arena, so the same key must mean the same op sequence and sizes: the key names the batch
 // shape, and every block table is padded to table_blocks blocks (the decode split is planned
-// for table_blocks * block_size tokens). Only decode rows (query_len 1), no MoE and no
-// collectives inside (StreamOrderedCommunicator refuses them there).
+// for table_blocks * block_size tokens). Only decode rows (query_len 1), no MoE, and of the
+// collectives only the peer all-reduce (StreamOrderedCommunicator refuses NCCL ones there).
 //
 // Ops cannot return errors through the Backend interface: the first CUDA or cuBLAS error is
 // logged and kept, status() returns it, and Download fails loudly (logs) from then on.
@@ -125,8 +125,9 @@ class CudaBackend : public Backend {
     SPARK_ASSIGN_OR_RETURN(void* p, StageShared(host.data(), host.size_bytes()));
     return static_cast<const T*>(p);
   }
-  // Device scratch freed when the returned handle dies; not zeroed (the op overwrites it).
-  Result<Buffer> Scratch(size_t bytes);
+  // Device memory of `bytes` as `dtype` elements, freed when the returned handle dies (from the
+  // graph arena inside a graph step); not zeroed (the op overwrites it).
+  Result<Buffer> Scratch(size_t bytes, DType dtype = DType::kF32);
   void Record(const Status& s);
   void Activate();
   Status PagedAttentionImpl(const float* q, std::span<const AttentionSequence> sequences,

@@ -18,11 +18,11 @@ Result<Buffer> ToDevice(CudaBackend& backend, const void* from, size_t bytes) {
 
 // NCCL collectives captured into a CUDA graph stopped every rank at the same replay (the 10th)
 // on 2 x H200 with NCCL 2.28.9, with and without NCCL_GRAPH_MIXING_SUPPORT; until that is
-// understood, tensor-parallel steps run eagerly (collectives stream-ordered, no host waits).
+// understood, only the peer all-reduce runs inside graph steps.
 Status GraphRefusal() {
   return FailedPreconditionError(
-      "collectives inside a CUDA graph step are not supported yet; run tensor-parallel decode "
-      "without graphs");
+      "NCCL collectives cannot run inside a CUDA graph step (only the peer all-reduce of ranks "
+      "on one host can, for device tensors up to its capacity); run this step without graphs");
 }
 
 }  // namespace

@@ -236,12 +236,20 @@ TEST(CpuBackendTest, ArgMaxPairsMergeAcrossVocabularySlices) {
   EXPECT_EQ(pairs[0], 2.0f);
   EXPECT_EQ(pairs[1], 1.0f);
   EXPECT_EQ(pairs[7], 3.0f);  // the first of the tied columns, offset by 3
-  EXPECT_EQ(MergeArgMax(pairs, 2, 2), (std::vector<int32_t>{4, 0}));
-  EXPECT_EQ(MergeArgMax(std::span(pairs).first(4), 1, 2), (std::vector<int32_t>{1, 0}));
+  EXPECT_EQ(*MergeArgMax(pairs, 2, 2), (std::vector<int32_t>{4, 0}));
+  EXPECT_EQ(*MergeArgMax(std::span(pairs).first(4), 1, 2), (std::vector<int32_t>{1, 0}));
   // A NaN anywhere in a row shows as the row's value; an empty slice is -inf.
   const std::vector<float> broken = {1.0f, std::nanf(""), 0.5f};
   backend.ArgMax(broken.data(), 1, 3, 0, pairs.data());
   EXPECT_TRUE(std::isnan(pairs[0]));
+  // ... and no token is picked from it (nor from +inf), whichever slice holds it.
+  pairs[2] = 7.0f;
+  pairs[3] = 1.0f;
+  auto refused = MergeArgMax(pairs, 2, 1);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("row 0 holds NaN or +inf"), std::string::npos);
+  const std::vector<float> inf = {1.0f, 0.0f, std::numeric_limits<float>::infinity(), 5.0f};
+  EXPECT_FALSE(MergeArgMax(inf, 2, 1).ok());
   backend.ArgMax(broken.data(), 1, 0, 0, pairs.data());
   EXPECT_EQ(pairs[0], -std::numeric_limits<float>::infinity());
 }
