@@ -3,6 +3,7 @@
 
 #include "kernels/activation.h"
 #include "kernels/cuda_check.h"
+#include "kernels/dependent_launch.cuh"
 #include "kernels/device_math.cuh"
 
 namespace spark::kernels {
@@ -11,6 +12,7 @@ namespace {
 template <typename T>
 __global__ void SiluMulKernel(const T* __restrict__ gate_up, int64_t rows, int inter,
                               T* __restrict__ out) {
+  detail::WaitForPrecedingKernel();
   const int64_t total = rows * inter;
   for (int64_t idx = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; idx < total;
        idx += int64_t{gridDim.x} * blockDim.x) {
@@ -29,8 +31,8 @@ Status SiluMul(const T* gate_up, int64_t rows, int inter, T* out, cudaStream_t s
   const int64_t total = rows * inter;
   if (total <= 0) return Status::Ok();
   const unsigned blocks = std::min<unsigned>(detail::CeilDiv(total, 256), 65535u * 8u);
-  SiluMulKernel<T><<<blocks, 256, 0, stream>>>(gate_up, rows, inter, out);
-  SPARK_CUDA_RETURN_IF_LAUNCH_FAILED();
+  SPARK_CUDA_RETURN_IF_ERROR(
+      detail::LaunchDependent(SiluMulKernel<T>, blocks, 256, 0, stream, gate_up, rows, inter, out));
   return Status::Ok();
 }
 

@@ -12,6 +12,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/cuda_check.h"
+#include "kernels/dependent_launch.cuh"
 #include "kernels/device_math.cuh"
 
 namespace spark::kernels {
@@ -64,6 +65,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     DecodeKernel(const T* __restrict__ q, DecodeRows rows, const T* __restrict__ k_cache,
                  const T* __restrict__ v_cache, PagedKvLayout layout, int group_chunks, int splits,
                  int split_len, float* __restrict__ partial, T* __restrict__ out) {
+  detail::WaitForPrecedingKernel();
   constexpr int kG = kGroup<kE>;
   constexpr int kDpl = kE >= 4 ? kE / 4 : 1;  // elements per lane in the value pass
   __shared__ float red[32];
@@ -244,6 +246,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 template <typename T>
 __global__ void CombineKernel(const float* __restrict__ partial, DecodeRows rows,
                               PagedKvLayout layout, int splits, T* __restrict__ out) {
+  detail::WaitForPrecedingKernel();
   const int64_t i_row = blockIdx.x;
   const int h = blockIdx.y;
   const int D = layout.head_dim;
@@ -281,17 +284,18 @@ int GroupChunks(const PagedKvLayout& layout) {
 }
 
 template <typename T, int kE>
-void Launch(const T* q, const DecodeRows& rows, const T* k_cache, const T* v_cache,
-            const PagedKvLayout& layout, const DecodeSplit& plan, float* workspace, T* out,
-            cudaStream_t stream) {
+cudaError_t Launch(const T* q, const DecodeRows& rows, const T* k_cache, const T* v_cache,
+                   const PagedKvLayout& layout, const DecodeSplit& plan, float* workspace, T* out,
+                   cudaStream_t stream) {
   constexpr int kG = kGroup<kE>;
   const int chunks = GroupChunks(layout);
   const dim3 grid(static_cast<unsigned>(rows.rows), layout.num_kv_heads * chunks, plan.splits);
   const size_t smem =
       (size_t{kG} * plan.split_len + size_t{kWarps} * kG * layout.head_dim) * sizeof(float) +
       size_t{static_cast<size_t>(plan.split_len)} * sizeof(int32_t);
-  DecodeKernel<T, kE><<<grid, kWarps * 32, smem, stream>>>(
-      q, rows, k_cache, v_cache, layout, chunks, plan.splits, plan.split_len, workspace, out);
+  return detail::LaunchDependent(DecodeKernel<T, kE>, grid, kWarps * 32, smem, stream, q, rows,
+                                 k_cache, v_cache, layout, chunks, plan.splits, plan.split_len,
+                                 workspace, out);
 }
 
 }  // namespace
@@ -319,32 +323,33 @@ Status PagedDecodeAttention(const T* q, const DecodeRows& rows, const T* k_cache
                             T* out, cudaStream_t stream) {
   if (rows.rows <= 0) return Status::Ok();
   const int D = layout.head_dim;
+  cudaError_t err = cudaSuccess;
   switch (ElementsPerLane(D)) {
     case 2:
-      Launch<T, 2>(q, rows, k_cache, v_cache, layout, plan, workspace, out, stream);
+      err = Launch<T, 2>(q, rows, k_cache, v_cache, layout, plan, workspace, out, stream);
       break;
     case 4:
-      Launch<T, 4>(q, rows, k_cache, v_cache, layout, plan, workspace, out, stream);
+      err = Launch<T, 4>(q, rows, k_cache, v_cache, layout, plan, workspace, out, stream);
       break;
     case 8:
-      Launch<T, 8>(q, rows, k_cache, v_cache, layout, plan, workspace, out, stream);
+      err = Launch<T, 8>(q, rows, k_cache, v_cache, layout, plan, workspace, out, stream);
       break;
     case 16:
-      Launch<T, 16>(q, rows, k_cache, v_cache, layout, plan, workspace, out, stream);
+      err = Launch<T, 16>(q, rows, k_cache, v_cache, layout, plan, workspace, out, stream);
       break;
     case 32:
-      Launch<T, 32>(q, rows, k_cache, v_cache, layout, plan, workspace, out, stream);
+      err = Launch<T, 32>(q, rows, k_cache, v_cache, layout, plan, workspace, out, stream);
       break;
     default:
       return InvalidArgumentError("paged decode attention: head_dim " + std::to_string(D) +
                                   " is not supported (a multiple of 8, at most 256)");
   }
-  SPARK_CUDA_RETURN_IF_LAUNCH_FAILED();
+  SPARK_CUDA_RETURN_IF_ERROR(err);
   if (plan.splits > 1) {
     const dim3 grid(static_cast<unsigned>(rows.rows), layout.num_heads);
-    CombineKernel<T><<<grid, std::min(256, (D + 31) / 32 * 32), 0, stream>>>(
-        workspace, rows, layout, plan.splits, out);
-    SPARK_CUDA_RETURN_IF_LAUNCH_FAILED();
+    SPARK_CUDA_RETURN_IF_ERROR(detail::LaunchDependent(CombineKernel<T>, grid,
+                                                       std::min(256, (D + 31) / 32 * 32), 0, stream,
+                                                       workspace, rows, layout, plan.splits, out));
   }
   return Status::Ok();
 }

@@ -2,6 +2,9 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
+#include <cstring>
+
 namespace spark::kernels {
 namespace {
 
@@ -37,5 +40,18 @@ int CudaDeviceCount() {
   }
   return count;
 }
+
+namespace detail {
+
+// Declared in dependent_launch.cuh: SPARK_PDL=0 turns programmatic dependent launch off.
+bool DependentLaunchEnabled() {
+  static const bool enabled = [] {
+    const char* v = std::getenv("SPARK_PDL");
+    return v == nullptr || std::strcmp(v, "0") != 0;
+  }();
+  return enabled;
+}
+
+}  // namespace detail
 
 }  // namespace spark::kernels

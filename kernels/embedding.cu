@@ -2,6 +2,7 @@
 #include <algorithm>
 
 #include "kernels/cuda_check.h"
+#include "kernels/dependent_launch.cuh"
 #include "kernels/embedding.h"
 
 namespace spark::kernels {
@@ -10,6 +11,7 @@ namespace {
 template <typename T>
 __global__ void EmbeddingKernel(const T* __restrict__ table, int64_t row_begin, int64_t rows,
                                 int hidden, const int32_t* __restrict__ ids, T* __restrict__ out) {
+  detail::WaitForPrecedingKernel();
   const int64_t t = blockIdx.x;
   const int64_t row = ids[t] - row_begin;
   T* dst = out + t * hidden;
@@ -28,8 +30,8 @@ Status Embedding(const T* table, int64_t row_begin, int64_t rows, int hidden, co
                  int64_t tokens, T* out, cudaStream_t stream) {
   if (tokens <= 0) return Status::Ok();
   const int threads = std::min(1024, (hidden + 31) / 32 * 32);
-  EmbeddingKernel<T><<<tokens, threads, 0, stream>>>(table, row_begin, rows, hidden, ids, out);
-  SPARK_CUDA_RETURN_IF_LAUNCH_FAILED();
+  SPARK_CUDA_RETURN_IF_ERROR(detail::LaunchDependent(EmbeddingKernel<T>, tokens, threads, 0, stream,
+                                                     table, row_begin, rows, hidden, ids, out));
   return Status::Ok();
 }
 

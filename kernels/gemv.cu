@@ -1,6 +1,7 @@
 // Decode GEMV: one warp per output feature; each lane loads 8 bf16 weights (16 bytes) per step
 // and multiplies them into every row's accumulator. Eight warps per block.
 #include "kernels/cuda_check.h"
+#include "kernels/dependent_launch.cuh"
 #include "kernels/device_math.cuh"
 #include "kernels/gemv.h"
 
@@ -28,6 +29,7 @@ struct Segments {
 template <int R>
 __global__ void __launch_bounds__(kWarps * 32)
     GemvKernel(const float* __restrict__ x, int k, int total, Segments segs) {
+  detail::WaitForPrecedingKernel();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int global = blockIdx.x * kWarps + warp;
   if (global >= total) return;
@@ -88,21 +90,10 @@ Status GemvBf16Many(const float* x, int64_t rows, int k, const GemvSegments& seg
   const int total = segs.begin[segments.count];
   if (total <= 0) return Status::Ok();
   const unsigned blocks = static_cast<unsigned>(detail::CeilDiv(total, kWarps));
-  switch (rows) {
-    case 1:
-      GemvKernel<1><<<blocks, kWarps * 32, 0, stream>>>(x, k, total, segs);
-      break;
-    case 2:
-      GemvKernel<2><<<blocks, kWarps * 32, 0, stream>>>(x, k, total, segs);
-      break;
-    case 3:
-      GemvKernel<3><<<blocks, kWarps * 32, 0, stream>>>(x, k, total, segs);
-      break;
-    default:
-      GemvKernel<4><<<blocks, kWarps * 32, 0, stream>>>(x, k, total, segs);
-      break;
-  }
-  SPARK_CUDA_RETURN_IF_LAUNCH_FAILED();
+  void (*const by_rows[])(const float*, int, int, Segments) = {GemvKernel<1>, GemvKernel<2>,
+                                                               GemvKernel<3>, GemvKernel<4>};
+  SPARK_CUDA_RETURN_IF_ERROR(detail::LaunchDependent(by_rows[rows - 1], blocks, kWarps * 32, 0,
+                                                     stream, x, k, total, segs));
   return Status::Ok();
 }
 

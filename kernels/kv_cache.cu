@@ -3,6 +3,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/cuda_check.h"
+#include "kernels/dependent_launch.cuh"
 
 namespace spark::kernels {
 namespace {
@@ -11,6 +12,7 @@ template <typename T>
 __global__ void WriteKvKernel(const T* __restrict__ k, const T* __restrict__ v,
                               const int64_t* __restrict__ slots, int kv_width, T* k_cache,
                               T* v_cache) {
+  detail::WaitForPrecedingKernel();
   const int64_t t = blockIdx.x;
   const int64_t slot = slots[t];
   for (int i = threadIdx.x; i < kv_width; i += blockDim.x) {
@@ -26,8 +28,8 @@ Status WriteKv(const T* k, const T* v, const int64_t* slots, int64_t tokens, int
                T* k_cache, T* v_cache, cudaStream_t stream) {
   if (tokens <= 0) return Status::Ok();
   const int threads = std::min(1024, (kv_width + 31) / 32 * 32);
-  WriteKvKernel<T><<<tokens, threads, 0, stream>>>(k, v, slots, kv_width, k_cache, v_cache);
-  SPARK_CUDA_RETURN_IF_LAUNCH_FAILED();
+  SPARK_CUDA_RETURN_IF_ERROR(detail::LaunchDependent(WriteKvKernel<T>, tokens, threads, 0, stream,
+                                                     k, v, slots, kv_width, k_cache, v_cache));
   return Status::Ok();
 }
 

@@ -1,5 +1,6 @@
 // RMSNorm kernels: one block per row, fp32 sums, 16-byte vector accesses when the row allows.
 #include "kernels/cuda_check.h"
+#include "kernels/dependent_launch.cuh"
 #include "kernels/device_math.cuh"
 #include "kernels/norm.h"
 
@@ -18,6 +19,7 @@ struct alignas(sizeof(T) * kVec) Vec {
 template <typename T, int kVec>
 __global__ void RmsNormKernel(const T* __restrict__ x, T* residual, const T* __restrict__ weight,
                               int dim, float eps, T* out) {
+  detail::WaitForPrecedingKernel();
   __shared__ float scratch[32];
   const int64_t row = blockIdx.x;
   const int chunks = dim / kVec;
@@ -63,12 +65,9 @@ Status RmsNorm(const T* x, T* residual, const T* weight, int64_t rows, int dim, 
                       (residual == nullptr || Aligned16(residual));
   const int chunks = vector ? dim / kVec : dim;
   const int threads = chunks >= 1024 ? 1024 : (chunks + 31) / 32 * 32;
-  if (vector) {
-    RmsNormKernel<T, kVec><<<rows, threads, 0, stream>>>(x, residual, weight, dim, eps, out);
-  } else {
-    RmsNormKernel<T, 1><<<rows, threads, 0, stream>>>(x, residual, weight, dim, eps, out);
-  }
-  SPARK_CUDA_RETURN_IF_LAUNCH_FAILED();
+  SPARK_CUDA_RETURN_IF_ERROR(
+      detail::LaunchDependent(vector ? RmsNormKernel<T, kVec> : RmsNormKernel<T, 1>, rows, threads,
+                              0, stream, x, residual, weight, dim, eps, out));
   return Status::Ok();
 }
 

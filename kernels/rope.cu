@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "kernels/cuda_check.h"
+#include "kernels/dependent_launch.cuh"
 #include "kernels/device_math.cuh"
 #include "kernels/rope.h"
 
@@ -47,6 +48,7 @@ template <int kE>
 __global__ void HeadNormRopeKernel(float* x, const int32_t* __restrict__ positions, int64_t rows,
                                    int heads, const float* __restrict__ weight, float eps,
                                    const float* __restrict__ inv_freq) {
+  detail::WaitForPrecedingKernel();
   constexpr int kDim = 32 * kE, kHalf = kDim / 2;
   const int lane = threadIdx.x % 32;
   const int64_t row = blockIdx.x * int64_t{blockDim.x / 32} + threadIdx.x / 32;
@@ -85,24 +87,18 @@ Status HeadNormRope(float* x, const int32_t* positions, int64_t tokens, int head
   if (rows <= 0) return Status::Ok();
   constexpr int kWarpsPerBlock = 8;
   const unsigned blocks = static_cast<unsigned>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock);
-  switch (head_dim) {
-    case 64:
-      HeadNormRopeKernel<2><<<blocks, 32 * kWarpsPerBlock, 0, stream>>>(x, positions, rows, heads,
-                                                                        weight, eps, inv_freq);
-      break;
-    case 128:
-      HeadNormRopeKernel<4><<<blocks, 32 * kWarpsPerBlock, 0, stream>>>(x, positions, rows, heads,
-                                                                        weight, eps, inv_freq);
-      break;
-    case 256:
-      HeadNormRopeKernel<8><<<blocks, 32 * kWarpsPerBlock, 0, stream>>>(x, positions, rows, heads,
-                                                                        weight, eps, inv_freq);
-      break;
-    default:
-      return InvalidArgumentError("head norm + rope: head_dim " + std::to_string(head_dim) +
-                                  " (supported: 64, 128, 256)");
+  void (*kernel)(float*, const int32_t*, int64_t, int, const float*, float, const float*) =
+      head_dim == 64    ? HeadNormRopeKernel<2>
+      : head_dim == 128 ? HeadNormRopeKernel<4>
+      : head_dim == 256 ? HeadNormRopeKernel<8>
+                        : nullptr;
+  if (kernel == nullptr) {
+    return InvalidArgumentError("head norm + rope: head_dim " + std::to_string(head_dim) +
+                                " (supported: 64, 128, 256)");
   }
-  SPARK_CUDA_RETURN_IF_LAUNCH_FAILED();
+  SPARK_CUDA_RETURN_IF_ERROR(detail::LaunchDependent(kernel, blocks, 32 * kWarpsPerBlock, 0, stream,
+                                                     x, positions, rows, heads, weight, eps,
+                                                     inv_freq));
   return Status::Ok();
 }
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "kernels/cuda_check.h"
+#include "kernels/dependent_launch.cuh"
 #include "kernels/device_math.cuh"
 #include "kernels/sampling.h"
 
@@ -181,6 +182,7 @@ __global__ void __launch_bounds__(kThreads)
 __global__ void __launch_bounds__(kThreads)
     ArgMaxKernel(const float* __restrict__ logits, int vocab, int64_t index_offset,
                  float* __restrict__ out) {
+  detail::WaitForPrecedingKernel();
   __shared__ float best_value[kThreads / 32];
   __shared__ int best_index[kThreads / 32];
   const float* x = logits + blockIdx.x * static_cast<int64_t>(vocab);
@@ -226,8 +228,8 @@ __global__ void __launch_bounds__(kThreads)
 Status ArgMaxPairs(const float* logits, int64_t rows, int vocab, int64_t index_offset, float* out,
                    cudaStream_t stream) {
   if (rows <= 0) return Status::Ok();
-  ArgMaxKernel<<<rows, kThreads, 0, stream>>>(logits, vocab, index_offset, out);
-  SPARK_CUDA_RETURN_IF_LAUNCH_FAILED();
+  SPARK_CUDA_RETURN_IF_ERROR(detail::LaunchDependent(ArgMaxKernel, rows, kThreads, 0, stream,
+                                                     logits, vocab, index_offset, out));
   return Status::Ok();
 }
 

@@ -1,0 +1,44 @@
+// Programmatic dependent launch (sm_90 and later; GB10's sm_121 too) for the small kernels of a
+// decode step. A kernel launched with LaunchDependent may be placed on the GPU while the kernel
+// before it on the stream is still finishing, so its launch and start-up overlap that kernel's
+// tail instead of following it; in CUDA graphs the edge is kept. Every such kernel must call
+// WaitForPrecedingKernel() before it touches memory (it returns once the preceding kernel has
+// finished and its writes are visible) and then lets its own successor be placed
+// (griddepcontrol.launch_dependents), one kernel deep. SPARK_PDL=0 in the environment turns the
+// attribute off (plain stream order), for comparisons.
+// Included only by .cu files.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <utility>
+
+namespace spark::kernels::detail {
+
+// Whether launches carry the attribute (reads SPARK_PDL once; see cuda_check.cc).
+bool DependentLaunchEnabled();
+
+__device__ __forceinline__ void WaitForPrecedingKernel() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
+template <typename... Params, typename... Args>
+cudaError_t LaunchDependent(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
+                            cudaStream_t stream, Args&&... args) {
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  config.attrs = attr;
+  config.numAttrs = DependentLaunchEnabled() ? 1 : 0;
+  return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+}
+
+}  // namespace spark::kernels::detail
