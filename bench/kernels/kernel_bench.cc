@@ -296,6 +296,8 @@ int Main(int argc, char** argv) {
                                      {8192, 24576, 4096, "prefill gate_up"},
                                      {8192, 4096, 12288, "prefill down"},
                                      {32, 24576, 4096, "decode b32 gate_up"},
+                                     {32, 4096, 12288, "decode b32 down"},
+                                     {32, 4096, 4096, "decode b32 o"},
                                      {1, 24576, 4096, "decode b1 gate_up"}};
   for (const Shape& s : shapes) {
     if (quick && s.m > 1024) continue;
