@@ -20,6 +20,42 @@ __device__ __forceinline__ void Widen(uint4 packed, float* w) {
   }
 }
 
+// acc[i][r] = x[r] . w_rows[i] for R rows of x and W weight rows of k bf16 each, summed over
+// the warp (every lane gets the sums). The W rows' loads share one loop.
+template <int R, int W>
+__device__ __forceinline__ void Dots(const float* __restrict__ x, int k,
+                                     const __nv_bfloat16* const (&w_rows)[W], int lane,
+                                     float (&acc)[W][R]) {
+  const int chunks = k / 8;
+#pragma unroll
+  for (int i = 0; i < W; ++i)
+#pragma unroll
+    for (int r = 0; r < R; ++r) acc[i][r] = 0.0f;
+#pragma unroll 4
+  for (int c = lane; c < chunks; c += 32) {
+    float wf[W][8];
+#pragma unroll
+    for (int i = 0; i < W; ++i) Widen(__ldg(reinterpret_cast<const uint4*>(w_rows[i]) + c), wf[i]);
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const float4* xr = reinterpret_cast<const float4*>(x + static_cast<int64_t>(r) * k) + 2 * c;
+      const float4 a = xr[0], b = xr[1];
+#pragma unroll
+      for (int i = 0; i < W; ++i) {
+        acc[i][r] += wf[i][0] * a.x + wf[i][1] * a.y + wf[i][2] * a.z + wf[i][3] * a.w +
+                     wf[i][4] * b.x + wf[i][5] * b.y + wf[i][6] * b.z + wf[i][7] * b.w;
+      }
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < W; ++i)
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int off = 16; off > 0; off /= 2)
+        acc[i][r] += __shfl_xor_sync(0xffffffffu, acc[i][r], off);
+}
+
 // The segments with their first global feature: begin[i] = n[0] + ... + n[i - 1].
 struct Segments {
   GemvSegments s;
@@ -48,29 +84,33 @@ __global__ void __launch_bounds__(kWarps * 32)
     }
   }
   const int feature = global - begin;
-  const uint4* row = reinterpret_cast<const uint4*>(w + static_cast<int64_t>(feature) * k);
-  const int chunks = k / 8;
-  float acc[R];
-#pragma unroll
-  for (int r = 0; r < R; ++r) acc[r] = 0.0f;
-#pragma unroll 4
-  for (int c = lane; c < chunks; c += 32) {
-    float wf[8];
-    Widen(__ldg(row + c), wf);
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-      const float4* xr = reinterpret_cast<const float4*>(x + static_cast<int64_t>(r) * k) + 2 * c;
-      const float4 a = xr[0], b = xr[1];
-      acc[r] += wf[0] * a.x + wf[1] * a.y + wf[2] * a.z + wf[3] * a.w + wf[4] * b.x + wf[5] * b.y +
-                wf[6] * b.z + wf[7] * b.w;
-    }
-  }
+  const __nv_bfloat16* rows[1] = {w + static_cast<int64_t>(feature) * k};
+  float acc[1][R];
+  Dots<R, 1>(x, k, rows, lane, acc);
 #pragma unroll
   for (int r = 0; r < R; ++r) {
-    float v = acc[r];
+    if (lane == 0) out[static_cast<int64_t>(r) * n + feature] = acc[0][r];
+  }
+}
+
+// act[r, f] = SiLU(x[r] . w[f]) * (x[r] . w[inter + f]): a warp takes gate row f and up row
+// inter + f of the stacked [gate; up] weight together.
+template <int R>
+__global__ void __launch_bounds__(kWarps * 32)
+    GemvSiluMulKernel(const float* __restrict__ x, int k, int inter,
+                      const __nv_bfloat16* __restrict__ w, float* __restrict__ act) {
+  detail::WaitForPrecedingKernel();
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int f = blockIdx.x * kWarps + warp;
+  if (f >= inter) return;
+  const __nv_bfloat16* rows[2] = {w + static_cast<int64_t>(f) * k,
+                                  w + static_cast<int64_t>(inter + f) * k};
+  float acc[2][R];
+  Dots<R, 2>(x, k, rows, lane, acc);
 #pragma unroll
-    for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
-    if (lane == 0) out[static_cast<int64_t>(r) * n + feature] = v;
+  for (int r = 0; r < R; ++r) {
+    const float g = acc[0][r], u = acc[1][r];
+    if (lane == 0) act[static_cast<int64_t>(r) * inter + f] = g / (1.0f + expf(-g)) * u;
   }
 }
 
@@ -94,6 +134,22 @@ Status GemvBf16Many(const float* x, int64_t rows, int k, const GemvSegments& seg
                                                                GemvKernel<3>, GemvKernel<4>};
   SPARK_CUDA_RETURN_IF_ERROR(detail::LaunchDependent(by_rows[rows - 1], blocks, kWarps * 32, 0,
                                                      stream, x, k, total, segs));
+  return Status::Ok();
+}
+
+Status GemvBf16SiluMul(const float* x, int64_t rows, int k, const __nv_bfloat16* w, int inter,
+                       float* act, cudaStream_t stream) {
+  if (rows < 1 || rows > kGemvMaxRows || k % 8 != 0) {
+    return InvalidArgumentError("gemv + silu-mul: needs 1.." + std::to_string(kGemvMaxRows) +
+                                " rows and k a multiple of 8 (got " + std::to_string(rows) +
+                                " rows, k " + std::to_string(k) + ")");
+  }
+  if (inter <= 0) return Status::Ok();
+  const unsigned blocks = static_cast<unsigned>(detail::CeilDiv(inter, kWarps));
+  void (*const by_rows[])(const float*, int, int, const __nv_bfloat16*, float*) = {
+      GemvSiluMulKernel<1>, GemvSiluMulKernel<2>, GemvSiluMulKernel<3>, GemvSiluMulKernel<4>};
+  SPARK_CUDA_RETURN_IF_ERROR(detail::LaunchDependent(by_rows[rows - 1], blocks, kWarps * 32, 0,
+                                                     stream, x, k, inter, w, act));
   return Status::Ok();
 }
 

@@ -22,6 +22,11 @@ constexpr int kGemvMaxRows = 4;
 Status GemvBf16(const float* x, int64_t rows, int k, const __nv_bfloat16* w, int n, float* out,
                 cudaStream_t stream);
 
+// The SwiGLU MLP's first half in one pass: act[r, f] = SiLU(x[r] . w[f]) * (x[r] . w[inter + f])
+// for the stacked [gate; up] weight w [2 * inter, k] (as kernels::SiluMul computes it).
+Status GemvBf16SiluMul(const float* x, int64_t rows, int k, const __nv_bfloat16* w, int inter,
+                       float* act, cudaStream_t stream);
+
 // Up to kGemvMaxSegments weight matrices of the same input in one launch (q, k and v):
 // out[i][r, n] = x[r, :] * w[i][n, :]^T for n < n[i].
 constexpr int kGemvMaxSegments = 4;

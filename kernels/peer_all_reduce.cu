@@ -3,6 +3,7 @@
 #include <string>
 
 #include "kernels/cuda_check.h"
+#include "kernels/dependent_launch.cuh"
 #include "kernels/peer_all_reduce.h"
 
 namespace spark::kernels {
@@ -39,6 +40,7 @@ __device__ __forceinline__ uint64_t GlobalTimerNs() {
 __global__ void __launch_bounds__(kThreads)
     PeerAllReduceKernel(PeerAllReduceArgs a, float* __restrict__ data, size_t count,
                         size_t per_block) {
+  detail::WaitForPrecedingKernel();
   const int b = blockIdx.x;
   const uint64_t epoch = a.epochs[b] + 1;
   const size_t half = (epoch & 1) * a.capacity;
@@ -113,8 +115,8 @@ Status PeerAllReduceSum(const PeerAllReduceArgs& args, float* data, size_t count
   size_t per_block = std::max(kMinPerBlock, (count + kPeerMaxBlocks - 1) / kPeerMaxBlocks);
   per_block = (per_block + 3) / 4 * 4;
   const int blocks = static_cast<int>((count + per_block - 1) / per_block);
-  PeerAllReduceKernel<<<blocks, kThreads, 0, stream>>>(args, data, count, per_block);
-  SPARK_CUDA_RETURN_IF_LAUNCH_FAILED();
+  SPARK_CUDA_RETURN_IF_ERROR(detail::LaunchDependent(PeerAllReduceKernel, blocks, kThreads, 0,
+                                                     stream, args, data, count, per_block));
   return Status::Ok();
 }
 

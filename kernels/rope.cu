@@ -42,18 +42,14 @@ __global__ void RopeKernel(T* x, const int32_t* __restrict__ positions, int head
   }
 }
 
-// One warp per (token, head); lane l holds elements [kE*l, kE*l + kE), so the rotation partner
-// of element i (i +- head_dim/2) sits in lane l ^ 16.
+// Per-head RMSNorm and RoPE of one head held by one warp: lane l holds elements
+// [kE*l, kE*l + kE) at v (in place), so the rotation partner of element i (i +- head_dim/2)
+// sits in lane l ^ 16. `copy`, when set, receives the result too (a KV cache row).
 template <int kE>
-__global__ void HeadNormRopeKernel(float* x, const int32_t* __restrict__ positions, int64_t rows,
-                                   int heads, const float* __restrict__ weight, float eps,
-                                   const float* __restrict__ inv_freq) {
-  detail::WaitForPrecedingKernel();
+__device__ __forceinline__ void NormRopeHead(float* v, float* copy, const float* weight, float eps,
+                                             float pos, const float* __restrict__ inv_freq,
+                                             int lane) {
   constexpr int kDim = 32 * kE, kHalf = kDim / 2;
-  const int lane = threadIdx.x % 32;
-  const int64_t row = blockIdx.x * int64_t{blockDim.x / 32} + threadIdx.x / 32;
-  if (row >= rows) return;
-  float* v = x + row * kDim + lane * kE;
   float a[kE];
   float ss = 0.0f;
 #pragma unroll
@@ -66,7 +62,6 @@ __global__ void HeadNormRopeKernel(float* x, const int32_t* __restrict__ positio
   const float inv = rsqrtf(ss / kDim + eps);
 #pragma unroll
   for (int i = 0; i < kE; ++i) a[i] = weight[lane * kE + i] * (a[i] * inv);
-  const float pos = static_cast<float>(positions[row / heads]);
   const bool low = lane < 16;
 #pragma unroll
   for (int i = 0; i < kE; ++i) {
@@ -75,8 +70,55 @@ __global__ void HeadNormRopeKernel(float* x, const int32_t* __restrict__ positio
     float sn, cs;
     sincosf(pos * inv_freq[pair], &sn, &cs);
     // low half: a cos - b sin; high half: b cos + a sin (a = low element, b = high element).
-    v[i] = low ? a[i] * cs - partner * sn : a[i] * cs + partner * sn;
+    const float r = low ? a[i] * cs - partner * sn : a[i] * cs + partner * sn;
+    v[i] = r;
+    if (copy != nullptr) copy[i] = r;
   }
+}
+
+// One warp per (token, head).
+template <int kE>
+__global__ void HeadNormRopeKernel(float* x, const int32_t* __restrict__ positions, int64_t rows,
+                                   int heads, const float* __restrict__ weight, float eps,
+                                   const float* __restrict__ inv_freq) {
+  detail::WaitForPrecedingKernel();
+  const int lane = threadIdx.x % 32;
+  const int64_t row = blockIdx.x * int64_t{blockDim.x / 32} + threadIdx.x / 32;
+  if (row >= rows) return;
+  NormRopeHead<kE>(x + row * 32 * kE + lane * kE, nullptr, weight, eps,
+                   static_cast<float>(positions[row / heads]), inv_freq, lane);
+}
+
+// One warp per (token, head) of q, of k and of v: q and k normed and rotated in place, k and v
+// rows also written to their cache slot.
+template <int kE>
+__global__ void QkNormRopeWriteKvKernel(QkvHeads p, const int32_t* __restrict__ positions,
+                                        const int64_t* __restrict__ slots, int64_t tokens,
+                                        float eps, const float* __restrict__ inv_freq) {
+  detail::WaitForPrecedingKernel();
+  constexpr int kDim = 32 * kE;
+  const int lane = threadIdx.x % 32;
+  const int per_token = p.heads + 2 * p.kv_heads;
+  const int64_t row = blockIdx.x * int64_t{blockDim.x / 32} + threadIdx.x / 32;
+  if (row >= tokens * per_token) return;
+  const int64_t t = row / per_token;
+  const int j = static_cast<int>(row % per_token);
+  const float pos = static_cast<float>(positions[t]);
+  const int64_t kv_width = int64_t{p.kv_heads} * kDim;
+  if (j < p.heads) {
+    NormRopeHead<kE>(p.q + (t * p.heads + j) * kDim + lane * kE, nullptr, p.q_weight, eps, pos,
+                     inv_freq, lane);
+    return;
+  }
+  const int64_t at =
+      (j < p.heads + p.kv_heads ? j - p.heads : j - p.heads - p.kv_heads) * kDim + lane * kE;
+  if (j < p.heads + p.kv_heads) {
+    NormRopeHead<kE>(p.k + t * kv_width + at, p.k_cache + slots[t] * kv_width + at, p.k_weight, eps,
+                     pos, inv_freq, lane);
+    return;
+  }
+#pragma unroll
+  for (int i = 0; i < kE; ++i) p.v_cache[slots[t] * kv_width + at + i] = p.v[t * kv_width + at + i];
 }
 
 }  // namespace
@@ -98,6 +140,27 @@ Status HeadNormRope(float* x, const int32_t* positions, int64_t tokens, int head
   }
   SPARK_CUDA_RETURN_IF_ERROR(detail::LaunchDependent(kernel, blocks, 32 * kWarpsPerBlock, 0, stream,
                                                      x, positions, rows, heads, weight, eps,
+                                                     inv_freq));
+  return Status::Ok();
+}
+
+Status QkNormRopeWriteKv(const QkvHeads& heads, const int32_t* positions, const int64_t* slots,
+                         int64_t tokens, float eps, const float* inv_freq, cudaStream_t stream) {
+  const int64_t rows = tokens * (heads.heads + 2 * heads.kv_heads);
+  if (rows <= 0) return Status::Ok();
+  constexpr int kWarpsPerBlock = 8;
+  const unsigned blocks = static_cast<unsigned>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock);
+  void (*kernel)(QkvHeads, const int32_t*, const int64_t*, int64_t, float, const float*) =
+      heads.head_dim == 64    ? QkNormRopeWriteKvKernel<2>
+      : heads.head_dim == 128 ? QkNormRopeWriteKvKernel<4>
+      : heads.head_dim == 256 ? QkNormRopeWriteKvKernel<8>
+                              : nullptr;
+  if (kernel == nullptr) {
+    return InvalidArgumentError("q/k norm + rope + kv write: head_dim " +
+                                std::to_string(heads.head_dim) + " (supported: 64, 128, 256)");
+  }
+  SPARK_CUDA_RETURN_IF_ERROR(detail::LaunchDependent(kernel, blocks, 32 * kWarpsPerBlock, 0, stream,
+                                                     heads, positions, slots, tokens, eps,
                                                      inv_freq));
   return Status::Ok();
 }

@@ -189,6 +189,19 @@ class TimingBackend : public backend::Backend {
     }
     Time(name, bytes, [&] { inner_.LinearMany(x, rows, in, outs); });
   }
+  void LinearSiluMul(const float* x, int64_t rows, int in, backend::WeightRef w, int inter,
+                     float* gate_up, float* act) override {
+    Time("LinearSiluMul " + std::to_string(rows) + "x" + std::to_string(in) + "->" +
+             std::to_string(2 * inter) + " " + DTypeName(w.dtype),
+         double(in) * 2 * inter * DTypeBytes(w.dtype),
+         [&] { inner_.LinearSiluMul(x, rows, in, w, inter, gate_up, act); });
+  }
+  void QkNormRopeWriteKv(const backend::QkvToCache& a, std::span<const int32_t> positions,
+                         std::span<const int64_t> slots) override {
+    Time("QkNormRopeWriteKv " + std::to_string(a.heads) + "+" + std::to_string(a.kv_heads) + "x" +
+             std::to_string(a.head_dim),
+         0, [&] { inner_.QkNormRopeWriteKv(a, positions, slots); });
+  }
   void AddRmsNorm(float* h, const float* delta, const float* weight, int64_t rows, int dim,
                   float eps, float* out) override {
     Time("AddRmsNorm " + std::to_string(rows) + "x" + std::to_string(dim), 16.0 * rows * dim,

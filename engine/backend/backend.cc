@@ -30,6 +30,19 @@ void Backend::LinearMany(const float* x, int64_t rows, int in_features,
   for (const LinearOut& o : outs) Linear(x, rows, in_features, o.w, o.out_features, o.out);
 }
 
+void Backend::LinearSiluMul(const float* x, int64_t rows, int in_features, WeightRef w, int inter,
+                            float* gate_up, float* act) {
+  Linear(x, rows, in_features, w, 2 * inter, gate_up);
+  SiluMul(gate_up, rows, inter, act);
+}
+
+void Backend::QkNormRopeWriteKv(const QkvToCache& a, std::span<const int32_t> positions,
+                                std::span<const int64_t> slots) {
+  HeadNormRope(a.q, positions, a.heads, a.head_dim, a.q_norm, a.eps, a.theta);
+  HeadNormRope(a.k, positions, a.kv_heads, a.head_dim, a.k_norm, a.eps, a.theta);
+  WriteKv(a.k, a.v, slots, a.kv_heads * a.head_dim, a.k_cache, a.v_cache);
+}
+
 void Backend::AddRmsNorm(float* h, const float* delta, const float* weight, int64_t rows, int dim,
                          float eps, float* out) {
   Add(h, delta, static_cast<size_t>(rows) * dim);

@@ -94,6 +94,22 @@ struct AttentionShape {
   float scale = 1.0f;  // softmax scale, usually head_dim^-0.5
 };
 
+// Qwen3's attention inputs of one layer for QkNormRopeWriteKv (backend memory): q [tokens,
+// heads, head_dim] and k [tokens, kv_heads, head_dim] with their per-head norm weights, v, and
+// the layer's KV cache ([slot, kv_heads * head_dim]).
+struct QkvToCache {
+  float* q = nullptr;
+  float* k = nullptr;
+  const float* v = nullptr;
+  int heads = 0, kv_heads = 0, head_dim = 0;
+  const float* q_norm = nullptr;
+  const float* k_norm = nullptr;
+  float eps = 1e-6f;
+  double theta = 10000.0;
+  float* k_cache = nullptr;
+  float* v_cache = nullptr;
+};
+
 // One output of LinearMany.
 struct LinearOut {
   WeightRef w;
@@ -164,9 +180,17 @@ class Backend {
   // Linear of one input through several weights (q, k and v).
   virtual void LinearMany(const float* x, int64_t rows, int in_features,
                           std::span<const LinearOut> outs);
+  // act[rows, inter] = SiLU(x w_gate^T) * (x w_up^T) for the stacked w = [gate; up] ([2 inter,
+  // in_features]): Linear into `gate_up` [rows, 2 inter] (scratch; a fused implementation may
+  // leave it untouched), then SiluMul.
+  virtual void LinearSiluMul(const float* x, int64_t rows, int in_features, WeightRef w, int inter,
+                             float* gate_up, float* act);
   // h += delta, then out = RmsNorm(h) (the residual add before a pre-norm block).
   virtual void AddRmsNorm(float* h, const float* delta, const float* weight, int64_t rows, int dim,
                           float eps, float* out);
+  // HeadNormRope of q and of k (in place), then WriteKv of k and v at `slots`.
+  virtual void QkNormRopeWriteKv(const QkvToCache& a, std::span<const int32_t> positions,
+                                 std::span<const int64_t> slots);
   // Per-head RmsNorm of x [tokens, heads, head_dim] with weight [head_dim], then Rope.
   virtual void HeadNormRope(float* x, std::span<const int32_t> positions, int heads, int head_dim,
                             const float* weight, float eps, double theta);

@@ -119,12 +119,20 @@ Status Qwen3Model::Attention(int layer, const ForwardBatch& batch, PagedKvCache&
                                     {l.k.weight(), kv_heads * hd, ws.k.data()},
                                     {l.v.weight(), kv_heads * hd, ws.v.data()}};
   backend_.LinearMany(ws.x.data(), n, hidden, qkv);
-  backend_.HeadNormRope(ws.q.data(), batch.positions, heads, hd, l.q_norm.data(),
-                        config_.rms_norm_eps, config_.rope_theta);
-  backend_.HeadNormRope(ws.k.data(), batch.positions, kv_heads, hd, l.k_norm.data(),
-                        config_.rms_norm_eps, config_.rope_theta);
-  backend_.WriteKv(ws.k.data(), ws.v.data(), batch.slots, kv_heads * hd, cache.k(layer),
-                   cache.v(layer));
+  backend::QkvToCache to_cache;
+  to_cache.q = ws.q.data();
+  to_cache.k = ws.k.data();
+  to_cache.v = ws.v.data();
+  to_cache.heads = heads;
+  to_cache.kv_heads = kv_heads;
+  to_cache.head_dim = static_cast<int>(hd);
+  to_cache.q_norm = l.q_norm.data();
+  to_cache.k_norm = l.k_norm.data();
+  to_cache.eps = config_.rms_norm_eps;
+  to_cache.theta = config_.rope_theta;
+  to_cache.k_cache = cache.k(layer);
+  to_cache.v_cache = cache.v(layer);
+  backend_.QkNormRopeWriteKv(to_cache, batch.positions, batch.slots);
   std::vector<backend::AttentionSequence> seqs;
   int64_t start = 0;
   for (const BatchSequence& s : batch.sequences) {
@@ -161,8 +169,8 @@ Status Qwen3Model::Mlp(int layer, int64_t n, Workspace& ws) {
     backend_.Moe(ws.x.data(), n, hidden, ws.router.data(), moe, ws.tmp.data());
   } else {
     const int inter = w_.dense_inter;
-    backend_.Linear(ws.x.data(), n, hidden, l.gate_up.weight(), 2 * inter, ws.gate_up.data());
-    backend_.SiluMul(ws.gate_up.data(), n, inter, ws.act.data());
+    backend_.LinearSiluMul(ws.x.data(), n, hidden, l.gate_up.weight(), inter, ws.gate_up.data(),
+                           ws.act.data());
     backend_.Linear(ws.act.data(), n, inter, l.down.weight(), hidden, ws.tmp.data());
   }
   SPARK_RETURN_IF_ERROR(AllReduce(ws.tmp.data(), n * hidden));

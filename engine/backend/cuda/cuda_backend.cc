@@ -274,6 +274,17 @@ void CudaBackend::LinearMany(const float* x, int64_t rows, int in_features,
   Record(kernels::GemvBf16Many(x, rows, in_features, segs, stream_));
 }
 
+void CudaBackend::LinearSiluMul(const float* x, int64_t rows, int in_features, WeightRef w,
+                                int inter, float* gate_up, float* act) {
+  if (w.dtype != DType::kBF16 || rows > kernels::kGemvMaxRows || in_features % 8 != 0) {
+    return Backend::LinearSiluMul(x, rows, in_features, w, inter, gate_up, act);
+  }
+  Activate();
+  if (!launching()) return;
+  Record(kernels::GemvBf16SiluMul(x, rows, in_features, static_cast<const __nv_bfloat16*>(w.data),
+                                  inter, act, stream_));
+}
+
 void CudaBackend::AddRmsNorm(float* h, const float* delta, const float* weight, int64_t rows,
                              int dim, float eps, float* out) {
   Activate();
@@ -294,6 +305,25 @@ void CudaBackend::HeadNormRope(float* x, std::span<const int32_t> positions, int
     if (!launching()) return Status::Ok();
     return kernels::HeadNormRope(x, d_pos, static_cast<int64_t>(positions.size()), heads, head_dim,
                                  weight, eps, inv_freq, stream_);
+  }();
+  Record(s);
+}
+
+void CudaBackend::QkNormRopeWriteKv(const QkvToCache& a, std::span<const int32_t> positions,
+                                    std::span<const int64_t> slots) {
+  if (a.head_dim != 64 && a.head_dim != 128 && a.head_dim != 256) {
+    return Backend::QkNormRopeWriteKv(a, positions, slots);
+  }
+  Activate();
+  Status s = [&]() -> Status {
+    SPARK_ASSIGN_OR_RETURN(const float* inv_freq, InvFreq(a.head_dim, a.theta));
+    SPARK_ASSIGN_OR_RETURN(const int32_t* d_pos, Stage(positions));
+    SPARK_ASSIGN_OR_RETURN(const int64_t* d_slots, Stage(slots));
+    if (!launching()) return Status::Ok();
+    const kernels::QkvHeads heads{a.q,       a.k,       a.v,     a.q_norm,   a.k_norm,
+                                  a.k_cache, a.v_cache, a.heads, a.kv_heads, a.head_dim};
+    return kernels::QkNormRopeWriteKv(heads, d_pos, d_slots, static_cast<int64_t>(positions.size()),
+                                      a.eps, inv_freq, stream_);
   }();
   Record(s);
 }

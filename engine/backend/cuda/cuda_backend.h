@@ -88,10 +88,14 @@ class CudaBackend : public Backend {
   void ArgMax(const float* x, int64_t rows, int cols, int64_t index_offset, float* out) override;
   void LinearMany(const float* x, int64_t rows, int in_features,
                   std::span<const LinearOut> outs) override;
+  void LinearSiluMul(const float* x, int64_t rows, int in_features, WeightRef w, int inter,
+                     float* gate_up, float* act) override;
   void AddRmsNorm(float* h, const float* delta, const float* weight, int64_t rows, int dim,
                   float eps, float* out) override;
   void HeadNormRope(float* x, std::span<const int32_t> positions, int heads, int head_dim,
                     const float* weight, float eps, double theta) override;
+  void QkNormRopeWriteKv(const QkvToCache& a, std::span<const int32_t> positions,
+                         std::span<const int64_t> slots) override;
   void Rope(float* x, std::span<const int32_t> positions, int heads, int head_dim,
             double theta) override;
   void Add(float* x, const float* y, size_t count) override;

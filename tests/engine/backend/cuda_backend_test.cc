@@ -152,7 +152,8 @@ TEST_F(CudaBackendTest, Bf16LinearMatchesCpuOnRoundedWeights) {
 }
 
 // The fusions against the CPU backend's unfused defaults: q/k/v through one GEMV launch,
-// residual add + RMSNorm, per-head RMSNorm + RoPE (head_dim 64, 128, 256).
+// gate/up GEMV + SiLU-mul, residual add + RMSNorm, per-head RMSNorm + RoPE and the same with
+// the KV cache write (head_dim 64, 128, 256; scattered slots).
 TEST_F(CudaBackendTest, FusedOpsMatchCpuDefaults) {
   const int in = 512, rows = 3;
   const int n[3] = {256, 64, 64};
@@ -178,6 +179,19 @@ TEST_F(CudaBackendTest, FusedOpsMatchCpuDefaults) {
   gpu_->LinearMany(gx.data(), rows, in, gouts);
   for (int i = 0; i < 3; ++i) EXPECT_LT(RelL2(Get(gout[i]), want[i]), 1e-5) << "output " << i;
 
+  const int inter = 200;
+  const auto wgu = Random(size_t{2} * inter * in, 55);
+  auto cgu = cpu_.AllocateWeights(wgu.size(), DType::kBF16);
+  auto ggu = gpu_->AllocateWeights(wgu.size(), DType::kBF16);
+  ASSERT_TRUE(cgu.ok() && ggu.ok());
+  cpu_.UploadWeights(wgu, *cgu);
+  gpu_->UploadWeights(wgu, *ggu);
+  std::vector<float> scratch(rows * 2 * inter), act(rows * inter);
+  cpu_.LinearSiluMul(x.data(), rows, in, cgu->weight(), inter, scratch.data(), act.data());
+  Buffer gscratch = Put(scratch), gact = Put(std::vector<float>(rows * inter));
+  gpu_->LinearSiluMul(gx.data(), rows, in, ggu->weight(), inter, gscratch.data(), gact.data());
+  EXPECT_LT(RelL2(Get(gact), act), 1e-5) << "LinearSiluMul";
+
   const int dim = 4096;
   auto h = Random(rows * dim, 60);
   const auto delta = Random(rows * dim, 61), nw = Random(dim, 62);
@@ -197,6 +211,23 @@ TEST_F(CudaBackendTest, FusedOpsMatchCpuDefaults) {
     cpu_.HeadNormRope(q.data(), pos, heads, hd, qw.data(), 1e-6f, 1e6);
     gpu_->HeadNormRope(gq.data(), pos, heads, hd, gqw.data(), 1e-6f, 1e6);
     EXPECT_LT(RelL2(Get(gq), q), 1e-5) << "head_dim " << hd;
+
+    const int kv_heads = 2, kv_width = kv_heads * hd, slots_total = 9;
+    const std::vector<int64_t> slots = {7, 0, 4, 8};
+    auto k = Random(pos.size() * kv_width, 72 + hd), v = Random(pos.size() * kv_width, 73 + hd);
+    const auto kw = Random(hd, 74 + hd);
+    std::vector<float> kc(slots_total * kv_width, 0.5f), vc(slots_total * kv_width, 0.5f);
+    Buffer gq2 = Put(q), gk = Put(k), gv = Put(v), gkw = Put(kw), gkc = Put(kc), gvc = Put(vc);
+    backend::QkvToCache c{q.data(),  k.data(),  v.data(), heads, kv_heads,  hd,
+                          qw.data(), kw.data(), 1e-6f,    1e6,   kc.data(), vc.data()};
+    cpu_.QkNormRopeWriteKv(c, pos, slots);
+    const backend::QkvToCache g{gq2.data(), gk.data(),  gv.data(), heads, kv_heads,   hd,
+                                gqw.data(), gkw.data(), 1e-6f,     1e6,   gkc.data(), gvc.data()};
+    gpu_->QkNormRopeWriteKv(g, pos, slots);
+    EXPECT_LT(RelL2(Get(gq2), q), 1e-5) << "q, head_dim " << hd;
+    EXPECT_LT(RelL2(Get(gk), k), 1e-5) << "k, head_dim " << hd;
+    EXPECT_LT(RelL2(Get(gkc), kc), 1e-5) << "k cache, head_dim " << hd;
+    EXPECT_EQ(Get(gvc), vc) << "v cache, head_dim " << hd;
   }
 }
 
