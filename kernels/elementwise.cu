@@ -1,7 +1,9 @@
-// Residual add and dtype conversions: grid-stride loops.
+// Residual add, dtype conversions and the column split: grid-stride loops.
 #include <algorithm>
+#include <string>
 
 #include "kernels/cuda_check.h"
+#include "kernels/dependent_launch.cuh"
 #include "kernels/device_math.cuh"
 #include "kernels/elementwise.h"
 
@@ -37,6 +39,29 @@ __global__ void FillUniformKernel(T* dst, size_t count, uint64_t seed, float lo,
   }
 }
 
+// One thread per element of src; the part found with constant indices (no stack copy of the
+// parameters).
+__global__ void SplitColumnsKernel(const float* __restrict__ src, int64_t rows, int total,
+                                   ColumnParts parts) {
+  detail::WaitForPrecedingKernel();
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < rows * total;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t r = i / total;
+    int c = static_cast<int>(i % total);
+    float* out = parts.out[0];
+    int n = parts.n[0];
+#pragma unroll
+    for (int p = 1; p < kMaxColumnParts; ++p) {
+      if (p < parts.count && c >= n) {
+        c -= n;
+        out = parts.out[p];
+        n = parts.n[p];
+      }
+    }
+    out[r * n + c] = src[i];
+  }
+}
+
 unsigned Blocks(size_t count) { return std::min<unsigned>(detail::CeilDiv(count, 256), 1u << 20); }
 
 }  // namespace
@@ -62,6 +87,20 @@ template Status FillUniform<__nv_bfloat16>(__nv_bfloat16*, size_t, uint64_t, flo
                                            cudaStream_t);
 template Status Add<float>(float*, const float*, size_t, cudaStream_t);
 template Status Add<__nv_bfloat16>(__nv_bfloat16*, const __nv_bfloat16*, size_t, cudaStream_t);
+
+Status SplitColumns(const float* src, int64_t rows, const ColumnParts& parts, cudaStream_t stream) {
+  if (parts.count < 1 || parts.count > kMaxColumnParts) {
+    return InvalidArgumentError("split columns: 1.." + std::to_string(kMaxColumnParts) +
+                                " parts (got " + std::to_string(parts.count) + ")");
+  }
+  int total = 0;
+  for (int p = 0; p < parts.count; ++p) total += parts.n[p];
+  if (rows <= 0 || total <= 0) return Status::Ok();
+  const size_t count = static_cast<size_t>(rows) * total;
+  SPARK_CUDA_RETURN_IF_ERROR(detail::LaunchDependent(SplitColumnsKernel, Blocks(count), 256, 0,
+                                                     stream, src, rows, total, parts));
+  return Status::Ok();
+}
 
 Status CastF32ToBf16(const float* src, size_t count, __nv_bfloat16* dst, cudaStream_t stream) {
   if (count == 0) return Status::Ok();

@@ -101,9 +101,8 @@ RandomModel MakeWeights(const core::ModelConfig& c, const model::TpShard& shard,
     model::Qwen3LayerWeights l;
     l.input_norm = make(1, hidden, DType::kF32, true, true);
     l.post_attention_norm = make(1, hidden, DType::kF32, true, true);
-    l.q = make(q, hidden, DType::kBF16, false, true);
-    l.k = make(kv, hidden, DType::kBF16, false, true);
-    l.v = make(kv, hidden, DType::kBF16, false, true);
+    l.qkv = make(q + 2 * kv, hidden, DType::kBF16, false, true);  // stacked, as the loader does
+    l.SplitQkv(q, kv, hidden);
     l.q_norm = make(1, hd, DType::kF32, true, true);
     l.k_norm = make(1, hd, DType::kF32, true, true);
     l.o = make(hidden, q, DType::kBF16, false, true);

@@ -91,6 +91,11 @@ Result<std::vector<int32_t>> MergeArgMax(std::span<const float> pairs, int parts
   return ids;
 }
 
+Buffer Buffer::View(size_t offset, size_t count) const {
+  return Buffer(reinterpret_cast<char*>(data_) + offset * DTypeBytes(dtype_), count, dtype_,
+                [](float*) {});
+}
+
 Buffer& Buffer::operator=(Buffer&& other) noexcept {
   if (this != &other) {
     Reset();

@@ -66,6 +66,9 @@ class Buffer {
   DType dtype() const { return dtype_; }
   bool empty() const { return size_ == 0; }
   WeightRef weight() const { return {data_, dtype_}; }
+  // Elements [offset, offset + count) as a buffer that does not own them: valid while this one
+  // lives (moving this one does not move the memory).
+  Buffer View(size_t offset, size_t count) const;
 
  private:
   void Reset();

@@ -25,13 +25,22 @@ class Loader {
   Result<backend::Buffer> Vector(const std::string& name, int64_t n) {
     return Load(name, TensorSlice::Whole(), {n});
   }
-  // Rows [r.begin, r.end) of each of `a` and `b` ([*, cols]), stacked: a's rows, then b's.
-  Result<backend::Buffer> StackedRows(const std::string& a, const std::string& b, Range r,
-                                      int64_t total_rows, int64_t cols, backend::DType dtype) {
-    SPARK_ASSIGN_OR_RETURN(std::vector<float> top, ReadRows(a, r, total_rows, cols));
-    SPARK_ASSIGN_OR_RETURN(std::vector<float> bottom, ReadRows(b, r, total_rows, cols));
-    top.insert(top.end(), bottom.begin(), bottom.end());
-    return ToBackend(top, dtype);
+  // Rows r of tensor `name` ([total_rows, cols]), one part of a stacked matrix.
+  struct RowPart {
+    std::string name;
+    Range r;
+    int64_t total_rows;
+  };
+  // The parts' rows ([*, cols] each) stacked in order into one matrix.
+  Result<backend::Buffer> StackedRows(const std::vector<RowPart>& parts, int64_t cols,
+                                      backend::DType dtype) {
+    std::vector<float> all;
+    for (const RowPart& part : parts) {
+      SPARK_ASSIGN_OR_RETURN(std::vector<float> rows,
+                             ReadRows(part.name, part.r, part.total_rows, cols));
+      all.insert(all.end(), rows.begin(), rows.end());
+    }
+    return ToBackend(all, dtype);
   }
   Result<backend::Buffer> Rows(const std::string& name, Range r, int64_t total_rows, int64_t cols,
                                backend::DType dtype = backend::DType::kF32) {
@@ -98,11 +107,11 @@ Status LoadAttention(Loader& ld, const std::string& p, const core::ModelConfig& 
   const Range q_rows{w.heads.begin * hd, w.heads.size * hd};
   const Range kv_rows{w.kv_heads.begin * hd, w.kv_heads.size * hd};
   SPARK_ASSIGN_OR_RETURN(
-      l->q, ld.Rows(p + "self_attn.q_proj.weight", q_rows, c.num_heads * hd, hidden, dt));
-  SPARK_ASSIGN_OR_RETURN(
-      l->k, ld.Rows(p + "self_attn.k_proj.weight", kv_rows, c.num_kv_heads * hd, hidden, dt));
-  SPARK_ASSIGN_OR_RETURN(
-      l->v, ld.Rows(p + "self_attn.v_proj.weight", kv_rows, c.num_kv_heads * hd, hidden, dt));
+      l->qkv, ld.StackedRows({{p + "self_attn.q_proj.weight", q_rows, c.num_heads * hd},
+                              {p + "self_attn.k_proj.weight", kv_rows, c.num_kv_heads * hd},
+                              {p + "self_attn.v_proj.weight", kv_rows, c.num_kv_heads * hd}},
+                             hidden, dt));
+  l->SplitQkv(q_rows.size, kv_rows.size, hidden);
   SPARK_ASSIGN_OR_RETURN(
       l->o, ld.Cols(p + "self_attn.o_proj.weight", q_rows, hidden, c.num_heads * hd, dt));
   SPARK_ASSIGN_OR_RETURN(l->q_norm, ld.Vector(p + "self_attn.q_norm.weight", hd));
@@ -116,8 +125,9 @@ Status LoadAttention(Loader& ld, const std::string& p, const core::ModelConfig& 
 // gate_proj/up_proj/down_proj under prefix `p` (a dense MLP or one expert), split by `r`.
 Status LoadSwiGlu(Loader& ld, const std::string& p, int64_t inter, int64_t hidden, Range r,
                   backend::DType dt, backend::Buffer* gate_up, backend::Buffer* down) {
-  SPARK_ASSIGN_OR_RETURN(
-      *gate_up, ld.StackedRows(p + "gate_proj.weight", p + "up_proj.weight", r, inter, hidden, dt));
+  SPARK_ASSIGN_OR_RETURN(*gate_up, ld.StackedRows({{p + "gate_proj.weight", r, inter},
+                                                   {p + "up_proj.weight", r, inter}},
+                                                  hidden, dt));
   SPARK_ASSIGN_OR_RETURN(*down, ld.Cols(p + "down_proj.weight", r, hidden, inter, dt));
   return Status::Ok();
 }

@@ -3,8 +3,8 @@
 // Loading reads only the rank's slices from the checkpoint (tp_shard.h says which) and converts
 // them to fp32, or to bf16 for the Linear matrices when asked. FP8 checkpoints (F8_E4M3
 // weights with 128 x 128 block scales in "<name>_scale_inv", as Qwen3-FP8 ships) are
-// dequantised on the way. Gate and up projections are stored
-// fused as one [2 x inter, hidden] matrix (gate rows, then up rows) so one GEMM computes both.
+// dequantised on the way. Gate and up projections are stored fused as one [2 x inter, hidden]
+// matrix (gate rows, then up rows) so one GEMM computes both; q, k and v likewise stack.
 // Thread-safety: read-only after loading.
 #pragma once
 
@@ -21,12 +21,20 @@ namespace spark::engine::model {
 struct Qwen3LayerWeights {
   core::MlpType mlp = core::MlpType::kDense;
   backend::Buffer input_norm, post_attention_norm;  // [hidden]
-  backend::Buffer q, k, v;                          // [local heads * head_dim, hidden]
-  backend::Buffer q_norm, k_norm;                   // [head_dim]
-  backend::Buffer o;                                // [hidden, local heads * head_dim]
-  backend::Buffer gate_up, down;  // dense MLP: [2 * inter_l, hidden], [hidden, inter_l]
-  backend::Buffer router;         // MoE: [num_experts, hidden], replicated
+  backend::Buffer qkv;      // q, k and v rows stacked: one matrix, so a backend may run one GEMM
+  backend::Buffer q, k, v;  // views into qkv: [local (kv) heads * head_dim, hidden]
+  backend::Buffer q_norm, k_norm;  // [head_dim]
+  backend::Buffer o;               // [hidden, local heads * head_dim]
+  backend::Buffer gate_up, down;   // dense MLP: [2 * inter_l, hidden], [hidden, inter_l]
+  backend::Buffer router;          // MoE: [num_experts, hidden], replicated
   std::vector<backend::Buffer> expert_gate_up, expert_down;  // MoE: this rank's experts
+
+  // Points q, k and v at their rows of qkv ([q_rows + 2 * kv_rows, hidden]).
+  void SplitQkv(int64_t q_rows, int64_t kv_rows, int64_t hidden) {
+    q = qkv.View(0, q_rows * hidden);
+    k = qkv.View(q_rows * hidden, kv_rows * hidden);
+    v = qkv.View((q_rows + kv_rows) * hidden, kv_rows * hidden);
+  }
 };
 
 struct Qwen3Weights {

@@ -260,9 +260,35 @@ Status CudaBackend::LinearImpl(const float* x, int64_t rows, int in_features, We
 void CudaBackend::LinearMany(const float* x, int64_t rows, int in_features,
                              std::span<const LinearOut> outs) {
   Activate();
-  bool one_launch = rows <= kernels::kGemvMaxRows && in_features % 8 == 0 &&
-                    outs.size() <= static_cast<size_t>(kernels::kGemvMaxSegments);
-  for (const LinearOut& o : outs) one_launch = one_launch && o.w.dtype == DType::kBF16;
+  bool bf16 = true, stacked = outs.size() <= static_cast<size_t>(kernels::kMaxColumnParts);
+  int total = 0;
+  for (size_t i = 0; i < outs.size(); ++i) {
+    bf16 = bf16 && outs[i].w.dtype == DType::kBF16;
+    // Stacked: each weight starts where the one before ends (Qwen3's q/k/v views of one matrix).
+    stacked = stacked && (i == 0 || static_cast<const char*>(outs[i].w.data) ==
+                                        static_cast<const char*>(outs[i - 1].w.data) +
+                                            size_t{2} * outs[i - 1].out_features * in_features);
+    total += outs[i].out_features;
+  }
+  const bool one_launch = bf16 && rows <= kernels::kGemvMaxRows && in_features % 8 == 0 &&
+                          outs.size() <= static_cast<size_t>(kernels::kGemvMaxSegments);
+  if (bf16 && stacked && !one_launch && !outs.empty()) {
+    // One GEMM over the stacked weights (cuBLASLt streams skinny shapes well only when n is
+    // wide), then each output's columns out of the result.
+    Status s = [&]() -> Status {
+      SPARK_ASSIGN_OR_RETURN(Buffer all, Scratch(static_cast<size_t>(rows) * total * 4));
+      SPARK_RETURN_IF_ERROR(LinearImpl(x, rows, in_features, outs[0].w, total, all.data()));
+      if (!launching()) return Status::Ok();
+      kernels::ColumnParts parts;
+      for (const LinearOut& o : outs) {
+        parts.out[parts.count] = o.out;
+        parts.n[parts.count++] = o.out_features;
+      }
+      return kernels::SplitColumns(all.data(), rows, parts, stream_);
+    }();
+    Record(s);
+    return;
+  }
   if (!one_launch) return Backend::LinearMany(x, rows, in_features, outs);
   if (!launching()) return;
   kernels::GemvSegments segs;

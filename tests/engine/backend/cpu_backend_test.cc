@@ -225,6 +225,31 @@ TEST(CpuBackendTest, Bf16LinearEqualsFp32LinearOnRoundedWeights) {
   EXPECT_EQ(got, want);
 }
 
+// A view is a window of its owner's elements, in its type: Linear over views of one stacked
+// matrix equals Linear over the separate matrices.
+TEST(CpuBackendTest, ViewsOfAStackedMatrixActAsTheParts) {
+  CpuBackend backend(1);
+  const int in = 8;
+  const auto x = Random(2 * in, 92);
+  const auto top = Random(3 * in, 93), bottom = Random(5 * in, 94);
+  std::vector<float> stacked = top;
+  stacked.insert(stacked.end(), bottom.begin(), bottom.end());
+  auto all = backend.AllocateWeights(stacked.size(), DType::kBF16);
+  auto lower = backend.AllocateWeights(bottom.size(), DType::kBF16);
+  ASSERT_TRUE(all.ok() && lower.ok());
+  backend.UploadWeights(stacked, *all);
+  backend.UploadWeights(bottom, *lower);
+  const Buffer view = all->View(3 * in, 5 * in);
+  EXPECT_EQ(view.dtype(), DType::kBF16);
+  EXPECT_EQ(view.size(), 5u * in);
+  EXPECT_EQ(static_cast<const char*>(view.raw()),
+            static_cast<const char*>(all->raw()) + 3 * in * 2);
+  std::vector<float> want(2 * 5), got(2 * 5);
+  backend.Linear(x.data(), 2, in, lower->weight(), 5, want.data());
+  backend.Linear(x.data(), 2, in, view.weight(), 5, got.data());
+  EXPECT_EQ(got, want);
+}
+
 TEST(CpuBackendTest, ArgMaxPairsMergeAcrossVocabularySlices) {
   CpuBackend backend(1);
   // Two rows over a vocabulary of 6 split 3 + 3; row 1 ties across the slices.

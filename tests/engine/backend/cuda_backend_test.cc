@@ -179,6 +179,30 @@ TEST_F(CudaBackendTest, FusedOpsMatchCpuDefaults) {
   gpu_->LinearMany(gx.data(), rows, in, gouts);
   for (int i = 0; i < 3; ++i) EXPECT_LT(RelL2(Get(gout[i]), want[i]), 1e-5) << "output " << i;
 
+  // Weights stacked in one matrix (Qwen3's q/k/v views) at a decode batch past the GEMV: one
+  // GEMM over the stack, then the columns split out (activations rounded to bf16: 1e-2).
+  const int brows = 9;
+  const auto bx = Random(brows * in, 56);
+  const auto stack = Random(size_t{256 + 64 + 64} * in, 57);
+  auto cst = cpu_.AllocateWeights(stack.size(), DType::kBF16);
+  auto gst = gpu_->AllocateWeights(stack.size(), DType::kBF16);
+  ASSERT_TRUE(cst.ok() && gst.ok());
+  cpu_.UploadWeights(stack, *cst);
+  gpu_->UploadWeights(stack, *gst);
+  Buffer gbx = Put(bx);
+  std::vector<std::vector<float>> bwant(3);
+  std::vector<Buffer> bgot;
+  std::vector<LinearOut> bc, bg;
+  for (int i = 0, at = 0; i < 3; at += n[i] * in, ++i) {
+    bwant[i].resize(brows * n[i]);
+    bgot.push_back(Put(std::vector<float>(brows * n[i])));
+    bc.push_back({cst->View(at, n[i] * in).weight(), n[i], bwant[i].data()});
+    bg.push_back({gst->View(at, n[i] * in).weight(), n[i], bgot[i].data()});
+  }
+  cpu_.LinearMany(bx.data(), brows, in, bc);
+  gpu_->LinearMany(gbx.data(), brows, in, bg);
+  for (int i = 0; i < 3; ++i) EXPECT_LT(RelL2(Get(bgot[i]), bwant[i]), 1e-2) << "stacked " << i;
+
   const int inter = 200;
   const auto wgu = Random(size_t{2} * inter * in, 55);
   auto cgu = cpu_.AllocateWeights(wgu.size(), DType::kBF16);
