@@ -76,19 +76,6 @@ __device__ __forceinline__ void NormRopeHead(float* v, float* copy, const float*
   }
 }
 
-// One warp per (token, head).
-template <int kE>
-__global__ void HeadNormRopeKernel(float* x, const int32_t* __restrict__ positions, int64_t rows,
-                                   int heads, const float* __restrict__ weight, float eps,
-                                   const float* __restrict__ inv_freq) {
-  detail::WaitForPrecedingKernel();
-  const int lane = threadIdx.x % 32;
-  const int64_t row = blockIdx.x * int64_t{blockDim.x / 32} + threadIdx.x / 32;
-  if (row >= rows) return;
-  NormRopeHead<kE>(x + row * 32 * kE + lane * kE, nullptr, weight, eps,
-                   static_cast<float>(positions[row / heads]), inv_freq, lane);
-}
-
 // One warp per (token, head) of q, of k and of v: q and k normed and rotated in place, k and v
 // rows also written to their cache slot.
 template <int kE>
@@ -122,27 +109,6 @@ __global__ void QkNormRopeWriteKvKernel(QkvHeads p, const int32_t* __restrict__ 
 }
 
 }  // namespace
-
-Status HeadNormRope(float* x, const int32_t* positions, int64_t tokens, int heads, int head_dim,
-                    const float* weight, float eps, const float* inv_freq, cudaStream_t stream) {
-  const int64_t rows = tokens * heads;
-  if (rows <= 0) return Status::Ok();
-  constexpr int kWarpsPerBlock = 8;
-  const unsigned blocks = static_cast<unsigned>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock);
-  void (*kernel)(float*, const int32_t*, int64_t, int, const float*, float, const float*) =
-      head_dim == 64    ? HeadNormRopeKernel<2>
-      : head_dim == 128 ? HeadNormRopeKernel<4>
-      : head_dim == 256 ? HeadNormRopeKernel<8>
-                        : nullptr;
-  if (kernel == nullptr) {
-    return InvalidArgumentError("head norm + rope: head_dim " + std::to_string(head_dim) +
-                                " (supported: 64, 128, 256)");
-  }
-  SPARK_CUDA_RETURN_IF_ERROR(detail::LaunchDependent(kernel, blocks, 32 * kWarpsPerBlock, 0, stream,
-                                                     x, positions, rows, heads, weight, eps,
-                                                     inv_freq));
-  return Status::Ok();
-}
 
 Status QkNormRopeWriteKv(const QkvHeads& heads, const int32_t* positions, const int64_t* slots,
                          int64_t tokens, float eps, const float* inv_freq, cudaStream_t stream) {

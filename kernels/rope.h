@@ -43,12 +43,11 @@ template <typename T>
 Status Rope(T* x, const int32_t* positions, int64_t tokens, int heads, int head_dim,
             const float* inv_freq, float attention_factor, cudaStream_t stream);
 
-// Per-head RMSNorm then RoPE, in place, in one pass (Qwen3's q/k norm before the rotation):
-// v = x[t, h] / sqrt(mean(x[t, h]^2) + eps) * weight, then rotated as Rope does (attention
-// factor 1). head_dim 64, 128 or 256 (InvalidArgument otherwise). fp32.
-// Qwen3's per-layer attention inputs in one launch: HeadNormRope of q (q_weight) and of k
-// (k_weight), in place, and the rotated k and the v rows written to their cache slots
-// ([slot, kv_heads * head_dim]). head_dim 64, 128 or 256. Device pointers.
+// Qwen3's per-layer attention inputs in one launch: per-head RMSNorm of q (q_weight) and of k
+// (k_weight), v = x[t, h] / sqrt(mean(x[t, h]^2) + eps) * weight, then RoPE of both as Rope does
+// (attention factor 1), in place; the rotated k and the v rows are also written to their cache
+// slots ([slot, kv_heads * head_dim]). head_dim 64, 128 or 256 (InvalidArgument otherwise).
+// fp32, device pointers.
 struct QkvHeads {
   float* q = nullptr;  // [tokens, heads, head_dim]
   float* k = nullptr;  // [tokens, kv_heads, head_dim]
@@ -61,8 +60,5 @@ struct QkvHeads {
 };
 Status QkNormRopeWriteKv(const QkvHeads& heads, const int32_t* positions, const int64_t* slots,
                          int64_t tokens, float eps, const float* inv_freq, cudaStream_t stream);
-
-Status HeadNormRope(float* x, const int32_t* positions, int64_t tokens, int heads, int head_dim,
-                    const float* weight, float eps, const float* inv_freq, cudaStream_t stream);
 
 }  // namespace spark::kernels

@@ -206,11 +206,6 @@ class TimingBackend : public backend::Backend {
     Time("AddRmsNorm " + std::to_string(rows) + "x" + std::to_string(dim), 16.0 * rows * dim,
          [&] { inner_.AddRmsNorm(h, delta, weight, rows, dim, eps, out); });
   }
-  void HeadNormRope(float* x, std::span<const int32_t> positions, int heads, int head_dim,
-                    const float* weight, float eps, double theta) override {
-    Time("HeadNormRope " + std::to_string(heads) + "x" + std::to_string(head_dim), 0,
-         [&] { inner_.HeadNormRope(x, positions, heads, head_dim, weight, eps, theta); });
-  }
 
   // Rows sorted by total time: op, calls, total us, mean us, GB/s (where bytes are known).
   void Print(double copy_gbs) const {

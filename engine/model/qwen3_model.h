@@ -4,8 +4,9 @@
 // K/V into the paged cache -> causal GQA attention -> o (row-parallel) -> all-reduce -> residual;
 // RMSNorm -> SwiGLU MLP or MoE (row-parallel out) -> all-reduce -> residual. Embedding and lm_head
 // are vocabulary-parallel: an all-reduce after the embedding, an all-gather of the logits.
-// The backend's fusions carry it: q/k/v in one LinearMany, per-head norm + RoPE in one
-// HeadNormRope, and each residual add fused with the RMSNorm after it (AddRmsNorm).
+// The backend's fusions carry it: q/k/v in one LinearMany, per-head norm + RoPE and the KV
+// cache write in one QkNormRopeWriteKv, gate/up with SiLU-mul in one LinearSiluMul, and each
+// residual add fused with the RMSNorm after it (AddRmsNorm).
 // Thread-safety: one thread at a time (see Model).
 #pragma once
 

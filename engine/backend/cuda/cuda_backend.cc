@@ -319,22 +319,6 @@ void CudaBackend::AddRmsNorm(float* h, const float* delta, const float* weight, 
   Record(kernels::RmsNorm<float>(delta, h, weight, rows, dim, eps, out, stream_));
 }
 
-void CudaBackend::HeadNormRope(float* x, std::span<const int32_t> positions, int heads,
-                               int head_dim, const float* weight, float eps, double theta) {
-  if (head_dim != 64 && head_dim != 128 && head_dim != 256) {
-    return Backend::HeadNormRope(x, positions, heads, head_dim, weight, eps, theta);
-  }
-  Activate();
-  Status s = [&]() -> Status {
-    SPARK_ASSIGN_OR_RETURN(const float* inv_freq, InvFreq(head_dim, theta));
-    SPARK_ASSIGN_OR_RETURN(const int32_t* d_pos, Stage(positions));
-    if (!launching()) return Status::Ok();
-    return kernels::HeadNormRope(x, d_pos, static_cast<int64_t>(positions.size()), heads, head_dim,
-                                 weight, eps, inv_freq, stream_);
-  }();
-  Record(s);
-}
-
 void CudaBackend::QkNormRopeWriteKv(const QkvToCache& a, std::span<const int32_t> positions,
                                     std::span<const int64_t> slots) {
   if (a.head_dim != 64 && a.head_dim != 128 && a.head_dim != 256) {

@@ -92,8 +92,6 @@ class CudaBackend : public Backend {
                      float* gate_up, float* act) override;
   void AddRmsNorm(float* h, const float* delta, const float* weight, int64_t rows, int dim,
                   float eps, float* out) override;
-  void HeadNormRope(float* x, std::span<const int32_t> positions, int heads, int head_dim,
-                    const float* weight, float eps, double theta) override;
   void QkNormRopeWriteKv(const QkvToCache& a, std::span<const int32_t> positions,
                          std::span<const int64_t> slots) override;
   void Rope(float* x, std::span<const int32_t> positions, int heads, int head_dim,
