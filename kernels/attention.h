@@ -33,10 +33,14 @@ struct PagedKvLayout {
   bool bf16_tensor_cores = false;
 };
 
+// The cache's element type C may differ from the activations' T: an fp32 model can keep a bf16
+// cache (half the bytes every attention call reads), rounded to nearest even when written.
+// Instantiated for (T, C) = (float, float), (bf16, bf16) and (float, bf16).
+
 // Stores k and v rows [tokens, kv_width] at cache slots (slot * kv_width); slots on the device.
-template <typename T>
+template <typename T, typename C>
 Status WriteKv(const T* k, const T* v, const int64_t* slots, int64_t tokens, int kv_width,
-               T* k_cache, T* v_cache, cudaStream_t stream);
+               C* k_cache, C* v_cache, cudaStream_t stream);
 
 // Decode rows: row i is q/out row row_ids[i] (i itself when row_ids is null); it sees the first
 // kv_len[i] tokens of the sequence whose block table starts at block_tables + table_offset[i].
@@ -59,8 +63,8 @@ DecodeSplit PlanDecodeSplit(const DecodeRows& rows, const PagedKvLayout& layout,
 
 // q and out are [*, num_heads * head_dim]. `workspace` holds plan.workspace_floats floats.
 // InvalidArgument for an unsupported head_dim.
-template <typename T>
-Status PagedDecodeAttention(const T* q, const DecodeRows& rows, const T* k_cache, const T* v_cache,
+template <typename T, typename C>
+Status PagedDecodeAttention(const T* q, const DecodeRows& rows, const C* k_cache, const C* v_cache,
                             const PagedKvLayout& layout, const DecodeSplit& plan, float* workspace,
                             T* out, cudaStream_t stream);
 
@@ -75,9 +79,9 @@ struct PrefillTile {
 };
 
 // tiles: device array of num_tiles tiles. InvalidArgument for an unsupported head_dim.
-template <typename T>
+template <typename T, typename C>
 Status PagedPrefillAttention(const T* q, const PrefillTile* tiles, int num_tiles,
-                             const int32_t* block_tables, const T* k_cache, const T* v_cache,
+                             const int32_t* block_tables, const C* k_cache, const C* v_cache,
                              const PagedKvLayout& layout, T* out, cudaStream_t stream);
 
 }  // namespace spark::kernels

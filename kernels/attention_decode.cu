@@ -1,9 +1,10 @@
 // Paged decode attention with split-K. A block (4 warps) takes one query row, one KV head, the
-// query heads that share it (up to kGroup<kE> of them, so each K/V row is read once for the
+// query heads that share it (up to kGroup<kD> of them, so each K/V row is read once for the
 // group) and one slice of at most kMaxSplitLen context tokens, in three passes:
 //  0. the slice's cache slots into shared memory (no table lookups in the hot loops);
-//  1. scores: 8 lanes per token (each holds head_dim / 8 elements of q and k, 16-byte loads),
-//     4 tokens per warp at a time, a 3-step shuffle reduction; scores go to shared memory;
+//  1. scores: 8 lanes per token for an fp32 cache, 16 for a bf16 one (each lane holds its share
+//     of q and of a K row, 16-byte loads), 4 or 2 tokens per warp at a time and several of those
+//     in flight, a shuffle reduction; scores go to shared memory;
 //  2. softmax over the slice: block max and sum per head, p = exp(s - max) in place;
 //  3. values: 16-byte loads (one or two V rows per warp step), p from shared memory,
 //     eight steps in flight per warp; the warps' sums merge in shared memory.
@@ -22,19 +23,30 @@ using detail::FromFloat;
 using detail::ToFloat;
 
 constexpr int kWarps = 4;
-constexpr int kLanesPerToken = 8;
-constexpr int kTokensPerWarp = 32 / kLanesPerToken;
+// Lanes that share one K row in the score pass: a lane's part of a row is 16 bytes (bf16) or
+// 64 bytes (fp32) of a 128-wide head.
+template <typename C>
+constexpr int kLanesPerToken = sizeof(C) == 2 ? 16 : 8;
 constexpr int kMaxSplitLen = 512;
 constexpr int kMinSplitLen = 64;
-constexpr int kVUnroll = 8;
+// Value-pass steps in flight per warp (16 bytes per lane each).
+template <typename C>
+constexpr int kVUnroll = sizeof(C) == 2 ? 4 : 8;
 
-// Token sets in flight per warp in the score pass (two K rows per lane).
-template <int kE>
-constexpr int kKUnroll = 2;
+// Token sets in flight per warp in the score pass, for the same bytes in flight per warp (4 KB
+// for 128-wide heads): the pass is bound by round trips to memory, not by arithmetic.
+template <typename C>
+constexpr int kKUnroll = sizeof(C) == 2 ? 4 : 2;
 
-// Query heads per block for kE elements per lane: q stays within 64 registers.
-template <int kE>
-constexpr int kGroup = kE >= 32 ? 2 : (kE >= 16 ? 4 : 8);
+// Blocks per SM the register budget must allow: a bf16 slice is half the bytes of an fp32 one
+// for the same instructions, so it needs more warps to keep enough loads in flight (measured
+// for 128-wide heads; narrower ones serve 8 query heads per block and need the registers).
+template <typename C, int kD>
+constexpr int kMinBlocks = sizeof(C) == 2 && kD == 128 ? 5 : 1;
+
+// Query heads per block for heads up to kD wide: q stays within 64 registers.
+template <int kD>
+constexpr int kGroup = kD >= 256 ? 2 : (kD >= 128 ? 4 : 8);
 
 template <typename T, int kN>
 struct alignas(sizeof(T) * kN) Vec {
@@ -60,21 +72,24 @@ __device__ __forceinline__ void LoadPart(const T* p, int d0, int D, float (&dst)
   }
 }
 
-template <typename T, int kE>
-__global__ void __launch_bounds__(kWarps * 32)
-    DecodeKernel(const T* __restrict__ q, DecodeRows rows, const T* __restrict__ k_cache,
-                 const T* __restrict__ v_cache, PagedKvLayout layout, int group_chunks, int splits,
+template <typename T, typename C, int kE>
+__global__ void __launch_bounds__(kWarps * 32, kMinBlocks<C, kE * kLanesPerToken<C>>)
+    DecodeKernel(const T* __restrict__ q, DecodeRows rows, const C* __restrict__ k_cache,
+                 const C* __restrict__ v_cache, PagedKvLayout layout, int group_chunks, int splits,
                  int split_len, float* __restrict__ partial, T* __restrict__ out) {
   detail::WaitForPrecedingKernel();
-  constexpr int kG = kGroup<kE>;
-  constexpr int kDpl = kE >= 4 ? kE / 4 : 1;  // elements per lane in the value pass
+  constexpr int kL = kLanesPerToken<C>;
+  constexpr int kTokensPerWarp = 32 / kL;
+  constexpr int kD = kE * kL;  // widest head served
+  constexpr int kG = kGroup<kD>;
+  constexpr int kDpl = kD >= 32 ? kD / 32 : 1;  // elements per lane in the value pass
   __shared__ float red[32];
   extern __shared__ float smem[];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t i_row = blockIdx.x;
-  const int kvh = blockIdx.y / group_chunks;
+  const int64_t i_row = blockIdx.y;
+  const int kvh = blockIdx.x / group_chunks;
   const int group = layout.num_heads / layout.num_kv_heads;
-  const int g0 = (blockIdx.y % group_chunks) * kG;
+  const int g0 = (blockIdx.x % group_chunks) * kG;
   const int ng = min(kG, group - g0);
   const int D = layout.head_dim;
   const int64_t q_row = rows.row_ids != nullptr ? rows.row_ids[i_row] : i_row;
@@ -98,7 +113,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   __syncthreads();
 
   // Pass 1: scores.
-  const int part = lane % kLanesPerToken, sub = lane / kLanesPerToken;
+  const int part = lane % kL, sub = lane / kL;
   float qr[kG][kE];
 #pragma unroll
   for (int g = 0; g < kG; ++g) {
@@ -115,14 +130,14 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
   for (int g = 0; g < kG; ++g) lmax[g] = -INFINITY;
   constexpr int kStride = kWarps * kTokensPerWarp;
-  constexpr int kU = kKUnroll<kE>;
+  constexpr int kU = kKUnroll<C>;
   for (int base = warp * kTokensPerWarp; base < n; base += kU * kStride) {
     float kr[kU][kE];
 #pragma unroll
     for (int u = 0; u < kU; ++u) {
       const int t = base + u * kStride + sub;
       const bool ok = t < n;
-      LoadPart<T, kE>(k_cache + (ok ? int64_t{slots[t]} : 0) * kv_width + head_off, part * kE,
+      LoadPart<C, kE>(k_cache + (ok ? int64_t{slots[t]} : 0) * kv_width + head_off, part * kE,
                       ok ? D : 0, kr[u]);
     }
 #pragma unroll
@@ -134,8 +149,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
         for (int i = 0; i < kE; ++i) a += qr[g][i] * kr[u][i];
 #pragma unroll
-        for (int off = 1; off < kLanesPerToken; off <<= 1)
-          a += __shfl_xor_sync(0xffffffffu, a, off);
+        for (int off = 1; off < kL; off <<= 1) a += __shfl_xor_sync(0xffffffffu, a, off);
         if (g < ng && t < n) {
           lmax[g] = fmaxf(lmax[g], a);
           if (part == 0) scores[g * split_len + t] = a;
@@ -164,7 +178,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   __syncthreads();
   // Pass 3: values. A token's row is spread over kLanesV lanes of kDplV elements (16 bytes
   // each where the head is wide enough), so a warp reads kTps rows per step.
-  constexpr int kDplV = kDpl * int{sizeof(T)} >= 16 ? kDpl : 16 / int{sizeof(T)};
+  constexpr int kDplV = kDpl * int{sizeof(C)} >= 16 ? kDpl : 16 / int{sizeof(C)};
   constexpr int kTps = kDplV / kDpl;  // tokens per warp step
   constexpr int kLanesV = 32 / kTps;
   const int vs = lane / kLanesV, vpart = lane % kLanesV;
@@ -174,17 +188,17 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
     for (int i = 0; i < kDplV; ++i) acc[g][i] = 0.0f;
   constexpr int kVStride = kWarps * kTps;
-  for (int base = warp * kTps; base < n; base += kVStride * kVUnroll) {
-    float v[kVUnroll][kDplV];
+  for (int base = warp * kTps; base < n; base += kVStride * kVUnroll<C>) {
+    float v[kVUnroll<C>][kDplV];
 #pragma unroll
-    for (int u = 0; u < kVUnroll; ++u) {
+    for (int u = 0; u < kVUnroll<C>; ++u) {
       const int t = base + u * kVStride + vs;
       const bool ok = t < n;
-      LoadPart<T, kDplV>(v_cache + (ok ? int64_t{slots[t]} : 0) * kv_width + head_off,
+      LoadPart<C, kDplV>(v_cache + (ok ? int64_t{slots[t]} : 0) * kv_width + head_off,
                          vpart * kDplV, ok ? D : 0, v[u]);
     }
 #pragma unroll
-    for (int u = 0; u < kVUnroll; ++u) {
+    for (int u = 0; u < kVUnroll<C>; ++u) {
       const int t = base + u * kVStride + vs;
       if (t < n) {
 #pragma unroll
@@ -266,7 +280,8 @@ __global__ void CombineKernel(const float* __restrict__ partial, DecodeRows rows
   }
 }
 
-// Elements per lane in the score pass for head_dim D (0 when unsupported).
+// Elements per lane in the score pass of an fp32 cache (8 lanes per row) for head_dim D (0 when
+// unsupported); 8 times it is the widest head of the kernel that serves D.
 int ElementsPerLane(int D) {
   if (D <= 0 || D > 256 || D % 8 != 0) return 0;
   if (D <= 16) return 2;
@@ -283,17 +298,21 @@ int GroupChunks(const PagedKvLayout& layout) {
   return (group + per_block - 1) / per_block;
 }
 
-template <typename T, int kE>
-cudaError_t Launch(const T* q, const DecodeRows& rows, const T* k_cache, const T* v_cache,
+// The kernel for heads up to kD wide (16..256).
+template <typename T, typename C, int kD>
+cudaError_t Launch(const T* q, const DecodeRows& rows, const C* k_cache, const C* v_cache,
                    const PagedKvLayout& layout, const DecodeSplit& plan, float* workspace, T* out,
                    cudaStream_t stream) {
-  constexpr int kG = kGroup<kE>;
+  constexpr int kE = kD / kLanesPerToken<C>;
+  constexpr int kG = kGroup<kD>;
   const int chunks = GroupChunks(layout);
-  const dim3 grid(static_cast<unsigned>(rows.rows), layout.num_kv_heads * chunks, plan.splits);
+  // KV heads innermost: the blocks that read the heads of the same cache slots run side by side
+  // (a slot's heads are adjacent in memory; one head of a bf16 slot is only 256 bytes).
+  const dim3 grid(layout.num_kv_heads * chunks, static_cast<unsigned>(rows.rows), plan.splits);
   const size_t smem =
       (size_t{kG} * plan.split_len + size_t{kWarps} * kG * layout.head_dim) * sizeof(float) +
       size_t{static_cast<size_t>(plan.split_len)} * sizeof(int32_t);
-  return detail::LaunchDependent(DecodeKernel<T, kE>, grid, kWarps * 32, smem, stream, q, rows,
+  return detail::LaunchDependent(DecodeKernel<T, C, kE>, grid, kWarps * 32, smem, stream, q, rows,
                                  k_cache, v_cache, layout, chunks, plan.splits, plan.split_len,
                                  workspace, out);
 }
@@ -317,28 +336,32 @@ DecodeSplit PlanDecodeSplit(const DecodeRows& rows, const PagedKvLayout& layout,
   return plan;
 }
 
-template <typename T>
-Status PagedDecodeAttention(const T* q, const DecodeRows& rows, const T* k_cache, const T* v_cache,
+template <typename T, typename C>
+Status PagedDecodeAttention(const T* q, const DecodeRows& rows, const C* k_cache, const C* v_cache,
                             const PagedKvLayout& layout, const DecodeSplit& plan, float* workspace,
                             T* out, cudaStream_t stream) {
   if (rows.rows <= 0) return Status::Ok();
+  if (rows.rows > 65535) {
+    return InvalidArgumentError("paged decode attention: " + std::to_string(rows.rows) +
+                                " rows in one call (at most 65535)");
+  }
   const int D = layout.head_dim;
   cudaError_t err = cudaSuccess;
-  switch (ElementsPerLane(D)) {
-    case 2:
-      err = Launch<T, 2>(q, rows, k_cache, v_cache, layout, plan, workspace, out, stream);
-      break;
-    case 4:
-      err = Launch<T, 4>(q, rows, k_cache, v_cache, layout, plan, workspace, out, stream);
-      break;
-    case 8:
-      err = Launch<T, 8>(q, rows, k_cache, v_cache, layout, plan, workspace, out, stream);
-      break;
+  switch (8 * ElementsPerLane(D)) {
     case 16:
-      err = Launch<T, 16>(q, rows, k_cache, v_cache, layout, plan, workspace, out, stream);
+      err = Launch<T, C, 16>(q, rows, k_cache, v_cache, layout, plan, workspace, out, stream);
       break;
     case 32:
-      err = Launch<T, 32>(q, rows, k_cache, v_cache, layout, plan, workspace, out, stream);
+      err = Launch<T, C, 32>(q, rows, k_cache, v_cache, layout, plan, workspace, out, stream);
+      break;
+    case 64:
+      err = Launch<T, C, 64>(q, rows, k_cache, v_cache, layout, plan, workspace, out, stream);
+      break;
+    case 128:
+      err = Launch<T, C, 128>(q, rows, k_cache, v_cache, layout, plan, workspace, out, stream);
+      break;
+    case 256:
+      err = Launch<T, C, 256>(q, rows, k_cache, v_cache, layout, plan, workspace, out, stream);
       break;
     default:
       return InvalidArgumentError("paged decode attention: head_dim " + std::to_string(D) +
@@ -354,12 +377,14 @@ Status PagedDecodeAttention(const T* q, const DecodeRows& rows, const T* k_cache
   return Status::Ok();
 }
 
-template Status PagedDecodeAttention<float>(const float*, const DecodeRows&, const float*,
-                                            const float*, const PagedKvLayout&, const DecodeSplit&,
-                                            float*, float*, cudaStream_t);
-template Status PagedDecodeAttention<__nv_bfloat16>(const __nv_bfloat16*, const DecodeRows&,
-                                                    const __nv_bfloat16*, const __nv_bfloat16*,
-                                                    const PagedKvLayout&, const DecodeSplit&,
-                                                    float*, __nv_bfloat16*, cudaStream_t);
+template Status PagedDecodeAttention(const float*, const DecodeRows&, const float*, const float*,
+                                     const PagedKvLayout&, const DecodeSplit&, float*, float*,
+                                     cudaStream_t);
+template Status PagedDecodeAttention(const __nv_bfloat16*, const DecodeRows&, const __nv_bfloat16*,
+                                     const __nv_bfloat16*, const PagedKvLayout&, const DecodeSplit&,
+                                     float*, __nv_bfloat16*, cudaStream_t);
+template Status PagedDecodeAttention(const float*, const DecodeRows&, const __nv_bfloat16*,
+                                     const __nv_bfloat16*, const PagedKvLayout&, const DecodeSplit&,
+                                     float*, float*, cudaStream_t);
 
 }  // namespace spark::kernels

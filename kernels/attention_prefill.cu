@@ -29,11 +29,11 @@ size_t SharedBytes(int D) {
          sizeof(float);
 }
 
-template <typename T, int kDpl>
+template <typename T, typename C, int kDpl>
 __global__ void __launch_bounds__(kWarps * 32)
     PrefillKernel(const T* __restrict__ q, const PrefillTile* __restrict__ tiles,
-                  const int32_t* __restrict__ block_tables, const T* __restrict__ k_cache,
-                  const T* __restrict__ v_cache, PagedKvLayout layout, T* __restrict__ out) {
+                  const int32_t* __restrict__ block_tables, const C* __restrict__ k_cache,
+                  const C* __restrict__ v_cache, PagedKvLayout layout, T* __restrict__ out) {
   extern __shared__ float smem[];
   const int D = layout.head_dim;
   float* ks = smem;                    // [kKvTile][D + 1]
@@ -128,18 +128,18 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 }
 
-template <typename T, int kDpl>
+template <typename T, typename C, int kDpl>
 Status Launch(const T* q, const PrefillTile* tiles, int num_tiles, const int32_t* block_tables,
-              const T* k_cache, const T* v_cache, const PagedKvLayout& layout, T* out,
+              const C* k_cache, const C* v_cache, const PagedKvLayout& layout, T* out,
               cudaStream_t stream) {
   const size_t smem = SharedBytes(layout.head_dim);
   if (smem > 48 * 1024) {
-    SPARK_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(PrefillKernel<T, kDpl>,
+    SPARK_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(PrefillKernel<T, C, kDpl>,
                                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                     static_cast<int>(smem)));
   }
   const dim3 grid(num_tiles * kBlocksPerTile, layout.num_heads);
-  PrefillKernel<T, kDpl>
+  PrefillKernel<T, C, kDpl>
       <<<grid, kWarps * 32, smem, stream>>>(q, tiles, block_tables, k_cache, v_cache, layout, out);
   SPARK_CUDA_RETURN_IF_LAUNCH_FAILED();
   return Status::Ok();
@@ -147,34 +147,40 @@ Status Launch(const T* q, const PrefillTile* tiles, int num_tiles, const int32_t
 
 }  // namespace
 
-template <typename T>
+template <typename T, typename C>
 Status PagedPrefillAttention(const T* q, const PrefillTile* tiles, int num_tiles,
-                             const int32_t* block_tables, const T* k_cache, const T* v_cache,
+                             const int32_t* block_tables, const C* k_cache, const C* v_cache,
                              const PagedKvLayout& layout, T* out, cudaStream_t stream) {
   if (num_tiles <= 0) return Status::Ok();
   if (layout.bf16_tensor_cores && detail::PrefillMmaSupports(layout, q, k_cache, v_cache, out)) {
-    return detail::PagedPrefillAttentionMma<T>(q, tiles, num_tiles, block_tables, k_cache,
-                                               v_cache, layout, out, stream);
+    return detail::PagedPrefillAttentionMma(q, tiles, num_tiles, block_tables, k_cache, v_cache,
+                                            layout, out, stream);
   }
   const int D = layout.head_dim;
   if (D <= 32)
-    return Launch<T, 1>(q, tiles, num_tiles, block_tables, k_cache, v_cache, layout, out, stream);
+    return Launch<T, C, 1>(q, tiles, num_tiles, block_tables, k_cache, v_cache, layout, out,
+                           stream);
   if (D <= 64)
-    return Launch<T, 2>(q, tiles, num_tiles, block_tables, k_cache, v_cache, layout, out, stream);
+    return Launch<T, C, 2>(q, tiles, num_tiles, block_tables, k_cache, v_cache, layout, out,
+                           stream);
   if (D <= 128)
-    return Launch<T, 4>(q, tiles, num_tiles, block_tables, k_cache, v_cache, layout, out, stream);
+    return Launch<T, C, 4>(q, tiles, num_tiles, block_tables, k_cache, v_cache, layout, out,
+                           stream);
   if (D <= 256)
-    return Launch<T, 8>(q, tiles, num_tiles, block_tables, k_cache, v_cache, layout, out, stream);
+    return Launch<T, C, 8>(q, tiles, num_tiles, block_tables, k_cache, v_cache, layout, out,
+                           stream);
   return InvalidArgumentError("paged prefill attention: head_dim " + std::to_string(D) +
                               " is not supported (at most 256)");
 }
 
-template Status PagedPrefillAttention<float>(const float*, const PrefillTile*, int, const int32_t*,
-                                             const float*, const float*, const PagedKvLayout&,
-                                             float*, cudaStream_t);
-template Status PagedPrefillAttention<__nv_bfloat16>(const __nv_bfloat16*, const PrefillTile*, int,
-                                                     const int32_t*, const __nv_bfloat16*,
-                                                     const __nv_bfloat16*, const PagedKvLayout&,
-                                                     __nv_bfloat16*, cudaStream_t);
+template Status PagedPrefillAttention(const float*, const PrefillTile*, int, const int32_t*,
+                                      const float*, const float*, const PagedKvLayout&, float*,
+                                      cudaStream_t);
+template Status PagedPrefillAttention(const __nv_bfloat16*, const PrefillTile*, int, const int32_t*,
+                                      const __nv_bfloat16*, const __nv_bfloat16*,
+                                      const PagedKvLayout&, __nv_bfloat16*, cudaStream_t);
+template Status PagedPrefillAttention(const float*, const PrefillTile*, int, const int32_t*,
+                                      const __nv_bfloat16*, const __nv_bfloat16*,
+                                      const PagedKvLayout&, float*, cudaStream_t);
 
 }  // namespace spark::kernels

@@ -63,11 +63,11 @@ __device__ __forceinline__ float QuadSum(float v) {
   return v + __shfl_xor_sync(0xffffffffu, v, 2);
 }
 
-template <typename T, int D>
+template <typename T, typename C, int D>
 __global__ void __launch_bounds__(kWarps * 32)
     PrefillMmaKernel(const T* __restrict__ q, const PrefillTile* __restrict__ tiles, int num_tiles,
-                     const int32_t* __restrict__ block_tables, const T* __restrict__ k_cache,
-                     const T* __restrict__ v_cache, PagedKvLayout layout, T* __restrict__ out) {
+                     const int32_t* __restrict__ block_tables, const C* __restrict__ k_cache,
+                     const C* __restrict__ v_cache, PagedKvLayout layout, T* __restrict__ out) {
   constexpr int kStride = D + kPad;
   constexpr int kChunks = D / 8;  // 16-byte bf16 chunks per row
   constexpr int kThreads = kWarps * 32;
@@ -95,7 +95,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     StageChunk(qs + r * kStride + chunk_col, q + at, valid);
   }
   const int kv_end = tile.kv_len0 + tile.rows - 1;  // tokens the tile's last row sees
-  auto stage_kv = [&](__nv_bfloat16* dst, const T* cache, int t0) {
+  auto stage_kv = [&](__nv_bfloat16* dst, const C* cache, int t0) {
     for (int j = chunk_row; j < kKvTile; j += kRowStep) {
       const int tok = t0 + j;
       const bool valid = tok < kv_end;
@@ -226,9 +226,9 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 }
 
-template <typename T, int D>
+template <typename T, typename C, int D>
 Status Launch(const T* q, const PrefillTile* tiles, int num_tiles, const int32_t* block_tables,
-              const T* k_cache, const T* v_cache, const PagedKvLayout& layout, T* out,
+              const C* k_cache, const C* v_cache, const PagedKvLayout& layout, T* out,
               cudaStream_t stream) {
   constexpr size_t kSmem = SharedBytes<D>();
   // The shared-memory opt-in is a per-device function attribute (not a stream operation, so
@@ -239,7 +239,7 @@ Status Launch(const T* q, const PrefillTile* tiles, int num_tiles, const int32_t
   const uint64_t bit = uint64_t{1} << (device % 64);
   if ((configured.load(std::memory_order_acquire) & bit) == 0) {
     SPARK_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
-        PrefillMmaKernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize, int{kSmem}));
+        PrefillMmaKernel<T, C, D>, cudaFuncAttributeMaxDynamicSharedMemorySize, int{kSmem}));
     configured.fetch_or(bit, std::memory_order_release);
   }
   if (num_tiles > 65535) {
@@ -247,8 +247,8 @@ Status Launch(const T* q, const PrefillTile* tiles, int num_tiles, const int32_t
                                 " tiles in one call (at most 65535)");
   }
   const dim3 grid(layout.num_heads, num_tiles);
-  PrefillMmaKernel<T, D><<<grid, kWarps * 32, kSmem, stream>>>(q, tiles, num_tiles, block_tables,
-                                                               k_cache, v_cache, layout, out);
+  PrefillMmaKernel<T, C, D><<<grid, kWarps * 32, kSmem, stream>>>(q, tiles, num_tiles, block_tables,
+                                                                  k_cache, v_cache, layout, out);
   SPARK_CUDA_RETURN_IF_LAUNCH_FAILED();
   return Status::Ok();
 }
@@ -262,26 +262,30 @@ bool PrefillMmaSupports(const PagedKvLayout& layout, const void* q, const void* 
          aligned(v_cache) && aligned(out);
 }
 
-template <typename T>
+template <typename T, typename C>
 Status PagedPrefillAttentionMma(const T* q, const PrefillTile* tiles, int num_tiles,
-                                const int32_t* block_tables, const T* k_cache, const T* v_cache,
+                                const int32_t* block_tables, const C* k_cache, const C* v_cache,
                                 const PagedKvLayout& layout, T* out, cudaStream_t stream) {
   if (layout.head_dim == 64) {
-    return Launch<T, 64>(q, tiles, num_tiles, block_tables, k_cache, v_cache, layout, out, stream);
+    return Launch<T, C, 64>(q, tiles, num_tiles, block_tables, k_cache, v_cache, layout, out,
+                            stream);
   }
   if (layout.head_dim == 128) {
-    return Launch<T, 128>(q, tiles, num_tiles, block_tables, k_cache, v_cache, layout, out, stream);
+    return Launch<T, C, 128>(q, tiles, num_tiles, block_tables, k_cache, v_cache, layout, out,
+                             stream);
   }
   return InvalidArgumentError("tensor-core prefill attention: head_dim " +
                               std::to_string(layout.head_dim) + " is not supported (64 or 128)");
 }
 
-template Status PagedPrefillAttentionMma<float>(const float*, const PrefillTile*, int,
-                                                const int32_t*, const float*, const float*,
-                                                const PagedKvLayout&, float*, cudaStream_t);
-template Status PagedPrefillAttentionMma<__nv_bfloat16>(const __nv_bfloat16*, const PrefillTile*,
-                                                        int, const int32_t*, const __nv_bfloat16*,
-                                                        const __nv_bfloat16*, const PagedKvLayout&,
-                                                        __nv_bfloat16*, cudaStream_t);
+template Status PagedPrefillAttentionMma(const float*, const PrefillTile*, int, const int32_t*,
+                                         const float*, const float*, const PagedKvLayout&, float*,
+                                         cudaStream_t);
+template Status PagedPrefillAttentionMma(const __nv_bfloat16*, const PrefillTile*, int,
+                                         const int32_t*, const __nv_bfloat16*, const __nv_bfloat16*,
+                                         const PagedKvLayout&, __nv_bfloat16*, cudaStream_t);
+template Status PagedPrefillAttentionMma(const float*, const PrefillTile*, int, const int32_t*,
+                                         const __nv_bfloat16*, const __nv_bfloat16*,
+                                         const PagedKvLayout&, float*, cudaStream_t);
 
 }  // namespace spark::kernels::detail

@@ -10,9 +10,9 @@ namespace spark::kernels::detail {
 bool PrefillMmaSupports(const PagedKvLayout& layout, const void* q, const void* k_cache,
                         const void* v_cache, const void* out);
 
-template <typename T>
+template <typename T, typename C>
 Status PagedPrefillAttentionMma(const T* q, const PrefillTile* tiles, int num_tiles,
-                                const int32_t* block_tables, const T* k_cache, const T* v_cache,
+                                const int32_t* block_tables, const C* k_cache, const C* v_cache,
                                 const PagedKvLayout& layout, T* out, cudaStream_t stream);
 
 }  // namespace spark::kernels::detail

@@ -45,8 +45,8 @@ __global__ void RopeKernel(T* x, const int32_t* __restrict__ positions, int head
 // Per-head RMSNorm and RoPE of one head held by one warp: lane l holds elements
 // [kE*l, kE*l + kE) at v (in place), so the rotation partner of element i (i +- head_dim/2)
 // sits in lane l ^ 16. `copy`, when set, receives the result too (a KV cache row).
-template <int kE>
-__device__ __forceinline__ void NormRopeHead(float* v, float* copy, const float* weight, float eps,
+template <int kE, typename C>
+__device__ __forceinline__ void NormRopeHead(float* v, C* copy, const float* weight, float eps,
                                              float pos, const float* __restrict__ inv_freq,
                                              int lane) {
   constexpr int kDim = 32 * kE, kHalf = kDim / 2;
@@ -72,13 +72,13 @@ __device__ __forceinline__ void NormRopeHead(float* v, float* copy, const float*
     // low half: a cos - b sin; high half: b cos + a sin (a = low element, b = high element).
     const float r = low ? a[i] * cs - partner * sn : a[i] * cs + partner * sn;
     v[i] = r;
-    if (copy != nullptr) copy[i] = r;
+    if (copy != nullptr) copy[i] = FromFloat<C>(r);
   }
 }
 
 // One warp per (token, head) of q, of k and of v: q and k normed and rotated in place, k and v
-// rows also written to their cache slot.
-template <int kE>
+// rows also written to their cache slot (of element type C).
+template <int kE, typename C>
 __global__ void QkNormRopeWriteKvKernel(QkvHeads p, const int32_t* __restrict__ positions,
                                         const int64_t* __restrict__ slots, int64_t tokens,
                                         float eps, const float* __restrict__ inv_freq) {
@@ -93,19 +93,23 @@ __global__ void QkNormRopeWriteKvKernel(QkvHeads p, const int32_t* __restrict__ 
   const float pos = static_cast<float>(positions[t]);
   const int64_t kv_width = int64_t{p.kv_heads} * kDim;
   if (j < p.heads) {
-    NormRopeHead<kE>(p.q + (t * p.heads + j) * kDim + lane * kE, nullptr, p.q_weight, eps, pos,
-                     inv_freq, lane);
+    NormRopeHead<kE, C>(p.q + (t * p.heads + j) * kDim + lane * kE, nullptr, p.q_weight, eps, pos,
+                        inv_freq, lane);
     return;
   }
   const int64_t at =
       (j < p.heads + p.kv_heads ? j - p.heads : j - p.heads - p.kv_heads) * kDim + lane * kE;
   if (j < p.heads + p.kv_heads) {
-    NormRopeHead<kE>(p.k + t * kv_width + at, p.k_cache + slots[t] * kv_width + at, p.k_weight, eps,
-                     pos, inv_freq, lane);
+    NormRopeHead<kE, C>(p.k + t * kv_width + at,
+                        static_cast<C*>(p.k_cache) + slots[t] * kv_width + at, p.k_weight, eps, pos,
+                        inv_freq, lane);
     return;
   }
 #pragma unroll
-  for (int i = 0; i < kE; ++i) p.v_cache[slots[t] * kv_width + at + i] = p.v[t * kv_width + at + i];
+  for (int i = 0; i < kE; ++i) {
+    static_cast<C*>(p.v_cache)[slots[t] * kv_width + at + i] =
+        FromFloat<C>(p.v[t * kv_width + at + i]);
+  }
 }
 
 }  // namespace
@@ -117,10 +121,14 @@ Status QkNormRopeWriteKv(const QkvHeads& heads, const int32_t* positions, const 
   constexpr int kWarpsPerBlock = 8;
   const unsigned blocks = static_cast<unsigned>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock);
   void (*kernel)(QkvHeads, const int32_t*, const int64_t*, int64_t, float, const float*) =
-      heads.head_dim == 64    ? QkNormRopeWriteKvKernel<2>
-      : heads.head_dim == 128 ? QkNormRopeWriteKvKernel<4>
-      : heads.head_dim == 256 ? QkNormRopeWriteKvKernel<8>
-                              : nullptr;
+      heads.bf16_cache ? (heads.head_dim == 64    ? QkNormRopeWriteKvKernel<2, __nv_bfloat16>
+                          : heads.head_dim == 128 ? QkNormRopeWriteKvKernel<4, __nv_bfloat16>
+                          : heads.head_dim == 256 ? QkNormRopeWriteKvKernel<8, __nv_bfloat16>
+                                                  : nullptr)
+                       : (heads.head_dim == 64    ? QkNormRopeWriteKvKernel<2, float>
+                          : heads.head_dim == 128 ? QkNormRopeWriteKvKernel<4, float>
+                          : heads.head_dim == 256 ? QkNormRopeWriteKvKernel<8, float>
+                                                  : nullptr);
   if (kernel == nullptr) {
     return InvalidArgumentError("q/k norm + rope + kv write: head_dim " +
                                 std::to_string(heads.head_dim) + " (supported: 64, 128, 256)");

@@ -47,15 +47,16 @@ Status Rope(T* x, const int32_t* positions, int64_t tokens, int heads, int head_
 // (k_weight), v = x[t, h] / sqrt(mean(x[t, h]^2) + eps) * weight, then RoPE of both as Rope does
 // (attention factor 1), in place; the rotated k and the v rows are also written to their cache
 // slots ([slot, kv_heads * head_dim]). head_dim 64, 128 or 256 (InvalidArgument otherwise).
-// fp32, device pointers.
+// fp32 activations, an fp32 or bf16 cache (rounded to nearest even); device pointers.
 struct QkvHeads {
   float* q = nullptr;  // [tokens, heads, head_dim]
   float* k = nullptr;  // [tokens, kv_heads, head_dim]
   const float* v = nullptr;
   const float* q_weight = nullptr;
   const float* k_weight = nullptr;
-  float* k_cache = nullptr;
-  float* v_cache = nullptr;
+  void* k_cache = nullptr;
+  void* v_cache = nullptr;
+  bool bf16_cache = false;  // the cache's elements: bf16, or fp32
   int heads = 0, kv_heads = 0, head_dim = 0;
 };
 Status QkNormRopeWriteKv(const QkvHeads& heads, const int32_t* positions, const int64_t* slots,

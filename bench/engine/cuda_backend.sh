@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The CUDA backend benchmark in one command, on this machine's GPUs (two for the TP=2 figure):
 #   1. spark-decode-bench: our engine end to end on a Qwen3-8B-shaped bf16 model (decode b1/b32
-#      in CUDA graphs, TP=2, 8K prefill) with copy bandwidth and bf16 GEMM peak of the same GPU;
+#      in CUDA graphs, TP=2, 8K prefill; bf16 KV cache as the engine picks for bf16 weights, and
+#      again with an fp32 one) with copy bandwidth and bf16 GEMM peak of the same GPU;
 #   2. spark-kernel-bench + PyTorch SDPA: paged decode attention bandwidth and prefill attention;
 #   3. the peer, ../shared/bench/peer_torch_decode.py (torch.compile, CUDA graphs), same job;
 # then writes bench/results/cuda_backend.json (or the path given) with the ratios and the raw
@@ -25,6 +26,8 @@ mkdir -p "$tmp"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader >&2 || true
 echo "== engine on one GPU (spark-decode-bench)" >&2
 "$bin/spark-decode-bench" --tp 1 --json "$tmp/decode.json" ${DECODE_ARGS:-}
+echo "== engine on one GPU with an fp32 KV cache (for comparison)" >&2
+"$bin/spark-decode-bench" --tp 1 --kv-dtype fp32 --json "$tmp/decode_fp32_kv.json"
 echo "== kernels (spark-kernel-bench, PyTorch SDPA)" >&2
 "$bin/spark-kernel-bench" --json "$tmp/kernels.json" > "$tmp/kernels.txt"
 python3 bench/kernels/sdpa_peer.py "$tmp/kernels.json"

@@ -1,5 +1,5 @@
-# Merges the parts of bench/engine/cuda_backend.sh (decode.json, decode_tp2.json and
-# decode_tp2_nccl.json from spark-decode-bench, kernels.json from spark-kernel-bench + sdpa_peer.py, peer.json from
+# Merges the parts of bench/engine/cuda_backend.sh (decode.json, decode_fp32_kv.json,
+# decode_tp2.json and decode_tp2_nccl.json from spark-decode-bench, kernels.json from spark-kernel-bench + sdpa_peer.py, peer.json from
 # peer_torch_decode.py) into
 # the results file: the ratios the CUDA backend is judged by, and the raw figures behind each.
 # Usage: python3 cuda_backend_merge.py PARTS_DIR OUT.json
@@ -15,6 +15,8 @@ nccl_path = f"{parts}/decode_tp2_nccl.json"
 nccl_runs = json.load(open(nccl_path))["decode"] if os.path.exists(nccl_path) else []
 for d in nccl_runs:
     d["collectives"] = "nccl"
+fp32_kv_path = f"{parts}/decode_fp32_kv.json"
+fp32_kv = json.load(open(fp32_kv_path)) if os.path.exists(fp32_kv_path) else None
 
 def run(tp, batch):
     return next(d for d in decode["decode"] if d["tp"] == tp and d["batch"] == batch)
@@ -26,8 +28,11 @@ def kernel(name, shape_start):
 b1, b32 = run(1, 1), run(1, 32)
 tp2 = next((d for d in tp2_runs if d["tp"] == 2 and d["batch"] == 1), None)
 tp2_nccl = next((d for d in nccl_runs if d["tp"] == 2 and d["batch"] == 1), None)
-# The engine's KV cache is fp32: its decode attention kernel, at batch 32 and 4K context.
-attn = kernel("decode attention fp32", "b32 ctx4096")
+# The decode attention kernel of the engine's KV cache (bf16 with bf16 weights, the engine's
+# default pairing; fp32 queries), at batch 32 and 4K context.
+kv_dtype = decode.get("kv_dtype", "fp32")
+attn = kernel("decode attention fp32" + (" q, bf16 cache" if kv_dtype == "bf16" else ""),
+              "b32 ctx4096")
 res = {
     "gpu": decode["gpu"],
     "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -35,6 +40,7 @@ res = {
     "decode_b1_vs_torch_compile": b1["tok_s"] / peer["b1_tok_s"],
     "decode_b32_vs_torch_compile": b32["tok_s"] / peer["b32_tok_s"],
     "prefill_8k_vs_matmul_peak": decode["prefill"]["vs_matmul_peak"] if "prefill" in decode else None,
+    "kv_dtype": kv_dtype,
     "decode_attention_bw_ratio": attn["ratio"],
     "prefill_attention_vs_sdpa": kernels.get("prefill_attention_vs_sdpa"),
     "tp2_vs_tp1_token_time": tp2["ms_per_step"] / b1["ms_per_step"] if tp2 else None,
@@ -46,6 +52,8 @@ res = {
         "weight_bytes_streamed_per_step": decode["weight_bytes_streamed_per_step"],
         "ours_decode": decode["decode"] + tp2_runs + nccl_runs,
         "ours_prefill": decode.get("prefill"),
+        "ours_fp32_kv_cache": ({"decode": fp32_kv["decode"], "prefill": fp32_kv.get("prefill")}
+                               if fp32_kv else None),
         "peer": peer,
         "decode_attention": [r for r in kernels["results"] if r["kernel"].startswith("decode attention")],
         "prefill_attention": {"ours": kernel("prefill attention bf16", "seq8192"),

@@ -159,17 +159,18 @@ class TimingBackend : public backend::Backend {
     Time("SiluMul", 12.0 * rows * inter, [&] { inner_.SiluMul(gate_up, rows, inter, out); });
   }
   void WriteKv(const float* k, const float* v, std::span<const int64_t> slots, int kv_width,
-               float* k_cache, float* v_cache) override {
-    Time("WriteKv", 0, [&] { inner_.WriteKv(k, v, slots, kv_width, k_cache, v_cache); });
+               const backend::KvCacheRef& cache) override {
+    Time("WriteKv", 0, [&] { inner_.WriteKv(k, v, slots, kv_width, cache); });
   }
   void PagedAttention(const float* q, std::span<const backend::AttentionSequence> sequences,
-                      const float* k_cache, const float* v_cache,
-                      const backend::AttentionShape& shape, float* out) override {
+                      const backend::KvCacheRef& cache, const backend::AttentionShape& shape,
+                      float* out) override {
     double bytes = 0;
-    for (const auto& seq : sequences)
-      bytes += 8.0 * seq.context_len * shape.num_kv_heads * shape.head_dim;
-    Time("PagedAttention", bytes,
-         [&] { inner_.PagedAttention(q, sequences, k_cache, v_cache, shape, out); });
+    for (const auto& seq : sequences) {
+      bytes += 2.0 * backend::DTypeBytes(cache.dtype) * seq.context_len * shape.num_kv_heads *
+               shape.head_dim;
+    }
+    Time("PagedAttention", bytes, [&] { inner_.PagedAttention(q, sequences, cache, shape, out); });
   }
   void Moe(const float* x, int64_t rows, int hidden, const float* router_logits,
            const backend::MoeExperts& experts, float* out) override {
@@ -252,7 +253,7 @@ struct DecodeResult {
   int batch = 0;
   double graph_tok_s = 0, eager_tok_s = 0;
   double graph_ms_per_step = 0;
-  int64_t kv_bytes_per_step = 0;  // fp32 K and V read at the mean timed context, all layers
+  int64_t kv_bytes_per_step = 0;  // K and V read at the mean timed context, all layers
 };
 
 struct RankSetup {
@@ -314,7 +315,8 @@ DecodeResult RunDecode(RankSetup& r, model::PagedKvCache& cache, int batch_size,
   const double graph_s = std::chrono::duration<double>(Clock::now() - t0).count();
   const double mean_ctx = first_ctx + (steps - 1) / 2.0;
   res.kv_bytes_per_step = static_cast<int64_t>(batch_size * mean_ctx) * 2 * c.num_layers *
-                          r.model->kv_cache_spec().kv_width * 4;
+                          r.model->kv_cache_spec().kv_width *
+                          static_cast<int64_t>(backend::DTypeBytes(r.model->kv_cache_spec().dtype));
   res.graph_tok_s = batch_size * steps / graph_s;
   res.graph_ms_per_step = graph_s * 1e3 / steps;
   // Eager steps (no graph) for comparison; fewer of them.
@@ -328,6 +330,9 @@ DecodeResult RunDecode(RankSetup& r, model::PagedKvCache& cache, int batch_size,
   }
   return res;
 }
+
+// The KV cache's element type for every run (--kv-dtype; set before the first run).
+DType g_kv_dtype = DType::kBF16;
 
 // nccl_only: TP collectives through NCCL (eager steps) even where the peer all-reduce works.
 void SetUpRank(RankSetup& r, int rank, int world, int port, bool profile = false,
@@ -356,6 +361,7 @@ void SetUpRank(RankSetup& r, int rank, int world, int port, bool profile = false
   model::ModelOptions options;
   options.shard = r.shard;
   options.weight_dtype = DType::kBF16;
+  options.kv_dtype = g_kv_dtype;
   if (profile) r.timing = std::make_unique<TimingBackend>(*r.backend);
   backend::Backend& ops = r.timing ? static_cast<backend::Backend&>(*r.timing) : *r.backend;
   r.model = std::make_unique<model::Qwen3Model>(r.config, std::move(m.weights), ops, r.comm.get(),
@@ -504,7 +510,7 @@ int Main(int argc, char** argv) {
   std::vector<int> batches{1, 32};
   int steps = 200, tp = 2, prefill = 8192, port = 29517;
   bool profile = false, tp_nccl = false, tp_only = false;
-  std::string json_path;
+  std::string json_path, kv_dtype = "bf16";
   app.add_option("--batch", batches, "decode batch sizes")->delimiter(',');
   app.add_option("--steps", steps, "timed decode steps per batch size")->check(CLI::Range(1, 900));
   app.add_option("--tp", tp, "also run tensor parallelism on this many GPUs (1 = skip)")
@@ -513,12 +519,16 @@ int Main(int argc, char** argv) {
       ->check(CLI::Range(0, 32768));
   app.add_option("--port", port, "rendezvous port for the TP run");
   app.add_option("--json", json_path, "write the figures here");
+  app.add_option(
+      "--kv-dtype", kv_dtype,
+      "KV cache elements: bf16 (default, what the engine picks for bf16 weights) or fp32");
   app.add_flag("--tp-only", tp_only, "only the TP run (skip the one-GPU decode)");
   app.add_flag("--profile", profile, "also time every op of one eager step per batch size");
   app.add_flag("--tp-nccl", tp_nccl,
                "TP collectives through NCCL with eager steps (default: the peer all-reduce of "
                "GPUs on one host, steps in CUDA graphs)");
   CLI11_PARSE(app, argc, argv);
+  g_kv_dtype = Take(backend::ParseDType(kv_dtype), "--kv-dtype");
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // rows show as they finish
   int devices = 0;
   Cuda(cudaGetDeviceCount(&devices), "device count");
@@ -533,6 +543,7 @@ int Main(int argc, char** argv) {
   j["copy_bandwidth_gbs"] = ceil.copy_gbs;
   j["bf16_matmul_peak_tflops"] = ceil.bf16_tflops;
   j["steps"] = steps;
+  j["kv_dtype"] = backend::DTypeName(g_kv_dtype);
 
   int64_t streamed = 0;
   if (profile) Profile(batches, ceil.copy_gbs);

@@ -136,15 +136,16 @@ Row BenchRmsNorm(int64_t rows, int dim, bool fused, double copy_gbs) {
           copy_gbs};
 }
 
-// Decode attention of `batch` sequences of `context` tokens, Qwen3-8B heads (32 q, 8 kv, 128).
-template <typename T>
+// Decode attention of `batch` sequences of `context` tokens, Qwen3-8B heads (32 q, 8 kv, 128);
+// queries of type T over a cache of type C.
+template <typename T, typename C = T>
 Row BenchDecodeAttention(int batch, int context, int sm_count, double copy_gbs) {
   const int heads = 32, kv_heads = 8, hd = 128, bs = 16;
   const int blocks_per_seq = (context + bs - 1) / bs;
   const int64_t blocks = int64_t{batch} * blocks_per_seq;
   const size_t cache = size_t(blocks) * bs * kv_heads * hd;
-  T* k = RandomDevice<T>(cache, 6);
-  T* v = RandomDevice<T>(cache, 7);
+  C* k = RandomDevice<C>(cache, 6);
+  C* v = RandomDevice<C>(cache, 7);
   T* q = RandomDevice<T>(size_t(batch) * heads * hd, 8);
   T* out = RandomDevice<T>(size_t(batch) * heads * hd, 9);
   std::vector<int32_t> tables(blocks);
@@ -165,14 +166,18 @@ Row BenchDecodeAttention(int batch, int context, int sm_count, double copy_gbs) 
   float* ws = nullptr;
   Cuda(cudaMalloc(&ws, std::max<size_t>(1, plan.workspace_floats) * 4), "cudaMalloc");
   const double ms = TimeMs(
-      [&] { BENCH_CHECK(PagedDecodeAttention<T>(q, rows, k, v, layout, plan, ws, out, nullptr)); },
+      [&] {
+        BENCH_CHECK((PagedDecodeAttention<T, C>(q, rows, k, v, layout, plan, ws, out, nullptr)));
+      },
       20);
-  const double bytes = 2.0 * batch * context * kv_heads * hd * sizeof(T);
+  const double bytes = 2.0 * batch * context * kv_heads * hd * sizeof(C);
   for (void* p : {static_cast<void*>(k), static_cast<void*>(v), static_cast<void*>(q),
                   static_cast<void*>(out), static_cast<void*>(dt), static_cast<void*>(dl),
                   static_cast<void*>(doff), static_cast<void*>(ws)})
     cudaFree(p);
-  return {std::string("decode attention ") + (sizeof(T) == 4 ? "fp32" : "bf16"),
+  std::string name = std::string("decode attention ") + (sizeof(T) == 4 ? "fp32" : "bf16");
+  if (sizeof(C) != sizeof(T)) name += " q, bf16 cache";
+  return {name,
           "b" + std::to_string(batch) + " ctx" + std::to_string(context) + " splits" +
               std::to_string(plan.splits),
           ms,
@@ -184,14 +189,14 @@ Row BenchDecodeAttention(int batch, int context, int sm_count, double copy_gbs) 
 // Causal prefill attention of one sequence of `seq` tokens (already in the cache), Qwen3-8B
 // heads; FLOPs counted as 2 * seq^2 * head_dim * heads (QK^T and PV over the causal half).
 // tensor_cores: the bf16 tensor-core kernel (for an fp32 cache, rounding on the way in);
-// otherwise the exact fp32 kernel.
-template <typename T>
+// otherwise the exact fp32 kernel. Queries of type T over a cache of type C.
+template <typename T, typename C = T>
 Row BenchPrefillAttention(int seq, bool tensor_cores, double peak_tflops) {
   const int heads = 32, kv_heads = 8, hd = 128, bs = 16;
   const int blocks = (seq + bs - 1) / bs;
   const size_t cache = size_t(blocks) * bs * kv_heads * hd;
-  T* k = RandomDevice<T>(cache, 13);
-  T* v = RandomDevice<T>(cache, 14);
+  C* k = RandomDevice<C>(cache, 13);
+  C* v = RandomDevice<C>(cache, 14);
   T* q = RandomDevice<T>(size_t(seq) * heads * hd, 15);
   T* out = RandomDevice<T>(size_t(seq) * heads * hd, 16);
   std::vector<int32_t> table(blocks);
@@ -209,9 +214,9 @@ Row BenchPrefillAttention(int seq, bool tensor_cores, double peak_tflops) {
                               tensor_cores};
   const double ms = TimeMs(
       [&] {
-        BENCH_CHECK(PagedPrefillAttention<T>(q, reinterpret_cast<PrefillTile*>(dtiles),
-                                             static_cast<int>(tiles.size()), dt, k, v, layout, out,
-                                             nullptr));
+        BENCH_CHECK((PagedPrefillAttention<T, C>(q, reinterpret_cast<PrefillTile*>(dtiles),
+                                                 static_cast<int>(tiles.size()), dt, k, v, layout,
+                                                 out, nullptr)));
       },
       3);
   for (void* p : {static_cast<void*>(k), static_cast<void*>(v), static_cast<void*>(q),
@@ -219,7 +224,11 @@ Row BenchPrefillAttention(int seq, bool tensor_cores, double peak_tflops) {
     cudaFree(p);
   const double flops = 2.0 * double(seq) * seq * hd * heads;
   std::string name = std::string("prefill attention ") + (sizeof(T) == 4 ? "fp32" : "bf16");
-  if (sizeof(T) == 4) name += tensor_cores ? " cache, bf16 tensor cores" : " exact";
+  if (sizeof(C) != sizeof(T)) {
+    name += " q, bf16 cache";
+  } else if (sizeof(T) == 4) {
+    name += tensor_cores ? " cache, bf16 tensor cores" : " exact";
+  }
   return {name,
           "seq" + std::to_string(seq) + " causal",
           ms,
@@ -282,9 +291,12 @@ int Main(int argc, char** argv) {
                            : std::vector<std::pair<int, int>>{{1, 32768}, {32, 4096}, {1, 4096}}) {
     rows.push_back(BenchDecodeAttention<__nv_bfloat16>(b, ctx, prop.multiProcessorCount, copy_gbs));
     rows.push_back(BenchDecodeAttention<float>(b, ctx, prop.multiProcessorCount, copy_gbs));
+    rows.push_back(
+        BenchDecodeAttention<float, __nv_bfloat16>(b, ctx, prop.multiProcessorCount, copy_gbs));
   }
   rows.push_back(BenchPrefillAttention<__nv_bfloat16>(quick ? 1024 : 8192, true, peak));
   rows.push_back(BenchPrefillAttention<float>(quick ? 1024 : 8192, true, peak));
+  rows.push_back(BenchPrefillAttention<float, __nv_bfloat16>(quick ? 1024 : 8192, true, peak));
   rows.push_back(BenchPrefillAttention<float>(quick ? 1024 : 8192, false, peak));
   // Qwen3-8B-shaped GEMMs: an 8K-token prefill's projections and batch-32 decode.
   struct Shape {

@@ -11,6 +11,9 @@ void AddBackendFlags(CLI::App* cmd, BackendFlags* flags) {
                   "Linear weights in memory: fp32 (default) or bf16 (half the memory; on cuda "
                   "about twice the decode speed and tensor-core prefill attention, within bf16 "
                   "tolerance)");
+  cmd->add_option("--kv-dtype", flags->kv_dtype,
+                  "KV cache elements: auto (default: those of --weight-dtype), fp32 or bf16 (half "
+                  "the cache memory and what attention reads per step; Qwen3 models)");
   cmd->add_flag("--cuda-graphs", flags->cuda_graphs,
                 "With --backend cuda: run greedy decode steps of a dense model as captured CUDA "
                 "graphs, on one GPU or tensor-parallel across GPUs of one host (opt-in; see "
@@ -18,7 +21,8 @@ void AddBackendFlags(CLI::App* cmd, BackendFlags* flags) {
 }
 
 std::vector<std::string> BackendArgv(const BackendFlags& flags) {
-  std::vector<std::string> a = {"--backend", flags.backend, "--weight-dtype", flags.weight_dtype};
+  std::vector<std::string> a = {"--backend",        flags.backend, "--weight-dtype",
+                                flags.weight_dtype, "--kv-dtype",  flags.kv_dtype};
   if (flags.cuda_graphs) a.push_back("--cuda-graphs");
   return a;
 }
@@ -26,6 +30,7 @@ std::vector<std::string> BackendArgv(const BackendFlags& flags) {
 void ApplyBackendFlags(const BackendFlags& flags, RankOptions* rank) {
   rank->backend = flags.backend;
   rank->weight_dtype = flags.weight_dtype;
+  rank->kv_dtype = flags.kv_dtype;
   rank->cuda_graphs = flags.cuda_graphs;
 }
 

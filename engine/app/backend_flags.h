@@ -1,6 +1,6 @@
 // The compute flags `spark-engine generate` and `serve` share (--backend, --weight-dtype,
-// --cuda-graphs): one definition of their help text, of how a launcher passes them on to the
-// local rank processes it starts, and of how they fill RankOptions.
+// --kv-dtype, --cuda-graphs): one definition of their help text, of how a launcher passes them on
+// to the local rank processes it starts, and of how they fill RankOptions.
 // Thread-safety: plain values and pure functions.
 #pragma once
 
@@ -18,6 +18,7 @@ namespace spark::engine::app {
 struct BackendFlags {
   std::string backend = "cpu";
   std::string weight_dtype = "fp32";
+  std::string kv_dtype = "auto";
   bool cuda_graphs = false;
 };
 

@@ -190,6 +190,9 @@ Status RankOptions::Validate() const {
   if (auto dtype = backend::ParseDType(weight_dtype); !dtype.ok()) {
     return InvalidArgumentError("--weight-dtype: " + dtype.status().message());
   }
+  if (auto dtype = backend::ParseDType(kv_dtype); kv_dtype != "auto" && !dtype.ok()) {
+    return InvalidArgumentError("--kv-dtype: " + dtype.status().message() + " (or auto)");
+  }
   if (rank == 0 && num_kv_blocks < 1) return InvalidArgumentError("--num-kv-blocks must be >= 1");
   return Status::Ok();
 }
@@ -358,6 +361,10 @@ Result<std::unique_ptr<RankSession>> StartRank(const RankOptions& options) {
   mo.shard = {options.rank, options.tp};
   mo.moe_sharding = options.moe_sharding;
   mo.weight_dtype = weight_dtype;
+  mo.kv_dtype = weight_dtype;
+  if (options.kv_dtype != "auto") {
+    SPARK_ASSIGN_OR_RETURN(mo.kv_dtype, backend::ParseDType(options.kv_dtype));
+  }
   if (status) {
     status->Set(RankPhase::kLoading, "reading weights from " + options.model_dir).IgnoreError();
     mo.on_progress = [status](double fraction) { status->SetProgress(fraction); };

@@ -52,6 +52,9 @@ struct RankOptions {
   // and, on GPUs, about twice the decode speed and tensor-core prefill attention; within bf16
   // tolerance of fp32).
   std::string weight_dtype = "fp32";
+  // Element type of the KV cache: "auto" (that of the weights), "fp32" or "bf16" (half the
+  // cache memory and the bytes attention reads; Qwen3 models).
+  std::string kv_dtype = "auto";
   // Greedy decode steps as backend graphs where the model allows (dense; one rank or ranks on
   // one host with the peer all-reduce); only the CUDA backend does graphs.
   bool cuda_graphs = false;

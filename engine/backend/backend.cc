@@ -40,7 +40,7 @@ void Backend::QkNormRopeWriteKv(const QkvToCache& a, std::span<const int32_t> po
                                 std::span<const int64_t> slots) {
   HeadNormRope(a.q, positions, a.heads, a.head_dim, a.q_norm, a.eps, a.theta);
   HeadNormRope(a.k, positions, a.kv_heads, a.head_dim, a.k_norm, a.eps, a.theta);
-  WriteKv(a.k, a.v, slots, a.kv_heads * a.head_dim, a.k_cache, a.v_cache);
+  WriteKv(a.k, a.v, slots, a.kv_heads * a.head_dim, a.cache);
 }
 
 void Backend::AddRmsNorm(float* h, const float* delta, const float* weight, int64_t rows, int dim,

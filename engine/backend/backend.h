@@ -22,8 +22,8 @@
 
 namespace spark::engine::backend {
 
-// Element type of a weight matrix in backend memory. Activations, norms and the KV cache are
-// fp32; Linear weights may be kept in bf16 (half the bytes a decode step streams).
+// Element type of a weight matrix or a KV cache in backend memory. Activations and norms are
+// fp32; Linear weights and the KV cache may be kept in bf16 (half the bytes a step streams).
 enum class DType : uint8_t { kF32, kBF16 };
 size_t DTypeBytes(DType dtype);
 const char* DTypeName(DType dtype);  // "fp32", "bf16"
@@ -78,6 +78,19 @@ class Buffer {
   std::function<void(float*)> release_;
 };
 
+// One layer's KV cache in backend memory: K and V, [slot, kv_width] each, of element type
+// `dtype` (bf16 values are rounded to nearest even when written). fp32 pointers convert
+// implicitly.
+struct KvCacheRef {
+  void* k = nullptr;
+  void* v = nullptr;
+  DType dtype = DType::kF32;
+  KvCacheRef() = default;
+  KvCacheRef(float* k_cache, float* v_cache)  // NOLINT(google-explicit-constructor)
+      : k(k_cache), v(v_cache) {}
+  KvCacheRef(void* k_cache, void* v_cache, DType t) : k(k_cache), v(v_cache), dtype(t) {}
+};
+
 // One sequence of a paged-attention call: its new tokens are rows [query_start, query_start +
 // query_len) of q; its KV cache holds context_len tokens (earlier ones plus the new ones, which
 // are the last query_len), token j at slot block_table[j / block_size] * block_size + j %
@@ -99,7 +112,7 @@ struct AttentionShape {
 
 // Qwen3's attention inputs of one layer for QkNormRopeWriteKv (backend memory): q [tokens,
 // heads, head_dim] and k [tokens, kv_heads, head_dim] with their per-head norm weights, v, and
-// the layer's KV cache ([slot, kv_heads * head_dim]).
+// the layer's KV cache.
 struct QkvToCache {
   float* q = nullptr;
   float* k = nullptr;
@@ -109,8 +122,7 @@ struct QkvToCache {
   const float* k_norm = nullptr;
   float eps = 1e-6f;
   double theta = 10000.0;
-  float* k_cache = nullptr;
-  float* v_cache = nullptr;
+  KvCacheRef cache;
 };
 
 // One output of LinearMany.
@@ -208,13 +220,12 @@ class Backend {
 
   // Stores k and v rows [tokens, kv_width] at cache slots (slot * kv_width).
   virtual void WriteKv(const float* k, const float* v, std::span<const int64_t> slots, int kv_width,
-                       float* k_cache, float* v_cache) = 0;
+                       const KvCacheRef& cache) = 0;
   // Causal attention of each sequence's new tokens over its cached context; q and out are
   // [tokens, num_heads * head_dim]. Query i of a sequence sits at position
   // context_len - query_len + i and sees cache positions <= its own.
   virtual void PagedAttention(const float* q, std::span<const AttentionSequence> sequences,
-                              const float* k_cache, const float* v_cache,
-                              const AttentionShape& shape, float* out) = 0;
+                              const KvCacheRef& cache, const AttentionShape& shape, float* out) = 0;
 
   // out[rows, hidden] = sum over the top-k experts (softmax of router_logits) held by this rank
   // of weight * down(silu(gate) * up)(x).

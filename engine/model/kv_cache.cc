@@ -17,8 +17,8 @@ Result<PagedKvCache> PagedKvCache::Create(backend::Backend& backend, const KvCac
   cache.block_size_ = block_size;
   const size_t per_layer = static_cast<size_t>(num_blocks) * block_size * spec.kv_width;
   for (int l = 0; l < spec.num_layers; ++l) {
-    SPARK_ASSIGN_OR_RETURN(backend::Buffer k, backend.Allocate(per_layer));
-    SPARK_ASSIGN_OR_RETURN(backend::Buffer v, backend.Allocate(per_layer));
+    SPARK_ASSIGN_OR_RETURN(backend::Buffer k, backend.AllocateWeights(per_layer, spec.dtype));
+    SPARK_ASSIGN_OR_RETURN(backend::Buffer v, backend.AllocateWeights(per_layer, spec.dtype));
     cache.k_.push_back(std::move(k));
     cache.v_.push_back(std::move(v));
   }

@@ -2,6 +2,7 @@
 // tokens. Layout per layer: [num_blocks, block_size, kv_width] with kv_width = this rank's KV
 // heads x head_dim, so slot s (= block * block_size + offset) starts at s * kv_width. Which
 // blocks a sequence owns is the runtime block manager's business (it fills block tables).
+// Elements are fp32 or bf16 (KvCacheSpec::dtype; bf16 halves the bytes and what attention reads).
 // Thread-safety: none; owned by the rank's engine thread.
 #pragma once
 
@@ -14,10 +15,13 @@ namespace spark::engine::model {
 
 struct KvCacheSpec {
   int num_layers = 0;
-  int kv_width = 0;  // floats per token per layer for K (and again for V) on this rank
+  int kv_width = 0;  // elements per token per layer for K (and again for V) on this rank
+  backend::DType dtype = backend::DType::kF32;
 
   // Bytes one token occupies across all layers (K and V) — for memory budgets.
-  int64_t bytes_per_token() const { return int64_t{2} * num_layers * kv_width * 4; }
+  int64_t bytes_per_token() const {
+    return int64_t{2} * num_layers * kv_width * static_cast<int64_t>(backend::DTypeBytes(dtype));
+  }
 };
 
 class PagedKvCache {
@@ -29,6 +33,9 @@ class PagedKvCache {
   int64_t num_blocks() const { return num_blocks_; }
   int block_size() const { return block_size_; }
   const KvCacheSpec& spec() const { return spec_; }
+  // One layer's K and V with their element type.
+  backend::KvCacheRef layer(int layer) { return {k_[layer].raw(), v_[layer].raw(), spec_.dtype}; }
+  // The fp32 elements of an fp32 cache (models that address the cache themselves).
   float* k(int layer) { return k_[layer].data(); }
   float* v(int layer) { return v_[layer].data(); }
 

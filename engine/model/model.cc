@@ -42,6 +42,10 @@ Result<std::unique_ptr<Model>> LoadModel(const std::string& dir, backend::Backen
     return InvalidArgumentError(dir + ": deepseek_v4 keeps fp32 weights only (weight type " +
                                 backend::DTypeName(options.weight_dtype) + " asked)");
   }
+  if (config.model_type == "deepseek_v4" && options.kv_dtype != backend::DType::kF32) {
+    return InvalidArgumentError(dir + ": deepseek_v4 keeps an fp32 KV cache only (" +
+                                backend::DTypeName(options.kv_dtype) + " asked)");
+  }
   if (config.model_type == "deepseek_v4") {
     return dsv4::LoadDeepseekV4(dir, std::move(config), backend, comm, options);
   }

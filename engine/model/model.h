@@ -31,6 +31,9 @@ struct ModelOptions {
   // Element type of the Linear weight matrices in backend memory (embedding, norms, router and
   // experts stay fp32). bf16 halves what a decode step streams; Qwen3 models only.
   backend::DType weight_dtype = backend::DType::kF32;
+  // Element type of the KV cache. bf16 halves its memory and what attention reads per step
+  // (and lets prefill attention run from bf16 tiles directly); Qwen3 models only.
+  backend::DType kv_dtype = backend::DType::kF32;
   // Loading progress in [0, 1], called on the loading thread as weights are read: bytes read
   // over the checkpoint's tensor bytes / shard.size (this rank's expected share; replicated
   // tensors make it an estimate, so it is capped just below 1: the load is done when LoadModel

@@ -20,7 +20,8 @@ Qwen3Model::Qwen3Model(core::ModelConfig config, Qwen3Weights weights, backend::
       options_(options) {}
 
 KvCacheSpec Qwen3Model::kv_cache_spec() const {
-  return {config_.num_layers, static_cast<int>(w_.kv_heads.size) * config_.head_dim};
+  return {config_.num_layers, static_cast<int>(w_.kv_heads.size) * config_.head_dim,
+          options_.kv_dtype};
 }
 
 bool Qwen3Model::decode_graphs_ok() const {
@@ -130,8 +131,7 @@ Status Qwen3Model::Attention(int layer, const ForwardBatch& batch, PagedKvCache&
   to_cache.k_norm = l.k_norm.data();
   to_cache.eps = config_.rms_norm_eps;
   to_cache.theta = config_.rope_theta;
-  to_cache.k_cache = cache.k(layer);
-  to_cache.v_cache = cache.v(layer);
+  to_cache.cache = cache.layer(layer);
   backend_.QkNormRopeWriteKv(to_cache, batch.positions, batch.slots);
   std::vector<backend::AttentionSequence> seqs;
   int64_t start = 0;
@@ -141,7 +141,7 @@ Status Qwen3Model::Attention(int layer, const ForwardBatch& batch, PagedKvCache&
   }
   const backend::AttentionShape shape{heads, kv_heads, hd, cache.block_size(),
                                       1.0f / std::sqrt(static_cast<float>(hd))};
-  backend_.PagedAttention(ws.q.data(), seqs, cache.k(layer), cache.v(layer), shape, ws.attn.data());
+  backend_.PagedAttention(ws.q.data(), seqs, cache.layer(layer), shape, ws.attn.data());
   backend_.Linear(ws.attn.data(), n, heads * hd, l.o.weight(), hidden, ws.tmp.data());
   SPARK_RETURN_IF_ERROR(AllReduce(ws.tmp.data(), n * hidden));
   backend_.AddRmsNorm(ws.h.data(), ws.tmp.data(), l.post_attention_norm.data(), n, hidden,

@@ -61,6 +61,11 @@ std::vector<std::string> EngineArgv(const profile::Profile& p, const LaunchOptio
   if (p.engine.weight_dtype != "auto") {
     a.insert(a.end(), {"--weight-dtype", p.engine.weight_dtype});
   }
+  // The engine holds fp32 or bf16 caches; fp8 and fp16 size the memory plan only so far.
+  if (const profile::KvCacheDtype kv = p.engine.kv_cache.dtype;
+      kv == profile::KvCacheDtype::kBf16 || kv == profile::KvCacheDtype::kFp32) {
+    a.insert(a.end(), {"--kv-dtype", std::string(profile::KvCacheDtypeName(kv))});
+  }
   if (p.engine.cuda_graphs) a.push_back("--cuda-graphs");
   if (!p.api.key_file.empty()) a.insert(a.end(), {"--api-key-file", p.api.key_file});
   a.insert(a.end(), {"--status-file", status});

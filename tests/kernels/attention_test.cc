@@ -1,10 +1,11 @@
 // Paged attention against a float64 reference on random caches with scrambled block tables:
 // decode with and without split-K (contexts up to 5000 tokens), prefill tiles across sequence
 // boundaries, GQA groups of 1, 4 and 12 (more than one head chunk), head_dim 16..256.
-// fp32 within 1e-5 relative (L2); bf16 caches within 1e-2. The bf16 tensor-core prefill
-// (head_dim 64 and 128; other sizes fall back to the fp32 kernel) within 1e-2 for both cache
-// types, against the same float64 reference; long prefills cover several 64-token KV tiles,
-// partial tiles and chunked prefill that starts mid-sequence.
+// fp32 within 1e-5 relative (L2); bf16 caches within 1e-2; fp32 queries over a bf16 cache (the
+// engine's bf16 KV cache) within 1e-5 of the reference on the cache's rounded values. The bf16
+// tensor-core prefill (head_dim 64 and 128; other sizes fall back to the fp32 kernel) within 1e-2
+// for both cache types, against the same float64 reference; long prefills cover several 64-token KV
+// tiles, partial tiles and chunked prefill that starts mid-sequence.
 #include "kernels/attention.h"
 
 #include <numeric>
@@ -28,8 +29,8 @@ struct Case {
 
 // Builds block tables (a random permutation of the cache blocks), writes K/V for every
 // context token, runs the reference, then the kernels (decode rows for query_len 1, prefill
-// tiles otherwise), as the CUDA backend splits them.
-template <typename T>
+// tiles otherwise), as the CUDA backend splits them. T: queries and outputs, C: the cache.
+template <typename T, typename C = T>
 double RunCase(const Case& c, uint32_t seed, bool tensor_cores = false) {
   const int D = c.head_dim, kv_width = c.kv_heads * D;
   int total_blocks = 0, total_rows = 0;
@@ -44,8 +45,12 @@ double RunCase(const Case& c, uint32_t seed, bool tensor_cores = false) {
   auto k = Random(slots * kv_width, seed + 1), v = Random(slots * kv_width, seed + 2);
   auto q = Random(size_t{static_cast<size_t>(total_rows)} * c.heads * D, seed + 3);
   constexpr bool kBf16 = std::is_same_v<T, __nv_bfloat16>;
+  constexpr bool kBf16Cache = std::is_same_v<C, __nv_bfloat16>;
   if (kBf16) {
-    for (auto* a : {&k, &v, &q})
+    for (float& f : q) f = RoundBf16(f);
+  }
+  if (kBf16Cache) {
+    for (auto* a : {&k, &v})
       for (float& f : *a) f = RoundBf16(f);
   }
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
@@ -97,13 +102,19 @@ double RunCase(const Case& c, uint32_t seed, bool tensor_cores = false) {
     }
     row += s.query_len;
   }
-  auto to_t = [](const std::vector<float>& a) {
-    if constexpr (kBf16)
+  auto to_c = [](const std::vector<float>& a) {
+    if constexpr (kBf16Cache)
       return ToBf16(a);
     else
       return a;
   };
-  DeviceArray<T> dq(to_t(q)), dk(to_t(k)), dv(to_t(v)), dout(q.size());
+  std::vector<T> q_t;
+  if constexpr (kBf16)
+    q_t = ToBf16(q);
+  else
+    q_t = q;
+  DeviceArray<T> dq(q_t), dout(q.size());
+  DeviceArray<C> dk(to_c(k)), dv(to_c(v));
   DeviceArray<int32_t> dtables(tables), drows(row_ids), dlen(kv_len), doff(offsets);
   std::vector<int32_t> tile_words(tiles.size() * 4);
   std::memcpy(tile_words.data(), tiles.data(), tile_words.size() * sizeof(int32_t));
@@ -115,15 +126,15 @@ double RunCase(const Case& c, uint32_t seed, bool tensor_cores = false) {
         max_len};
     const DecodeSplit plan = PlanDecodeSplit(rows, layout, 132);
     DeviceArray<float> ws(plan.workspace_floats);
-    EXPECT_TRUE(PagedDecodeAttention<T>(dq.get(), rows, dk.get(), dv.get(), layout, plan, ws.get(),
-                                        dout.get(), nullptr)
-                    .ok());
+    const Status s = PagedDecodeAttention<T, C>(dq.get(), rows, dk.get(), dv.get(), layout, plan,
+                                                ws.get(), dout.get(), nullptr);
+    EXPECT_TRUE(s.ok()) << s.message();
   }
   if (!tiles.empty()) {
-    EXPECT_TRUE(PagedPrefillAttention<T>(dq.get(), reinterpret_cast<PrefillTile*>(dtiles.get()),
-                                         static_cast<int>(tiles.size()), dtables.get(), dk.get(),
-                                         dv.get(), layout, dout.get(), nullptr)
-                    .ok());
+    const Status s = PagedPrefillAttention<T, C>(
+        dq.get(), reinterpret_cast<PrefillTile*>(dtiles.get()), static_cast<int>(tiles.size()),
+        dtables.get(), dk.get(), dv.get(), layout, dout.get(), nullptr);
+    EXPECT_TRUE(s.ok()) << s.message();
   }
   std::vector<float> got;
   if constexpr (kBf16)
@@ -143,6 +154,16 @@ TEST_P(AttentionTest, Fp32MatchesReference) {
 TEST_P(AttentionTest, Bf16MatchesReference) {
   SPARK_SKIP_WITHOUT_GPU();
   EXPECT_LT(RunCase<__nv_bfloat16>(GetParam(), 32), 1e-2);
+}
+
+TEST_P(AttentionTest, Fp32QueriesOverBf16CacheMatchReference) {
+  SPARK_SKIP_WITHOUT_GPU();
+  EXPECT_LT((RunCase<float, __nv_bfloat16>(GetParam(), 35)), 1e-5);
+}
+
+TEST_P(AttentionTest, TensorCorePrefillFp32QueriesOverBf16CacheMatchReference) {
+  SPARK_SKIP_WITHOUT_GPU();
+  EXPECT_LT((RunCase<float, __nv_bfloat16>(GetParam(), 36, /*tensor_cores=*/true)), 1e-2);
 }
 
 TEST_P(AttentionTest, TensorCorePrefillFp32CacheMatchesReference) {

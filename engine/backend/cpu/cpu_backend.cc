@@ -165,16 +165,38 @@ void CpuBackend::SiluMul(const float* gate_up, int64_t rows, int inter, float* o
 }
 
 void CpuBackend::WriteKv(const float* k, const float* v, std::span<const int64_t> slots,
-                         int kv_width, float* k_cache, float* v_cache) {
+                         int kv_width, const KvCacheRef& cache) {
   for (size_t t = 0; t < slots.size(); ++t) {
-    std::memcpy(k_cache + slots[t] * kv_width, k + t * kv_width, kv_width * sizeof(float));
-    std::memcpy(v_cache + slots[t] * kv_width, v + t * kv_width, kv_width * sizeof(float));
+    const int64_t at = slots[t] * kv_width;
+    if (cache.dtype == DType::kF32) {
+      std::memcpy(static_cast<float*>(cache.k) + at, k + t * kv_width, kv_width * sizeof(float));
+      std::memcpy(static_cast<float*>(cache.v) + at, v + t * kv_width, kv_width * sizeof(float));
+      continue;
+    }
+    auto* kb = static_cast<uint16_t*>(cache.k) + at;
+    auto* vb = static_cast<uint16_t*>(cache.v) + at;
+    for (int i = 0; i < kv_width; ++i) {
+      kb[i] = core::FloatToBf16(k[t * kv_width + i]);
+      vb[i] = core::FloatToBf16(v[t * kv_width + i]);
+    }
   }
 }
 
+namespace {
+
+// Elements [at, at + n) of a cache as fp32: in place for an fp32 cache, widened into `scratch`
+// (n floats) for a bf16 one.
+const float* CacheRow(const void* cache, DType dtype, int64_t at, int n, float* scratch) {
+  if (dtype == DType::kF32) return static_cast<const float*>(cache) + at;
+  const uint16_t* bits = static_cast<const uint16_t*>(cache) + at;
+  for (int i = 0; i < n; ++i) scratch[i] = core::Bf16ToFloat(bits[i]);
+  return scratch;
+}
+
+}  // namespace
+
 void CpuBackend::PagedAttention(const float* q, std::span<const AttentionSequence> sequences,
-                                const float* k_cache, const float* v_cache,
-                                const AttentionShape& shape, float* out) {
+                                const KvCacheRef& cache, const AttentionShape& shape, float* out) {
   // One work item per (query row, head); rows of all sequences are numbered together.
   std::vector<int> row_seq;
   for (size_t s = 0; s < sequences.size(); ++s) {
@@ -186,7 +208,7 @@ void CpuBackend::PagedAttention(const float* q, std::span<const AttentionSequenc
   const int64_t items = static_cast<int64_t>(row_seq.size()) * heads;
   pool_.ParallelFor(items, 4, [&](int64_t begin, int64_t end) {
     std::vector<float> scores;
-    std::vector<float> acc(hd);
+    std::vector<float> acc(hd), row_scratch(hd);
     for (int64_t item = begin; item < end; ++item) {
       const int64_t row = item / heads;
       const int h = static_cast<int>(item % heads);
@@ -200,7 +222,9 @@ void CpuBackend::PagedAttention(const float* q, std::span<const AttentionSequenc
         const int64_t slot =
             static_cast<int64_t>(seq.block_table[j / shape.block_size]) * shape.block_size +
             j % shape.block_size;
-        scores[j] = Dot(qv, k_cache + slot * kv_width + kv_offset, hd) * shape.scale;
+        const float* kv =
+            CacheRow(cache.k, cache.dtype, slot * kv_width + kv_offset, hd, row_scratch.data());
+        scores[j] = Dot(qv, kv, hd) * shape.scale;
         max_score = std::max(max_score, scores[j]);
       }
       float sum = 0;
@@ -210,7 +234,8 @@ void CpuBackend::PagedAttention(const float* q, std::span<const AttentionSequenc
         const int64_t slot =
             static_cast<int64_t>(seq.block_table[j / shape.block_size]) * shape.block_size +
             j % shape.block_size;
-        const float* vv = v_cache + slot * kv_width + kv_offset;
+        const float* vv =
+            CacheRow(cache.v, cache.dtype, slot * kv_width + kv_offset, hd, row_scratch.data());
         const float p = scores[j] / sum;
         for (int d = 0; d < hd; ++d) acc[d] += p * vv[d];
       }

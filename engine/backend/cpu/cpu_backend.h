@@ -39,10 +39,9 @@ class CpuBackend : public Backend {
   void Add(float* x, const float* y, size_t count) override;
   void SiluMul(const float* gate_up, int64_t rows, int inter, float* out) override;
   void WriteKv(const float* k, const float* v, std::span<const int64_t> slots, int kv_width,
-               float* k_cache, float* v_cache) override;
+               const KvCacheRef& cache) override;
   void PagedAttention(const float* q, std::span<const AttentionSequence> sequences,
-                      const float* k_cache, const float* v_cache, const AttentionShape& shape,
-                      float* out) override;
+                      const KvCacheRef& cache, const AttentionShape& shape, float* out) override;
   void Moe(const float* x, int64_t rows, int hidden, const float* router_logits,
            const MoeExperts& experts, float* out) override;
 

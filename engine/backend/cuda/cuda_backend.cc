@@ -330,8 +330,9 @@ void CudaBackend::QkNormRopeWriteKv(const QkvToCache& a, std::span<const int32_t
     SPARK_ASSIGN_OR_RETURN(const int32_t* d_pos, Stage(positions));
     SPARK_ASSIGN_OR_RETURN(const int64_t* d_slots, Stage(slots));
     if (!launching()) return Status::Ok();
-    const kernels::QkvHeads heads{a.q,       a.k,       a.v,     a.q_norm,   a.k_norm,
-                                  a.k_cache, a.v_cache, a.heads, a.kv_heads, a.head_dim};
+    const kernels::QkvHeads heads{a.q,      a.k,        a.v,       a.q_norm,
+                                  a.k_norm, a.cache.k,  a.cache.v, a.cache.dtype == DType::kBF16,
+                                  a.heads,  a.kv_heads, a.head_dim};
     return kernels::QkNormRopeWriteKv(heads, d_pos, d_slots, static_cast<int64_t>(positions.size()),
                                       a.eps, inv_freq, stream_);
   }();
@@ -389,29 +390,47 @@ void CudaBackend::SiluMul(const float* gate_up, int64_t rows, int inter, float* 
 }
 
 void CudaBackend::WriteKv(const float* k, const float* v, std::span<const int64_t> slots,
-                          int kv_width, float* k_cache, float* v_cache) {
+                          int kv_width, const KvCacheRef& cache) {
   Activate();
   Status s = [&]() -> Status {
     SPARK_ASSIGN_OR_RETURN(const int64_t* d_slots, Stage(slots));
     if (!launching()) return Status::Ok();
-    return kernels::WriteKv<float>(k, v, d_slots, static_cast<int64_t>(slots.size()), kv_width,
-                                   k_cache, v_cache, stream_);
+    const auto tokens = static_cast<int64_t>(slots.size());
+    if (cache.dtype == DType::kBF16) {
+      return kernels::WriteKv(k, v, d_slots, tokens, kv_width, static_cast<__nv_bfloat16*>(cache.k),
+                              static_cast<__nv_bfloat16*>(cache.v), stream_);
+    }
+    return kernels::WriteKv(k, v, d_slots, tokens, kv_width, static_cast<float*>(cache.k),
+                            static_cast<float*>(cache.v), stream_);
   }();
   Record(s);
 }
 
 void CudaBackend::PagedAttention(const float* q, std::span<const AttentionSequence> sequences,
-                                 const float* k_cache, const float* v_cache,
-                                 const AttentionShape& shape, float* out) {
+                                 const KvCacheRef& cache, const AttentionShape& shape, float* out) {
   Activate();
-  Record(PagedAttentionImpl(q, sequences, k_cache, v_cache, shape, out));
+  Record(PagedAttentionImpl(q, sequences, cache, shape, out));
 }
+
+namespace {
+
+// fn(k, v) with the cache's pointers typed as its elements (float or __nv_bfloat16).
+template <typename Fn>
+Status WithCache(const KvCacheRef& cache, Fn&& fn) {
+  if (cache.dtype == DType::kBF16) {
+    return fn(static_cast<const __nv_bfloat16*>(cache.k),
+              static_cast<const __nv_bfloat16*>(cache.v));
+  }
+  return fn(static_cast<const float*>(cache.k), static_cast<const float*>(cache.v));
+}
+
+}  // namespace
 
 // Single-token sequences go to the split-K decode kernel, longer ones to the prefill kernel in
 // tiles; both write disjoint rows of out. All metadata travels in one staged int32 array.
 Status CudaBackend::PagedAttentionImpl(const float* q, std::span<const AttentionSequence> sequences,
-                                       const float* k_cache, const float* v_cache,
-                                       const AttentionShape& shape, float* out) {
+                                       const KvCacheRef& cache, const AttentionShape& shape,
+                                       float* out) {
   std::vector<int32_t> tables, row_ids, kv_len, table_offset;
   std::vector<kernels::PrefillTile> tiles;
   int max_kv_len = 0;
@@ -480,13 +499,17 @@ Status CudaBackend::PagedAttentionImpl(const float* q, std::span<const Attention
       SPARK_ASSIGN_OR_RETURN(workspace, Scratch(plan.workspace_floats * sizeof(float)));
     }
     if (!launching()) return Status::Ok();
-    SPARK_RETURN_IF_ERROR(kernels::PagedDecodeAttention<float>(
-        q, rows, k_cache, v_cache, layout, plan, workspace.data(), out, stream_));
+    SPARK_RETURN_IF_ERROR(WithCache(cache, [&](const auto* k, const auto* v) {
+      return kernels::PagedDecodeAttention(q, rows, k, v, layout, plan, workspace.data(), out,
+                                           stream_);
+    }));
   }
   if (!tiles.empty()) {
-    SPARK_RETURN_IF_ERROR(kernels::PagedPrefillAttention<float>(
-        q, reinterpret_cast<const kernels::PrefillTile*>(d + at_tiles),
-        static_cast<int>(tiles.size()), d, k_cache, v_cache, layout, out, stream_));
+    const auto* d_tiles = reinterpret_cast<const kernels::PrefillTile*>(d + at_tiles);
+    SPARK_RETURN_IF_ERROR(WithCache(cache, [&](const auto* k, const auto* v) {
+      return kernels::PagedPrefillAttention(q, d_tiles, static_cast<int>(tiles.size()), d, k, v,
+                                            layout, out, stream_);
+    }));
   }
   return Status::Ok();
 }

@@ -85,41 +85,57 @@ TEST(CpuBackendTest, RopeRotatesHalvesByPosition) {
   EXPECT_NEAR(x[7], 4 * std::cos(f1) + 2 * std::sin(f1), 1e-5);
 }
 
+// fp32 and bf16 caches: the bf16 cache holds the rounded k and v (checked bit for bit), and
+// attention over it matches the dense reference on those rounded values.
 TEST(CpuBackendTest, PagedAttentionMatchesDenseCausalGqa) {
   CpuBackend backend(4);
   const int heads = 4, kv_heads = 2, hd = 8, bs = 2, len = 7, kvw = kv_heads * hd;
-  auto q = Random(len * heads * hd, 5), k = Random(len * kvw, 6), v = Random(len * kvw, 7);
+  const auto q = Random(len * heads * hd, 5);
   const std::vector<int32_t> table = {5, 0, 3, 1};  // scrambled blocks
-  std::vector<float> k_cache(8 * bs * kvw), v_cache(8 * bs * kvw);
   std::vector<int64_t> slots;
   for (int j = 0; j < len; ++j) slots.push_back(table[j / bs] * bs + j % bs);
-  backend.WriteKv(k.data(), v.data(), slots, kvw, k_cache.data(), v_cache.data());
-  // Sequence: 3 cached tokens, 4 new ones.
-  const AttentionSequence seq{0, 4, len, table};
-  const AttentionShape shape{heads, kv_heads, hd, bs, 1.0f / std::sqrt(float(hd))};
-  std::vector<float> got(4 * heads * hd);
-  backend.PagedAttention(&q[3 * heads * hd], std::span(&seq, 1), k_cache.data(), v_cache.data(),
-                         shape, got.data());
-  std::vector<float> want(got.size());
-  for (int t = 0; t < 4; ++t)
-    for (int h = 0; h < heads; ++h) {
-      const int p = 3 + t, g = h / (heads / kv_heads);
-      std::vector<double> s(p + 1);
-      double mx = -1e30, sum = 0;
-      for (int j = 0; j <= p; ++j) {
-        s[j] = 0;
-        for (int d = 0; d < hd; ++d) s[j] += q[(p * heads + h) * hd + d] * k[j * kvw + g * hd + d];
-        s[j] *= shape.scale;
-        mx = std::max(mx, s[j]);
-      }
-      for (double& e : s) sum += e = std::exp(e - mx);
-      for (int d = 0; d < hd; ++d) {
-        double o = 0;
-        for (int j = 0; j <= p; ++j) o += s[j] / sum * v[j * kvw + g * hd + d];
-        want[(t * heads + h) * hd + d] = static_cast<float>(o);
-      }
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    SCOPED_TRACE(DTypeName(dtype));
+    auto k = Random(len * kvw, 6), v = Random(len * kvw, 7);
+    std::vector<float> k_cache(8 * bs * kvw), v_cache(8 * bs * kvw);  // room for either type
+    const KvCacheRef cache(k_cache.data(), v_cache.data(), dtype);
+    backend.WriteKv(k.data(), v.data(), slots, kvw, cache);
+    if (dtype == DType::kBF16) {
+      const auto* kb = reinterpret_cast<const uint16_t*>(k_cache.data());
+      for (int j = 0; j < len; ++j)
+        for (int i = 0; i < kvw; ++i) {
+          ASSERT_EQ(kb[slots[j] * kvw + i], core::FloatToBf16(k[j * kvw + i])) << j << "," << i;
+        }
+      for (float& x : k) x = core::Bf16ToFloat(core::FloatToBf16(x));
+      for (float& x : v) x = core::Bf16ToFloat(core::FloatToBf16(x));
     }
-  ExpectNear(got, want, 1e-5f);
+    // Sequence: 3 cached tokens, 4 new ones.
+    const AttentionSequence seq{0, 4, len, table};
+    const AttentionShape shape{heads, kv_heads, hd, bs, 1.0f / std::sqrt(float(hd))};
+    std::vector<float> got(4 * heads * hd);
+    backend.PagedAttention(&q[3 * heads * hd], std::span(&seq, 1), cache, shape, got.data());
+    std::vector<float> want(got.size());
+    for (int t = 0; t < 4; ++t)
+      for (int h = 0; h < heads; ++h) {
+        const int p = 3 + t, g = h / (heads / kv_heads);
+        std::vector<double> s(p + 1);
+        double mx = -1e30, sum = 0;
+        for (int j = 0; j <= p; ++j) {
+          s[j] = 0;
+          for (int d = 0; d < hd; ++d)
+            s[j] += q[(p * heads + h) * hd + d] * k[j * kvw + g * hd + d];
+          s[j] *= shape.scale;
+          mx = std::max(mx, s[j]);
+        }
+        for (double& e : s) sum += e = std::exp(e - mx);
+        for (int d = 0; d < hd; ++d) {
+          double o = 0;
+          for (int j = 0; j <= p; ++j) o += s[j] / sum * v[j * kvw + g * hd + d];
+          want[(t * heads + h) * hd + d] = static_cast<float>(o);
+        }
+      }
+    ExpectNear(got, want, 1e-5f);
+  }
 }
 
 TEST(CpuBackendTest, RouteTopKSoftmaxAndNormalise) {

@@ -11,6 +11,7 @@
 #include <random>
 
 #include "engine/backend/cpu/cpu_backend.h"
+#include "engine/core/dtype.h"
 #include "kernels/cuda_check.h"
 
 namespace spark::engine::backend::cuda {
@@ -32,6 +33,14 @@ double RelL2(const std::vector<float>& got, const std::vector<float>& want) {
     den += double{want[i]} * want[i];
   }
   return std::sqrt(num / std::max(den, 1e-300));
+}
+
+// The bf16 elements held in float storage (two per float, as a bf16 cache's bytes download).
+std::vector<float> WidenBf16(const std::vector<float>& storage) {
+  std::vector<float> out(storage.size() * 2);
+  const auto* bits = reinterpret_cast<const uint16_t*>(storage.data());
+  for (size_t i = 0; i < out.size(); ++i) out[i] = core::Bf16ToFloat(bits[i]);
+  return out;
 }
 
 class CudaBackendTest : public ::testing::Test {
@@ -61,6 +70,8 @@ class CudaBackendTest : public ::testing::Test {
     gpu_->Download(b.data(), h);
     return h;
   }
+
+  void KvWriteAndPagedAttention(DType cache_type);
 
   cpu::CpuBackend cpu_{2};
   std::unique_ptr<CudaBackend> gpu_;
@@ -240,18 +251,48 @@ TEST_F(CudaBackendTest, FusedOpsMatchCpuDefaults) {
     const std::vector<int64_t> slots = {7, 0, 4, 8};
     auto k = Random(pos.size() * kv_width, 72 + hd), v = Random(pos.size() * kv_width, 73 + hd);
     const auto kw = Random(hd, 74 + hd);
-    std::vector<float> kc(slots_total * kv_width, 0.5f), vc(slots_total * kv_width, 0.5f);
-    Buffer gq2 = Put(q), gk = Put(k), gv = Put(v), gkw = Put(kw), gkc = Put(kc), gvc = Put(vc);
-    backend::QkvToCache c{q.data(),  k.data(),  v.data(), heads, kv_heads,  hd,
-                          qw.data(), kw.data(), 1e-6f,    1e6,   kc.data(), vc.data()};
-    cpu_.QkNormRopeWriteKv(c, pos, slots);
-    const backend::QkvToCache g{gq2.data(), gk.data(),  gv.data(), heads, kv_heads,   hd,
-                                gqw.data(), gkw.data(), 1e-6f,     1e6,   gkc.data(), gvc.data()};
-    gpu_->QkNormRopeWriteKv(g, pos, slots);
-    EXPECT_LT(RelL2(Get(gq2), q), 1e-5) << "q, head_dim " << hd;
-    EXPECT_LT(RelL2(Get(gk), k), 1e-5) << "k, head_dim " << hd;
-    EXPECT_LT(RelL2(Get(gkc), kc), 1e-5) << "k cache, head_dim " << hd;
-    EXPECT_EQ(Get(gvc), vc) << "v cache, head_dim " << hd;
+    for (DType cache_type : {DType::kF32, DType::kBF16}) {
+      SCOPED_TRACE(DTypeName(cache_type));
+      // A bf16 cache lives in float storage of half the count.
+      const size_t floats =
+          cache_type == DType::kF32 ? slots_total * kv_width : slots_total * kv_width / 2;
+      std::vector<float> kc(floats, 0.5f), vc(floats, 0.5f), qc = q, kk = k;
+      Buffer gq2 = Put(q), gk = Put(k), gv = Put(v), gkw = Put(kw), gkc = Put(kc), gvc = Put(vc);
+      backend::QkvToCache c{qc.data(),
+                            kk.data(),
+                            v.data(),
+                            heads,
+                            kv_heads,
+                            hd,
+                            qw.data(),
+                            kw.data(),
+                            1e-6f,
+                            1e6,
+                            {kc.data(), vc.data(), cache_type}};
+      cpu_.QkNormRopeWriteKv(c, pos, slots);
+      const backend::QkvToCache g{gq2.data(),
+                                  gk.data(),
+                                  gv.data(),
+                                  heads,
+                                  kv_heads,
+                                  hd,
+                                  gqw.data(),
+                                  gkw.data(),
+                                  1e-6f,
+                                  1e6,
+                                  {gkc.data(), gvc.data(), cache_type}};
+      gpu_->QkNormRopeWriteKv(g, pos, slots);
+      EXPECT_LT(RelL2(Get(gq2), qc), 1e-5) << "q, head_dim " << hd;
+      EXPECT_LT(RelL2(Get(gk), kk), 1e-5) << "k, head_dim " << hd;
+      if (cache_type == DType::kF32) {
+        EXPECT_LT(RelL2(Get(gkc), kc), 1e-5) << "k cache, head_dim " << hd;
+        EXPECT_EQ(Get(gvc), vc) << "v cache, head_dim " << hd;
+      } else {
+        // Rounding the same (to ~1e-7) fp32 keys: equal bf16 but for rare rounding ties.
+        EXPECT_LT(RelL2(WidenBf16(Get(gkc)), WidenBf16(kc)), 1e-3) << "k cache, head_dim " << hd;
+        EXPECT_EQ(Get(gvc), vc) << "v cache (the same rounding of the same values)";
+      }
+    }
   }
 }
 
@@ -304,12 +345,24 @@ TEST_F(CudaBackendTest, GraphStepsReplayWithNewInputs) {
 
 // Prefill of three sequences (one continuing a cached prefix), then a decode step of each
 // with long contexts; block ids scrambled. WriteKv then PagedAttention, as the model does.
+// Both cache types: a bf16 cache's bytes equal the CPU's (the same rounding of the same rows).
 TEST_F(CudaBackendTest, KvWriteAndPagedAttentionMatchCpu) {
+  for (DType cache_type : {DType::kF32, DType::kBF16}) {
+    SCOPED_TRACE(DTypeName(cache_type));
+    KvWriteAndPagedAttention(cache_type);
+  }
+}
+
+void CudaBackendTest::KvWriteAndPagedAttention(DType cache_type) {
   const int heads = 8, kv_heads = 2, hd = 128, bs = 16, blocks = 400;
   const int kv_width = kv_heads * hd;
   const AttentionShape shape{heads, kv_heads, hd, bs, 1.0f / std::sqrt(128.0f)};
-  std::vector<float> kc(size_t{blocks} * bs * kv_width), vc(kc.size());
+  const size_t elements = size_t{blocks} * bs * kv_width;
+  // A bf16 cache lives in float storage of half the count.
+  std::vector<float> kc(cache_type == DType::kF32 ? elements : elements / 2), vc(kc.size());
   Buffer gk = Put(kc), gv = Put(vc);
+  const KvCacheRef host_cache(kc.data(), vc.data(), cache_type);
+  const KvCacheRef device_cache(gk.data(), gv.data(), cache_type);
   std::vector<int32_t> perm(blocks);
   std::iota(perm.begin(), perm.end(), 0);
   std::shuffle(perm.begin(), perm.end(), std::mt19937(10));
@@ -334,13 +387,13 @@ TEST_F(CudaBackendTest, KvWriteAndPagedAttentionMatchCpu) {
     }
     const auto k = Random(rows * kv_width, 11 + step), v = Random(rows * kv_width, 13 + step);
     const auto q = Random(rows * heads * hd, 15 + step);
-    cpu_.WriteKv(k.data(), v.data(), slots, kv_width, kc.data(), vc.data());
+    cpu_.WriteKv(k.data(), v.data(), slots, kv_width, host_cache);
     Buffer gkk = Put(k), gvv = Put(v), gq = Put(q), gout = Put(std::vector<float>(q.size()));
-    gpu_->WriteKv(gkk.data(), gvv.data(), slots, kv_width, gk.data(), gv.data());
+    gpu_->WriteKv(gkk.data(), gvv.data(), slots, kv_width, device_cache);
     EXPECT_EQ(Get(gk), kc);
     std::vector<float> want(q.size());
-    cpu_.PagedAttention(q.data(), seqs, kc.data(), vc.data(), shape, want.data());
-    gpu_->PagedAttention(gq.data(), seqs, gk.data(), gv.data(), shape, gout.data());
+    cpu_.PagedAttention(q.data(), seqs, host_cache, shape, want.data());
+    gpu_->PagedAttention(gq.data(), seqs, device_cache, shape, gout.data());
     EXPECT_LT(RelL2(Get(gout), want), 1e-5) << "step " << step;
   }
 }

@@ -203,8 +203,25 @@ TEST_P(Qwen3ModelTest, Bf16WeightTypeStaysWithinBf16Tolerance) {
   ModelOptions options;
   options.weight_dtype = backend::DType::kBF16;
   const double err = LastCaseError(f, f.dir, options);
+  std::printf("%s, bf16 weights: max relative logit error %.3g\n", GetParam().c_str(), err);
   EXPECT_LT(err, 5e-2);
   EXPECT_GT(err, 1e-6);
+}
+
+// A bf16 KV cache (prefill attention reads back the rounded K and V of the prompt): logits
+// really rounded, and for the dense fixture within bf16 tolerance of transformers'. The MoE
+// fixture's random router is too close to call: the rounding flips 5 of its 54 top-2 expert
+// choices, which moves its logits by ~0.19, so only the rounding is checked there.
+TEST_P(Qwen3ModelTest, Bf16KvCacheStaysWithinBf16Tolerance) {
+  const Fixture f = LoadFixture(GetParam());
+  ModelOptions options;
+  options.kv_dtype = backend::DType::kBF16;
+  const double err = LastCaseError(f, f.dir, options);
+  std::printf("%s, bf16 KV cache: max relative logit error %.3g\n", GetParam().c_str(), err);
+  EXPECT_GT(err, 1e-6);
+  if (GetParam() == "qwen3-tiny") {
+    EXPECT_LT(err, 5e-2);
+  }
 }
 
 TEST_P(Qwen3ModelTest, ChunkedPrefillMatchesOneShot) {

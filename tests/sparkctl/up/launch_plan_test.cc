@@ -42,9 +42,11 @@ TEST(LaunchPlanTest, OneRankPerNodeInRankOrder) {
 }
 
 TEST(LaunchPlanTest, WeightDtypeAndCudaGraphsReachTheEngine) {
-  auto plain = PlanLaunch(DemoProfile(), Ring(), {});
+  profile::Profile base = DemoProfile();
+  base.engine.kv_cache.dtype = profile::KvCacheDtype::kAuto;
+  auto plain = PlanLaunch(base, Ring(), {});
   ASSERT_TRUE(plain.ok());
-  for (const char* flag : {"--weight-dtype", "--cuda-graphs"}) {
+  for (const char* flag : {"--weight-dtype", "--kv-dtype", "--cuda-graphs"}) {
     EXPECT_EQ(
         std::count(plain->ranks[0].argv.begin(), plain->ranks[0].argv.end(), std::string(flag)), 0)
         << flag << " only when the profile asks";
@@ -52,11 +54,13 @@ TEST(LaunchPlanTest, WeightDtypeAndCudaGraphsReachTheEngine) {
   profile::Profile p = DemoProfile();
   p.engine.backend = "cuda";
   p.engine.weight_dtype = "bf16";
+  p.engine.kv_cache.dtype = profile::KvCacheDtype::kBf16;
   p.engine.cuda_graphs = true;
   auto plan = PlanLaunch(p, Ring(), {});
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
   for (const RankLaunch& rank : plan->ranks) {
     EXPECT_TRUE(Has(rank.argv, "--weight-dtype", "bf16"));
+    EXPECT_TRUE(Has(rank.argv, "--kv-dtype", "bf16"));
     EXPECT_EQ(std::count(rank.argv.begin(), rank.argv.end(), std::string("--cuda-graphs")), 1);
   }
 }
