@@ -190,8 +190,9 @@ Status RankOptions::Validate() const {
   if (auto dtype = backend::ParseDType(weight_dtype); !dtype.ok()) {
     return InvalidArgumentError("--weight-dtype: " + dtype.status().message());
   }
-  if (auto dtype = backend::ParseDType(kv_dtype); kv_dtype != "auto" && !dtype.ok()) {
-    return InvalidArgumentError("--kv-dtype: " + dtype.status().message() + " (or auto)");
+  if (kv_dtype != "auto" && !backend::ParseDType(kv_dtype).ok()) {
+    return InvalidArgumentError("--kv-dtype: '" + kv_dtype +
+                                "' is not a KV cache type (choose auto, fp32 or bf16)");
   }
   if (rank == 0 && num_kv_blocks < 1) return InvalidArgumentError("--num-kv-blocks must be >= 1");
   return Status::Ok();

@@ -376,6 +376,7 @@ TEST_F(ServeTest, BadFlagsAreRefusedPrecisely) {
       {{"--block-size", "0"}, "--block-size must be >= 1"},
       {{"--weight-dtype", "fp8"},
        "--weight-dtype: unknown weight type 'fp8' (choose fp32 or bf16)"},
+      {{"--kv-dtype", "fp8"}, "--kv-dtype: 'fp8' is not a KV cache type (choose auto, fp32 or bf16)"},
       {{"--status-file", "/nonexistent-dir/status.json"}, "/nonexistent-dir/status.json"},
   };
   for (const BadFlagCase& c : cases) {

@@ -285,6 +285,18 @@ TEST(DeepseekV4TensorParallelTest, FourRanksSplitGroupsAndExpertChannels) {
   RunTensorParallel(4, MoeSharding::kInsideExperts);
 }
 
+// Its attention addresses fp32 cache fields itself: a bf16 KV cache is refused at load.
+TEST(DeepseekV4LoadTest, RefusesABf16KvCache) {
+  backend::cpu::CpuBackend backend(1);
+  ModelOptions options;
+  options.kv_dtype = backend::DType::kBF16;
+  auto model = LoadModel(FixtureDir(), backend, nullptr, options);
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(model.status().message().find("fp32 KV cache only (bf16 asked)"), std::string::npos)
+      << model.status().message();
+}
+
 TEST(DeepseekV4LoadTest, ReportsLoadingProgress) {
   backend::cpu::CpuBackend backend(1);
   ModelOptions options;
