@@ -29,7 +29,8 @@ struct PagedKvLayout {
   int block_size = 0;
   float scale = 1.0f;
   // Prefill on bf16 tensor cores where it can (head_dim 64 or 128, 16-byte aligned data; the
-  // fp32 kernel otherwise). Decode is bandwidth-bound and always exact.
+  // fp32 kernel otherwise), and decode over a bf16 cache too (also at most 16 query heads per
+  // KV head). Decode over an fp32 cache is bandwidth-bound on CUDA cores and always exact.
   bool bf16_tensor_cores = false;
 };
 

@@ -12,6 +12,7 @@
 #include <algorithm>
 
 #include "kernels/attention.h"
+#include "kernels/attention_decode_mma.h"
 #include "kernels/cuda_check.h"
 #include "kernels/dependent_launch.cuh"
 #include "kernels/device_math.cuh"
@@ -317,6 +318,18 @@ cudaError_t Launch(const T* q, const DecodeRows& rows, const C* k_cache, const C
                                  workspace, out);
 }
 
+// With several splits: the pass that merges them into out.
+template <typename T>
+Status Combine(const DecodeRows& rows, const PagedKvLayout& layout, const DecodeSplit& plan,
+               float* workspace, T* out, cudaStream_t stream) {
+  if (plan.splits <= 1) return Status::Ok();
+  const dim3 grid(static_cast<unsigned>(rows.rows), layout.num_heads);
+  SPARK_CUDA_RETURN_IF_ERROR(
+      detail::LaunchDependent(CombineKernel<T>, grid, std::min(256, (layout.head_dim + 31) / 32 * 32),
+                              0, stream, workspace, rows, layout, plan.splits, out));
+  return Status::Ok();
+}
+
 }  // namespace
 
 // Enough splits to give every SM a few blocks, at least kMinSplitLen tokens each, and never
@@ -346,6 +359,14 @@ Status PagedDecodeAttention(const T* q, const DecodeRows& rows, const C* k_cache
                                 " rows in one call (at most 65535)");
   }
   const int D = layout.head_dim;
+  if constexpr (sizeof(C) == 2) {
+    if (layout.bf16_tensor_cores &&
+        detail::DecodeMmaSupports(layout, q, k_cache, v_cache, out)) {
+      SPARK_RETURN_IF_ERROR(detail::PagedDecodeAttentionMma(q, rows, k_cache, v_cache, layout,
+                                                            plan, workspace, out, stream));
+      return Combine(rows, layout, plan, workspace, out, stream);
+    }
+  }
   cudaError_t err = cudaSuccess;
   switch (8 * ElementsPerLane(D)) {
     case 16:
@@ -368,13 +389,7 @@ Status PagedDecodeAttention(const T* q, const DecodeRows& rows, const C* k_cache
                                   " is not supported (a multiple of 8, at most 256)");
   }
   SPARK_CUDA_RETURN_IF_ERROR(err);
-  if (plan.splits > 1) {
-    const dim3 grid(static_cast<unsigned>(rows.rows), layout.num_heads);
-    SPARK_CUDA_RETURN_IF_ERROR(detail::LaunchDependent(CombineKernel<T>, grid,
-                                                       std::min(256, (D + 31) / 32 * 32), 0, stream,
-                                                       workspace, rows, layout, plan.splits, out));
-  }
-  return Status::Ok();
+  return Combine(rows, layout, plan, workspace, out, stream);
 }
 
 template Status PagedDecodeAttention(const float*, const DecodeRows&, const float*, const float*,

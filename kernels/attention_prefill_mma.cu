@@ -53,16 +53,6 @@ __device__ __forceinline__ void Store2(__nv_bfloat16* dst, float a, float b) {
   *reinterpret_cast<__nv_bfloat162*>(dst) = __floats2bfloat162_rn(a, b);
 }
 
-__device__ __forceinline__ float QuadMax(float v) {
-  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
-  return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
-}
-
-__device__ __forceinline__ float QuadSum(float v) {
-  v += __shfl_xor_sync(0xffffffffu, v, 1);
-  return v + __shfl_xor_sync(0xffffffffu, v, 2);
-}
-
 template <typename T, typename C, int D>
 __global__ void __launch_bounds__(kWarps * 32)
     PrefillMmaKernel(const T* __restrict__ q, const PrefillTile* __restrict__ tiles, int num_tiles,

@@ -63,4 +63,21 @@ __device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_
 
 __device__ __forceinline__ void CpAsyncWaitAll() { asm volatile("cp.async.wait_all;\n" ::); }
 
+// Waits until at most N committed groups are still in flight.
+template <int N>
+__device__ __forceinline__ void CpAsyncWaitGroup() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+// Max and sum over the four lanes of a quad (the lanes that hold one row of a C fragment).
+__device__ __forceinline__ float QuadMax(float v) {
+  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+  return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+
+__device__ __forceinline__ float QuadSum(float v) {
+  v += __shfl_xor_sync(0xffffffffu, v, 1);
+  return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+
 }  // namespace spark::kernels::detail

@@ -29,10 +29,10 @@ b1, b32 = run(1, 1), run(1, 32)
 tp2 = next((d for d in tp2_runs if d["tp"] == 2 and d["batch"] == 1), None)
 tp2_nccl = next((d for d in nccl_runs if d["tp"] == 2 and d["batch"] == 1), None)
 # The decode attention kernel of the engine's KV cache (bf16 with bf16 weights, the engine's
-# default pairing; fp32 queries), at batch 32 and 4K context.
+# default pairing: fp32 queries on tensor cores), at batch 32 and 4K context.
 kv_dtype = decode.get("kv_dtype", "fp32")
-attn = kernel("decode attention fp32" + (" q, bf16 cache" if kv_dtype == "bf16" else ""),
-              "b32 ctx4096")
+attn = kernel("decode attention fp32" +
+              (" q, bf16 cache, tensor cores" if kv_dtype == "bf16" else ""), "b32 ctx4096")
 res = {
     "gpu": decode["gpu"],
     "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),

@@ -137,9 +137,11 @@ Row BenchRmsNorm(int64_t rows, int dim, bool fused, double copy_gbs) {
 }
 
 // Decode attention of `batch` sequences of `context` tokens, Qwen3-8B heads (32 q, 8 kv, 128);
-// queries of type T over a cache of type C.
+// queries of type T over a cache of type C; tensor_cores: the bf16 tensor-core kernel (bf16
+// caches only).
 template <typename T, typename C = T>
-Row BenchDecodeAttention(int batch, int context, int sm_count, double copy_gbs) {
+Row BenchDecodeAttention(int batch, int context, int sm_count, double copy_gbs,
+                         bool tensor_cores = false) {
   const int heads = 32, kv_heads = 8, hd = 128, bs = 16;
   const int blocks_per_seq = (context + bs - 1) / bs;
   const int64_t blocks = int64_t{batch} * blocks_per_seq;
@@ -160,7 +162,7 @@ Row BenchDecodeAttention(int batch, int context, int sm_count, double copy_gbs) 
   cudaMemcpy(dt, tables.data(), tables.size() * 4, cudaMemcpyHostToDevice);
   cudaMemcpy(dl, lens.data(), batch * 4, cudaMemcpyHostToDevice);
   cudaMemcpy(doff, offsets.data(), batch * 4, cudaMemcpyHostToDevice);
-  const PagedKvLayout layout{heads, kv_heads, hd, bs, 1.0f / std::sqrt(float(hd))};
+  const PagedKvLayout layout{heads, kv_heads, hd, bs, 1.0f / std::sqrt(float(hd)), tensor_cores};
   const DecodeRows rows{nullptr, dl, doff, dt, batch, context};
   const DecodeSplit plan = PlanDecodeSplit(rows, layout, sm_count);
   float* ws = nullptr;
@@ -177,6 +179,7 @@ Row BenchDecodeAttention(int batch, int context, int sm_count, double copy_gbs) 
     cudaFree(p);
   std::string name = std::string("decode attention ") + (sizeof(T) == 4 ? "fp32" : "bf16");
   if (sizeof(C) != sizeof(T)) name += " q, bf16 cache";
+  if (tensor_cores) name += ", tensor cores";
   return {name,
           "b" + std::to_string(batch) + " ctx" + std::to_string(context) + " splits" +
               std::to_string(plan.splits),
@@ -293,6 +296,8 @@ int Main(int argc, char** argv) {
     rows.push_back(BenchDecodeAttention<float>(b, ctx, prop.multiProcessorCount, copy_gbs));
     rows.push_back(
         BenchDecodeAttention<float, __nv_bfloat16>(b, ctx, prop.multiProcessorCount, copy_gbs));
+    rows.push_back(BenchDecodeAttention<float, __nv_bfloat16>(b, ctx, prop.multiProcessorCount,
+                                                              copy_gbs, /*tensor_cores=*/true));
   }
   rows.push_back(BenchPrefillAttention<__nv_bfloat16>(quick ? 1024 : 8192, true, peak));
   rows.push_back(BenchPrefillAttention<float>(quick ? 1024 : 8192, true, peak));

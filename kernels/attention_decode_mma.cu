@@ -1,0 +1,309 @@
+// Paged decode attention on bf16 tensor cores over a bf16 cache. The query heads that share a KV
+// head (up to 16; zeros past them) are the rows of one m16n8k16 A tile, so 16 cached tokens cost
+// 2 * head_dim / 8 MMAs instead of a multiply-add per element and query head: the CUDA-core
+// kernel issues about as many instructions per bf16 token as per fp32 one and cannot stream a
+// bf16 cache at memory speed. A block (4 warps) takes one decode row, one KV head and one split
+// of the context, which it streams in 64-token tiles through a two-stage cp.async pipeline; warp
+// w owns tokens 16w..16w+15 of every tile with its own online softmax (fp32, base 2), and the
+// warps merge in shared memory at the end. Q and the probabilities are rounded to bf16 (as in the
+// tensor-core prefill kernel).
+#include <atomic>
+#include <cmath>
+
+#include "kernels/attention_decode_mma.h"
+#include "kernels/cuda_check.h"
+#include "kernels/dependent_launch.cuh"
+#include "kernels/device_math.cuh"
+#include "kernels/mma.cuh"
+
+namespace spark::kernels::detail {
+namespace {
+
+constexpr int kWarps = 4;
+constexpr int kTile = 64;  // tokens per pipeline stage; 16 per warp
+constexpr int kRows = 16;  // query heads per A tile
+constexpr int kPad = 8;    // bf16 per shared row: 16 bytes, so ldmatrix is free of bank conflicts
+
+// The Q tile and two stages of K and V tiles; the warps' merge reuses the stages.
+template <int D>
+constexpr size_t SharedBytes() {
+  return size_t{kRows + 4 * kTile} * (D + kPad) * sizeof(__nv_bfloat16);
+}
+template <int D>
+constexpr size_t MergeBytes() {
+  return size_t{kWarps} * kRows * (D + 2) * sizeof(float);
+}
+
+__device__ __forceinline__ void StageQuery(__nv_bfloat16* dst, const __nv_bfloat16* src,
+                                           bool valid) {
+  CpAsync16(dst, src, valid);
+}
+
+__device__ __forceinline__ void StageQuery(__nv_bfloat16* dst, const float* src, bool valid) {
+  uint4 packed = make_uint4(0, 0, 0, 0);
+  if (valid) {
+    const float4 a = __ldg(reinterpret_cast<const float4*>(src));
+    const float4 b = __ldg(reinterpret_cast<const float4*>(src) + 1);
+    packed =
+        make_uint4(PackBf16(a.x, a.y), PackBf16(a.z, a.w), PackBf16(b.x, b.y), PackBf16(b.z, b.w));
+  }
+  *reinterpret_cast<uint4*>(dst) = packed;
+}
+
+template <typename T, int D>
+__global__ void __launch_bounds__(kWarps * 32)
+    DecodeMmaKernel(const T* __restrict__ q, DecodeRows rows,
+                    const __nv_bfloat16* __restrict__ k_cache,
+                    const __nv_bfloat16* __restrict__ v_cache, PagedKvLayout layout, int splits,
+                    int split_len, float* __restrict__ partial, T* __restrict__ out) {
+  WaitForPrecedingKernel();
+  constexpr int kStride = D + kPad;
+  constexpr int kChunks = D / 8;  // 16-byte chunks per row
+  constexpr int kRowStep = kWarps * 32 / kChunks;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  auto* qs = reinterpret_cast<__nv_bfloat16*>(smem_raw);  // [kRows][kStride]
+  __nv_bfloat16* stages = qs + kRows * kStride;           // [2][K tile, V tile][kTile][kStride]
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int kvh = blockIdx.x;
+  const int64_t i_row = blockIdx.y;
+  const int group = layout.num_heads / layout.num_kv_heads;
+  const int h0 = kvh * group;
+  const int64_t q_row = rows.row_ids != nullptr ? rows.row_ids[i_row] : i_row;
+  const int begin = blockIdx.z * split_len;
+  const int n = max(0, min(rows.kv_len[i_row], begin + split_len) - begin);
+  const int32_t* table = rows.block_tables + rows.table_offset[i_row];
+  const int64_t kv_width = int64_t{layout.num_kv_heads} * D;
+  const int bs = layout.block_size;
+  const int chunk_col = (threadIdx.x % kChunks) * 8;
+  const int chunk_row = threadIdx.x / kChunks;
+
+  for (int r = chunk_row; r < kRows; r += kRowStep) {
+    const bool valid = r < group;
+    StageQuery(qs + r * kStride + chunk_col,
+               q + (q_row * layout.num_heads + h0 + (valid ? r : 0)) * D + chunk_col, valid);
+  }
+  auto stage = [&](int t) {
+    __nv_bfloat16* ks = stages + (t % 2) * 2 * kTile * kStride;
+    __nv_bfloat16* vs = ks + kTile * kStride;
+    for (int j = chunk_row; j < kTile; j += kRowStep) {
+      const int rel = t * kTile + j;
+      const int tok = begin + rel;
+      const bool valid = rel < n;
+      const int64_t at =
+          valid ? (int64_t{table[tok / bs]} * bs + tok % bs) * kv_width + int64_t{kvh} * D : 0;
+      CpAsync16(ks + j * kStride + chunk_col, k_cache + at + chunk_col, valid);
+      CpAsync16(vs + j * kStride + chunk_col, v_cache + at + chunk_col, valid);
+    }
+    CpAsyncCommit();
+  };
+  const int tiles = (n + kTile - 1) / kTile;
+  if (tiles > 0) {
+    stage(0);
+  } else {
+    CpAsyncWaitAll();  // an empty split: only the Q copies were issued
+  }
+
+  // Rows of this thread's accumulators: lane / 4 and lane / 4 + 8 (query heads h0 + row).
+  const float scale_log2 = layout.scale * 1.4426950408889634f;
+  uint32_t qf[D / 16][4];
+  float o[D / 8][4];
+#pragma unroll
+  for (int i = 0; i < D / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+  float m_a = -INFINITY, m_b = -INFINITY, l_a = 0.0f, l_b = 0.0f;
+  for (int t = 0; t < tiles; ++t) {
+    if (t + 1 < tiles) {
+      stage(t + 1);
+      CpAsyncWaitGroup<1>();
+    } else {
+      CpAsyncWaitGroup<0>();
+    }
+    __syncthreads();  // tile t (and Q) in shared memory for every warp
+    if (t == 0) {
+#pragma unroll
+      for (int kc = 0; kc < D / 16; ++kc) {
+        const int r = lane % 8 + ((lane / 8) % 2) * 8;
+        LdMatrixX4(qf[kc], SharedAddress(qs + r * kStride + kc * 16 + (lane / 16) * 8));
+      }
+    }
+    const __nv_bfloat16* ks = stages + (t % 2) * 2 * kTile * kStride;
+    const __nv_bfloat16* vs = ks + kTile * kStride;
+    float s[2][4] = {};
+#pragma unroll
+    for (int kc = 0; kc < D / 16; ++kc) {
+      uint32_t b[4];
+      const int j = warp * 16 + lane % 8 + (lane / 16) * 8;
+      LdMatrixX4(b, SharedAddress(ks + j * kStride + kc * 16 + ((lane / 8) % 2) * 8));
+      MmaBf16(s[0], qf[kc], b[0], b[1]);
+      MmaBf16(s[1], qf[kc], b[2], b[3]);
+    }
+    const int tok0 = t * kTile + warp * 16;  // within the split
+    if (tok0 + 16 > n) {
+#pragma unroll
+      for (int nb = 0; nb < 2; ++nb) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          if (tok0 + nb * 8 + (lane % 4) * 2 + e >= n) s[nb][e] = s[nb][2 + e] = -INFINITY;
+        }
+      }
+    }
+    const float mx_a = fmaxf(fmaxf(s[0][0], s[0][1]), fmaxf(s[1][0], s[1][1]));
+    const float mx_b = fmaxf(fmaxf(s[0][2], s[0][3]), fmaxf(s[1][2], s[1][3]));
+    const float new_a = fmaxf(m_a, QuadMax(mx_a) * scale_log2);
+    const float new_b = fmaxf(m_b, QuadMax(mx_b) * scale_log2);
+    // Nothing seen yet (a warp whose tokens are all past n): subtract 0 so exp2 gives 0.
+    const float base_a = new_a == -INFINITY ? 0.0f : new_a;
+    const float base_b = new_b == -INFINITY ? 0.0f : new_b;
+    const float corr_a = exp2f(m_a - base_a), corr_b = exp2f(m_b - base_b);
+    m_a = new_a;
+    m_b = new_b;
+    float sum_a = 0.0f, sum_b = 0.0f;
+#pragma unroll
+    for (int nb = 0; nb < 2; ++nb) {
+      s[nb][0] = exp2f(fmaf(s[nb][0], scale_log2, -base_a));
+      s[nb][1] = exp2f(fmaf(s[nb][1], scale_log2, -base_a));
+      s[nb][2] = exp2f(fmaf(s[nb][2], scale_log2, -base_b));
+      s[nb][3] = exp2f(fmaf(s[nb][3], scale_log2, -base_b));
+      sum_a += s[nb][0] + s[nb][1];
+      sum_b += s[nb][2] + s[nb][3];
+    }
+    l_a = l_a * corr_a + sum_a;  // this thread's columns; the quad is summed at the end
+    l_b = l_b * corr_b + sum_b;
+    const uint32_t p[4] = {PackBf16(s[0][0], s[0][1]), PackBf16(s[0][2], s[0][3]),
+                           PackBf16(s[1][0], s[1][1]), PackBf16(s[1][2], s[1][3])};
+#pragma unroll
+    for (int dp = 0; dp < D / 16; ++dp) {
+      o[2 * dp][0] *= corr_a;
+      o[2 * dp][1] *= corr_a;
+      o[2 * dp][2] *= corr_b;
+      o[2 * dp][3] *= corr_b;
+      o[2 * dp + 1][0] *= corr_a;
+      o[2 * dp + 1][1] *= corr_a;
+      o[2 * dp + 1][2] *= corr_b;
+      o[2 * dp + 1][3] *= corr_b;
+      uint32_t b[4];
+      const int j = warp * 16 + lane % 8 + ((lane / 8) % 2) * 8;
+      LdMatrixX4Trans(b, SharedAddress(vs + j * kStride + dp * 16 + (lane / 16) * 8));
+      MmaBf16(o[2 * dp], p, b[0], b[1]);
+      MmaBf16(o[2 * dp + 1], p, b[2], b[3]);
+    }
+    __syncthreads();  // every warp is done with this stage before tile t + 2 refills it
+  }
+
+  // Merge the warps: per row, M = max of the warps' maxima, L and O their sums rescaled to M.
+  l_a = QuadSum(l_a);
+  l_b = QuadSum(l_b);
+  auto* mo = reinterpret_cast<float*>(stages);  // [kWarps][kRows][D]
+  float* ml = mo + kWarps * kRows * D;          // [kWarps][kRows][m, l]
+  const int row_a = lane / 4, row_b = row_a + 8;
+  if (lane % 4 == 0) {
+    ml[(warp * kRows + row_a) * 2] = m_a;
+    ml[(warp * kRows + row_a) * 2 + 1] = l_a;
+    ml[(warp * kRows + row_b) * 2] = m_b;
+    ml[(warp * kRows + row_b) * 2 + 1] = l_b;
+  }
+  __syncthreads();
+  float top_a = -INFINITY, top_b = -INFINITY;
+#pragma unroll
+  for (int w = 0; w < kWarps; ++w) {
+    top_a = fmaxf(top_a, ml[(w * kRows + row_a) * 2]);
+    top_b = fmaxf(top_b, ml[(w * kRows + row_b) * 2]);
+  }
+  const float f_a = m_a == -INFINITY ? 0.0f : exp2f(m_a - top_a);
+  const float f_b = m_b == -INFINITY ? 0.0f : exp2f(m_b - top_b);
+  float* mo_a = mo + (warp * kRows + row_a) * D + (lane % 4) * 2;
+  float* mo_b = mo + (warp * kRows + row_b) * D + (lane % 4) * 2;
+#pragma unroll
+  for (int i = 0; i < D / 8; ++i) {
+    mo_a[i * 8] = o[i][0] * f_a;
+    mo_a[i * 8 + 1] = o[i][1] * f_a;
+    mo_b[i * 8] = o[i][2] * f_b;
+    mo_b[i * 8 + 1] = o[i][3] * f_b;
+  }
+  __syncthreads();
+  const int heads = min(group, kRows);
+  for (int idx = threadIdx.x; idx < heads * D; idx += kWarps * 32) {
+    const int r = idx / D, d = idx % D;
+    float top = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) top = fmaxf(top, ml[(w * kRows + r) * 2]);
+    float sum = 0.0f, acc = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) {
+      const float m = ml[(w * kRows + r) * 2];
+      sum += m == -INFINITY ? 0.0f : ml[(w * kRows + r) * 2 + 1] * exp2f(m - top);
+      acc += mo[(w * kRows + r) * D + d];
+    }
+    const int h = h0 + r;
+    if (splits == 1) {
+      out[(q_row * layout.num_heads + h) * D + d] = FromFloat<T>(acc / sum);
+    } else {
+      // The combine pass works in natural-log units: exp2(x) = exp(x ln 2).
+      float* part = partial + ((i_row * layout.num_heads + h) * splits + blockIdx.z) * (D + 2);
+      if (d == 0) {
+        part[0] = top == -INFINITY ? -INFINITY : top * 0.6931471805599453f;
+        part[1] = sum;
+      }
+      part[2 + d] = acc;
+    }
+  }
+}
+
+template <typename T, int D>
+Status Launch(const T* q, const DecodeRows& rows, const __nv_bfloat16* k_cache,
+              const __nv_bfloat16* v_cache, const PagedKvLayout& layout, const DecodeSplit& plan,
+              float* workspace, T* out, cudaStream_t stream) {
+  constexpr size_t kSmem = SharedBytes<D>();
+  static_assert(MergeBytes<D>() <= kSmem - size_t{kRows} * (D + kPad) * sizeof(__nv_bfloat16),
+                "the warps' merge fits in the pipeline stages");
+  // The shared-memory opt-in is a per-device function attribute: set once per device.
+  static std::atomic<uint64_t> configured{0};
+  int device = 0;
+  SPARK_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
+  const uint64_t bit = uint64_t{1} << (device % 64);
+  if ((configured.load(std::memory_order_acquire) & bit) == 0) {
+    SPARK_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
+        DecodeMmaKernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize, int{kSmem}));
+    configured.fetch_or(bit, std::memory_order_release);
+  }
+  const dim3 grid(layout.num_kv_heads, static_cast<unsigned>(rows.rows), plan.splits);
+  SPARK_CUDA_RETURN_IF_ERROR(LaunchDependent(DecodeMmaKernel<T, D>, grid, kWarps * 32, kSmem,
+                                             stream, q, rows, k_cache, v_cache, layout,
+                                             plan.splits, plan.split_len, workspace, out));
+  return Status::Ok();
+}
+
+}  // namespace
+
+bool DecodeMmaSupports(const PagedKvLayout& layout, const void* q, const void* k_cache,
+                       const void* v_cache, const void* out) {
+  auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  return (layout.head_dim == 64 || layout.head_dim == 128) && layout.num_kv_heads > 0 &&
+         layout.num_heads / layout.num_kv_heads <= kRows && aligned(q) && aligned(k_cache) &&
+         aligned(v_cache) && aligned(out);
+}
+
+template <typename T>
+Status PagedDecodeAttentionMma(const T* q, const DecodeRows& rows, const __nv_bfloat16* k_cache,
+                               const __nv_bfloat16* v_cache, const PagedKvLayout& layout,
+                               const DecodeSplit& plan, float* workspace, T* out,
+                               cudaStream_t stream) {
+  if (layout.head_dim == 64) {
+    return Launch<T, 64>(q, rows, k_cache, v_cache, layout, plan, workspace, out, stream);
+  }
+  if (layout.head_dim == 128) {
+    return Launch<T, 128>(q, rows, k_cache, v_cache, layout, plan, workspace, out, stream);
+  }
+  return InvalidArgumentError("tensor-core decode attention: head_dim " +
+                              std::to_string(layout.head_dim) + " is not supported (64 or 128)");
+}
+
+template Status PagedDecodeAttentionMma(const float*, const DecodeRows&, const __nv_bfloat16*,
+                                        const __nv_bfloat16*, const PagedKvLayout&,
+                                        const DecodeSplit&, float*, float*, cudaStream_t);
+template Status PagedDecodeAttentionMma(const __nv_bfloat16*, const DecodeRows&,
+                                        const __nv_bfloat16*, const __nv_bfloat16*,
+                                        const PagedKvLayout&, const DecodeSplit&, float*,
+                                        __nv_bfloat16*, cudaStream_t);
+
+}  // namespace spark::kernels::detail
