@@ -24,10 +24,14 @@ constexpr int kTile = 64;  // tokens per pipeline stage; 16 per warp
 constexpr int kRows = 16;  // query heads per A tile
 constexpr int kPad = 8;    // bf16 per shared row: 16 bytes, so ldmatrix is free of bank conflicts
 
-// The Q tile and two stages of K and V tiles; the warps' merge reuses the stages.
+constexpr int kMaxSplitLen = 512;  // tokens per block (the split planner's bound)
+
+// The Q tile, two stages of K and V tiles (the warps' merge reuses them) and the split's cache
+// slots.
 template <int D>
 constexpr size_t SharedBytes() {
-  return size_t{kRows + 4 * kTile} * (D + kPad) * sizeof(__nv_bfloat16);
+  return size_t{kRows + 4 * kTile} * (D + kPad) * sizeof(__nv_bfloat16) +
+         kMaxSplitLen * sizeof(int32_t);
 }
 template <int D>
 constexpr size_t MergeBytes() {
@@ -63,6 +67,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   extern __shared__ __align__(16) unsigned char smem_raw[];
   auto* qs = reinterpret_cast<__nv_bfloat16*>(smem_raw);  // [kRows][kStride]
   __nv_bfloat16* stages = qs + kRows * kStride;           // [2][K tile, V tile][kTile][kStride]
+  auto* slots = reinterpret_cast<int32_t*>(stages + 4 * kTile * kStride);  // [kMaxSplitLen]
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int kvh = blockIdx.x;
@@ -78,6 +83,11 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int chunk_col = (threadIdx.x % kChunks) * 8;
   const int chunk_row = threadIdx.x / kChunks;
 
+  // The split's cache slots once (no table lookups or divisions in the staging loop).
+  for (int j = threadIdx.x; j < n; j += kWarps * 32) {
+    const int tok = begin + j;
+    slots[j] = table[tok / bs] * bs + tok % bs;
+  }
   for (int r = chunk_row; r < kRows; r += kRowStep) {
     const bool valid = r < group;
     StageQuery(qs + r * kStride + chunk_col,
@@ -88,16 +98,15 @@ __global__ void __launch_bounds__(kWarps * 32)
     __nv_bfloat16* vs = ks + kTile * kStride;
     for (int j = chunk_row; j < kTile; j += kRowStep) {
       const int rel = t * kTile + j;
-      const int tok = begin + rel;
       const bool valid = rel < n;
-      const int64_t at =
-          valid ? (int64_t{table[tok / bs]} * bs + tok % bs) * kv_width + int64_t{kvh} * D : 0;
+      const int64_t at = valid ? int64_t{slots[rel]} * kv_width + int64_t{kvh} * D : 0;
       CpAsync16(ks + j * kStride + chunk_col, k_cache + at + chunk_col, valid);
       CpAsync16(vs + j * kStride + chunk_col, v_cache + at + chunk_col, valid);
     }
     CpAsyncCommit();
   };
   const int tiles = (n + kTile - 1) / kTile;
+  __syncthreads();  // slots in place
   if (tiles > 0) {
     stage(0);
   } else {
@@ -254,8 +263,13 @@ Status Launch(const T* q, const DecodeRows& rows, const __nv_bfloat16* k_cache,
               const __nv_bfloat16* v_cache, const PagedKvLayout& layout, const DecodeSplit& plan,
               float* workspace, T* out, cudaStream_t stream) {
   constexpr size_t kSmem = SharedBytes<D>();
-  static_assert(MergeBytes<D>() <= kSmem - size_t{kRows} * (D + kPad) * sizeof(__nv_bfloat16),
+  static_assert(MergeBytes<D>() <= size_t{4 * kTile} * (D + kPad) * sizeof(__nv_bfloat16),
                 "the warps' merge fits in the pipeline stages");
+  if (plan.split_len > kMaxSplitLen) {
+    return InvalidArgumentError("tensor-core decode attention: splits of " +
+                                std::to_string(plan.split_len) + " tokens (at most " +
+                                std::to_string(kMaxSplitLen) + ")");
+  }
   // The shared-memory opt-in is a per-device function attribute: set once per device.
   static std::atomic<uint64_t> configured{0};
   int device = 0;
