@@ -38,22 +38,6 @@ constexpr size_t MergeBytes() {
   return size_t{kWarps} * kRows * (D + 2) * sizeof(float);
 }
 
-__device__ __forceinline__ void StageQuery(__nv_bfloat16* dst, const __nv_bfloat16* src,
-                                           bool valid) {
-  CpAsync16(dst, src, valid);
-}
-
-__device__ __forceinline__ void StageQuery(__nv_bfloat16* dst, const float* src, bool valid) {
-  uint4 packed = make_uint4(0, 0, 0, 0);
-  if (valid) {
-    const float4 a = __ldg(reinterpret_cast<const float4*>(src));
-    const float4 b = __ldg(reinterpret_cast<const float4*>(src) + 1);
-    packed =
-        make_uint4(PackBf16(a.x, a.y), PackBf16(a.z, a.w), PackBf16(b.x, b.y), PackBf16(b.z, b.w));
-  }
-  *reinterpret_cast<uint4*>(dst) = packed;
-}
-
 template <typename T, int D>
 __global__ void __launch_bounds__(kWarps * 32)
     DecodeMmaKernel(const T* __restrict__ q, DecodeRows rows,
@@ -90,7 +74,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
   for (int r = chunk_row; r < kRows; r += kRowStep) {
     const bool valid = r < group;
-    StageQuery(qs + r * kStride + chunk_col,
+    StageBf16x8(qs + r * kStride + chunk_col,
                q + (q_row * layout.num_heads + h0 + (valid ? r : 0)) * D + chunk_col, valid);
   }
   auto stage = [&](int t) {
@@ -156,28 +140,8 @@ __global__ void __launch_bounds__(kWarps * 32)
         }
       }
     }
-    const float mx_a = fmaxf(fmaxf(s[0][0], s[0][1]), fmaxf(s[1][0], s[1][1]));
-    const float mx_b = fmaxf(fmaxf(s[0][2], s[0][3]), fmaxf(s[1][2], s[1][3]));
-    const float new_a = fmaxf(m_a, QuadMax(mx_a) * scale_log2);
-    const float new_b = fmaxf(m_b, QuadMax(mx_b) * scale_log2);
-    // Nothing seen yet (a warp whose tokens are all past n): subtract 0 so exp2 gives 0.
-    const float base_a = new_a == -INFINITY ? 0.0f : new_a;
-    const float base_b = new_b == -INFINITY ? 0.0f : new_b;
-    const float corr_a = exp2f(m_a - base_a), corr_b = exp2f(m_b - base_b);
-    m_a = new_a;
-    m_b = new_b;
-    float sum_a = 0.0f, sum_b = 0.0f;
-#pragma unroll
-    for (int nb = 0; nb < 2; ++nb) {
-      s[nb][0] = exp2f(fmaf(s[nb][0], scale_log2, -base_a));
-      s[nb][1] = exp2f(fmaf(s[nb][1], scale_log2, -base_a));
-      s[nb][2] = exp2f(fmaf(s[nb][2], scale_log2, -base_b));
-      s[nb][3] = exp2f(fmaf(s[nb][3], scale_log2, -base_b));
-      sum_a += s[nb][0] + s[nb][1];
-      sum_b += s[nb][2] + s[nb][3];
-    }
-    l_a = l_a * corr_a + sum_a;  // this thread's columns; the quad is summed at the end
-    l_b = l_b * corr_b + sum_b;
+    float corr_a, corr_b;  // a warp whose tokens are all past n keeps m = -inf, p = 0
+    OnlineSoftmaxStep(s, scale_log2, m_a, m_b, l_a, l_b, corr_a, corr_b);
     const uint32_t p[4] = {PackBf16(s[0][0], s[0][1]), PackBf16(s[0][2], s[0][3]),
                            PackBf16(s[1][0], s[1][1]), PackBf16(s[1][2], s[1][3])};
 #pragma unroll
@@ -263,22 +227,14 @@ Status Launch(const T* q, const DecodeRows& rows, const __nv_bfloat16* k_cache,
               const __nv_bfloat16* v_cache, const PagedKvLayout& layout, const DecodeSplit& plan,
               float* workspace, T* out, cudaStream_t stream) {
   constexpr size_t kSmem = SharedBytes<D>();
+  static std::atomic<uint64_t> configured{0};
+  SPARK_RETURN_IF_ERROR(AllowSharedMemory(DecodeMmaKernel<T, D>, kSmem, configured));
   static_assert(MergeBytes<D>() <= size_t{4 * kTile} * (D + kPad) * sizeof(__nv_bfloat16),
                 "the warps' merge fits in the pipeline stages");
   if (plan.split_len > kMaxSplitLen) {
     return InvalidArgumentError("tensor-core decode attention: splits of " +
                                 std::to_string(plan.split_len) + " tokens (at most " +
                                 std::to_string(kMaxSplitLen) + ")");
-  }
-  // The shared-memory opt-in is a per-device function attribute: set once per device.
-  static std::atomic<uint64_t> configured{0};
-  int device = 0;
-  SPARK_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
-  const uint64_t bit = uint64_t{1} << (device % 64);
-  if ((configured.load(std::memory_order_acquire) & bit) == 0) {
-    SPARK_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
-        DecodeMmaKernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize, int{kSmem}));
-    configured.fetch_or(bit, std::memory_order_release);
   }
   const dim3 grid(layout.num_kv_heads, static_cast<unsigned>(rows.rows), plan.splits);
   SPARK_CUDA_RETURN_IF_ERROR(LaunchDependent(DecodeMmaKernel<T, D>, grid, kWarps * 32, kSmem,
@@ -291,10 +247,9 @@ Status Launch(const T* q, const DecodeRows& rows, const __nv_bfloat16* k_cache,
 
 bool DecodeMmaSupports(const PagedKvLayout& layout, const void* q, const void* k_cache,
                        const void* v_cache, const void* out) {
-  auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   return (layout.head_dim == 64 || layout.head_dim == 128) && layout.num_kv_heads > 0 &&
-         layout.num_heads / layout.num_kv_heads <= kRows && aligned(q) && aligned(k_cache) &&
-         aligned(v_cache) && aligned(out);
+         layout.num_heads / layout.num_kv_heads <= kRows && Aligned16(q) && Aligned16(k_cache) &&
+         Aligned16(v_cache) && Aligned16(out);
 }
 
 template <typename T>

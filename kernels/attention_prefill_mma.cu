@@ -28,23 +28,6 @@ constexpr size_t SharedBytes() {
   return size_t{kPrefillTileRows + 2 * kKvTile} * (D + kPad) * sizeof(__nv_bfloat16);
 }
 
-// Eight elements at `src` into shared memory as bf16; zeros when !valid.
-__device__ __forceinline__ void StageChunk(__nv_bfloat16* dst, const __nv_bfloat16* src,
-                                           bool valid) {
-  CpAsync16(dst, src, valid);
-}
-
-__device__ __forceinline__ void StageChunk(__nv_bfloat16* dst, const float* src, bool valid) {
-  uint4 packed = make_uint4(0, 0, 0, 0);
-  if (valid) {
-    const float4 a = __ldg(reinterpret_cast<const float4*>(src));
-    const float4 b = __ldg(reinterpret_cast<const float4*>(src) + 1);
-    packed =
-        make_uint4(PackBf16(a.x, a.y), PackBf16(a.z, a.w), PackBf16(b.x, b.y), PackBf16(b.z, b.w));
-  }
-  *reinterpret_cast<uint4*>(dst) = packed;
-}
-
 __device__ __forceinline__ void Store2(float* dst, float a, float b) {
   *reinterpret_cast<float2*>(dst) = make_float2(a, b);
 }
@@ -82,7 +65,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   for (int r = chunk_row; r < kPrefillTileRows; r += kRowStep) {
     const bool valid = r < tile.rows;
     const int64_t at = valid ? (tile.row_begin + r) * q_stride + int64_t{h} * D + chunk_col : 0;
-    StageChunk(qs + r * kStride + chunk_col, q + at, valid);
+    StageBf16x8(qs + r * kStride + chunk_col, q + at, valid);
   }
   const int kv_end = tile.kv_len0 + tile.rows - 1;  // tokens the tile's last row sees
   auto stage_kv = [&](__nv_bfloat16* dst, const C* cache, int t0) {
@@ -91,7 +74,7 @@ __global__ void __launch_bounds__(kWarps * 32)
       const bool valid = tok < kv_end;
       const int64_t at =
           valid ? (int64_t{table[tok / bs]} * bs + tok % bs) * kv_width + int64_t{kvh} * D : 0;
-      StageChunk(dst + j * kStride + chunk_col, cache + at + chunk_col, valid);
+      StageBf16x8(dst + j * kStride + chunk_col, cache + at + chunk_col, valid);
     }
     CpAsyncCommit();
   };
@@ -151,32 +134,8 @@ __global__ void __launch_bounds__(kWarps * 32)
           }
         }
       }
-      float mx_a = -INFINITY, mx_b = -INFINITY;
-#pragma unroll
-      for (int nb = 0; nb < kKvTile / 8; ++nb) {
-        mx_a = fmaxf(mx_a, fmaxf(s[nb][0], s[nb][1]));
-        mx_b = fmaxf(mx_b, fmaxf(s[nb][2], s[nb][3]));
-      }
-      const float new_a = fmaxf(m_a, QuadMax(mx_a) * scale_log2);
-      const float new_b = fmaxf(m_b, QuadMax(mx_b) * scale_log2);
-      // A row with nothing visible yet keeps m = -inf; subtract 0 then so exp2 gives 0, not NaN.
-      const float base_a = new_a == -INFINITY ? 0.0f : new_a;
-      const float base_b = new_b == -INFINITY ? 0.0f : new_b;
-      const float corr_a = exp2f(m_a - base_a), corr_b = exp2f(m_b - base_b);
-      m_a = new_a;
-      m_b = new_b;
-      float sum_a = 0.0f, sum_b = 0.0f;
-#pragma unroll
-      for (int nb = 0; nb < kKvTile / 8; ++nb) {
-        s[nb][0] = exp2f(fmaf(s[nb][0], scale_log2, -base_a));
-        s[nb][1] = exp2f(fmaf(s[nb][1], scale_log2, -base_a));
-        s[nb][2] = exp2f(fmaf(s[nb][2], scale_log2, -base_b));
-        s[nb][3] = exp2f(fmaf(s[nb][3], scale_log2, -base_b));
-        sum_a += s[nb][0] + s[nb][1];
-        sum_b += s[nb][2] + s[nb][3];
-      }
-      l_a = l_a * corr_a + sum_a;  // this thread's columns; the quad is summed at the end
-      l_b = l_b * corr_b + sum_b;
+      float corr_a, corr_b;
+      OnlineSoftmaxStep(s, scale_log2, m_a, m_b, l_a, l_b, corr_a, corr_b);
 #pragma unroll
       for (int i = 0; i < D / 8; ++i) {
         o[i][0] *= corr_a;
@@ -221,17 +180,8 @@ Status Launch(const T* q, const PrefillTile* tiles, int num_tiles, const int32_t
               const C* k_cache, const C* v_cache, const PagedKvLayout& layout, T* out,
               cudaStream_t stream) {
   constexpr size_t kSmem = SharedBytes<D>();
-  // The shared-memory opt-in is a per-device function attribute (not a stream operation, so
-  // legal while a graph is captured): set once per device and instantiation.
   static std::atomic<uint64_t> configured{0};
-  int device = 0;
-  SPARK_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
-  const uint64_t bit = uint64_t{1} << (device % 64);
-  if ((configured.load(std::memory_order_acquire) & bit) == 0) {
-    SPARK_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
-        PrefillMmaKernel<T, C, D>, cudaFuncAttributeMaxDynamicSharedMemorySize, int{kSmem}));
-    configured.fetch_or(bit, std::memory_order_release);
-  }
+  SPARK_RETURN_IF_ERROR(AllowSharedMemory(PrefillMmaKernel<T, C, D>, kSmem, configured));
   if (num_tiles > 65535) {
     return InvalidArgumentError("paged prefill attention: " + std::to_string(num_tiles) +
                                 " tiles in one call (at most 65535)");
@@ -247,9 +197,8 @@ Status Launch(const T* q, const PrefillTile* tiles, int num_tiles, const int32_t
 
 bool PrefillMmaSupports(const PagedKvLayout& layout, const void* q, const void* k_cache,
                         const void* v_cache, const void* out) {
-  auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  return (layout.head_dim == 64 || layout.head_dim == 128) && aligned(q) && aligned(k_cache) &&
-         aligned(v_cache) && aligned(out);
+  return (layout.head_dim == 64 || layout.head_dim == 128) && Aligned16(q) && Aligned16(k_cache) &&
+         Aligned16(v_cache) && Aligned16(out);
 }
 
 template <typename T, typename C>

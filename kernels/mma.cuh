@@ -13,7 +13,10 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstdint>
+
+#include "kernels/cuda_check.h"
 
 namespace spark::kernels::detail {
 
@@ -78,6 +81,80 @@ __device__ __forceinline__ float QuadMax(float v) {
 __device__ __forceinline__ float QuadSum(float v) {
   v += __shfl_xor_sync(0xffffffffu, v, 1);
   return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+
+// Eight elements at `src` into shared memory as bf16 (16 bytes at `dst`); zeros when !valid. A
+// bf16 source goes by cp.async (wait for it as for CpAsync16), an fp32 one is rounded on the way.
+__device__ __forceinline__ void StageBf16x8(__nv_bfloat16* dst, const __nv_bfloat16* src,
+                                            bool valid) {
+  CpAsync16(dst, src, valid);
+}
+
+__device__ __forceinline__ void StageBf16x8(__nv_bfloat16* dst, const float* src, bool valid) {
+  uint4 packed = make_uint4(0, 0, 0, 0);
+  if (valid) {
+    const float4 a = __ldg(reinterpret_cast<const float4*>(src));
+    const float4 b = __ldg(reinterpret_cast<const float4*>(src) + 1);
+    packed =
+        make_uint4(PackBf16(a.x, a.y), PackBf16(a.z, a.w), PackBf16(b.x, b.y), PackBf16(b.z, b.w));
+  }
+  *reinterpret_cast<uint4*>(dst) = packed;
+}
+
+// One online-softmax step of flash attention over a warp's score fragments s[kN][4] (this
+// thread's rows a = lane / 4 and b = a + 8 of the C layout): raises the running maxima m (base 2,
+// of the scores times scale_log2), turns s into exp2(s * scale_log2 - m), adds them to this
+// thread's running sums l (sum the quad at the end) and returns in corr the factors by which the
+// running output must be scaled. A row with nothing visible yet keeps m = -inf and gets zeros.
+template <int kN>
+__device__ __forceinline__ void OnlineSoftmaxStep(float (&s)[kN][4], float scale_log2, float& m_a,
+                                                  float& m_b, float& l_a, float& l_b,
+                                                  float& corr_a, float& corr_b) {
+  float mx_a = -INFINITY, mx_b = -INFINITY;
+#pragma unroll
+  for (int nb = 0; nb < kN; ++nb) {
+    mx_a = fmaxf(mx_a, fmaxf(s[nb][0], s[nb][1]));
+    mx_b = fmaxf(mx_b, fmaxf(s[nb][2], s[nb][3]));
+  }
+  const float new_a = fmaxf(m_a, QuadMax(mx_a) * scale_log2);
+  const float new_b = fmaxf(m_b, QuadMax(mx_b) * scale_log2);
+  // Subtract 0 from a row still at -inf, so exp2 gives 0, not NaN.
+  const float base_a = new_a == -INFINITY ? 0.0f : new_a;
+  const float base_b = new_b == -INFINITY ? 0.0f : new_b;
+  corr_a = exp2f(m_a - base_a);
+  corr_b = exp2f(m_b - base_b);
+  m_a = new_a;
+  m_b = new_b;
+  float sum_a = 0.0f, sum_b = 0.0f;
+#pragma unroll
+  for (int nb = 0; nb < kN; ++nb) {
+    s[nb][0] = exp2f(fmaf(s[nb][0], scale_log2, -base_a));
+    s[nb][1] = exp2f(fmaf(s[nb][1], scale_log2, -base_a));
+    s[nb][2] = exp2f(fmaf(s[nb][2], scale_log2, -base_b));
+    s[nb][3] = exp2f(fmaf(s[nb][3], scale_log2, -base_b));
+    sum_a += s[nb][0] + s[nb][1];
+    sum_b += s[nb][2] + s[nb][3];
+  }
+  l_a = l_a * corr_a + sum_a;
+  l_b = l_b * corr_b + sum_b;
+}
+
+inline bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// Lets `kernel` use `bytes` of dynamic shared memory on the current device. The opt-in is a
+// per-device function attribute (not a stream operation, so legal while a graph is captured):
+// `configured` (one per kernel instantiation) remembers the devices already set.
+template <typename Kernel>
+Status AllowSharedMemory(Kernel kernel, size_t bytes, std::atomic<uint64_t>& configured) {
+  int device = 0;
+  SPARK_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
+  const uint64_t bit = uint64_t{1} << (device % 64);
+  if ((configured.load(std::memory_order_acquire) & bit) == 0) {
+    SPARK_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
+        kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+    configured.fetch_or(bit, std::memory_order_release);
+  }
+  return Status::Ok();
 }
 
 }  // namespace spark::kernels::detail
