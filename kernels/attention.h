@@ -6,9 +6,9 @@
 // few rows to fill the GPU, then a combine pass) and prefill (flash-style: tiles of query rows
 // of one sequence, causal, online softmax over KV tiles in shared memory). Both serve GQA/MQA:
 // query head h reads KV head h / (num_heads / num_kv_heads). fp32 softmax and accumulation.
-// Prefill runs either in fp32 on CUDA cores (exact to ~1e-6) or, when the layout asks for it,
-// on bf16 tensor cores (Q, K, V and the probabilities rounded to bf16: ~3e-3 relative error,
-// tens of times faster); see PagedKvLayout::bf16_tensor_cores.
+// Prefill, and decode over a bf16 cache, run either on CUDA cores (exact to ~1e-6 in fp32) or,
+// when the layout asks for it, on bf16 tensor cores (Q, K, V and the probabilities rounded to
+// bf16: ~3e-3 relative error, far faster); see PagedKvLayout::bf16_tensor_cores.
 // All pointers in the structs below are device pointers.
 #pragma once
 

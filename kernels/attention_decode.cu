@@ -1,5 +1,6 @@
-// Paged decode attention with split-K. A block (4 warps) takes one query row, one KV head, the
-// query heads that share it (up to kGroup<kD> of them, so each K/V row is read once for the
+// Paged decode attention with split-K on CUDA cores (bf16 caches go to attention_decode_mma.cu
+// when the layout allows bf16 tensor cores). A block (4 warps) takes one query row, one KV head,
+// the query heads that share it (up to kGroup<kD> of them, so each K/V row is read once for the
 // group) and one slice of at most kMaxSplitLen context tokens, in three passes:
 //  0. the slice's cache slots into shared memory (no table lookups in the hot loops);
 //  1. scores: 8 lanes per token for an fp32 cache, 16 for a bf16 one (each lane holds its share
@@ -14,8 +15,8 @@
 #include "kernels/attention.h"
 #include "kernels/attention_decode_mma.h"
 #include "kernels/cuda_check.h"
-#include "kernels/dependent_launch.cuh"
 #include "kernels/device_math.cuh"
+#include "kernels/launch.cuh"
 
 namespace spark::kernels {
 namespace {
@@ -34,8 +35,8 @@ constexpr int kMinSplitLen = 64;
 template <typename C>
 constexpr int kVUnroll = sizeof(C) == 2 ? 4 : 8;
 
-// Token sets in flight per warp in the score pass, for the same bytes in flight per warp (4 KB
-// for 128-wide heads): the pass is bound by round trips to memory, not by arithmetic.
+// Token sets in flight per warp in the score pass (two K rows per lane for fp32, four for bf16;
+// more costs registers and occupancy: bench/engine/CUDA_BACKEND_NOTES.md).
 template <typename C>
 constexpr int kKUnroll = sizeof(C) == 2 ? 4 : 2;
 
@@ -108,8 +109,7 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks<C, kE * kLanesPerToken
 
   // Pass 0: slots.
   for (int t = threadIdx.x; t < n; t += blockDim.x) {
-    const int j = begin + t;
-    slots[t] = table[j / bs] * bs + j % bs;
+    slots[t] = static_cast<int32_t>(detail::CacheSlot(table, begin + t, bs));
   }
   __syncthreads();
 
@@ -307,8 +307,7 @@ cudaError_t Launch(const T* q, const DecodeRows& rows, const C* k_cache, const C
   constexpr int kE = kD / kLanesPerToken<C>;
   constexpr int kG = kGroup<kD>;
   const int chunks = GroupChunks(layout);
-  // KV heads innermost: the blocks that read the heads of the same cache slots run side by side
-  // (a slot's heads are adjacent in memory; one head of a bf16 slot is only 256 bytes).
+  // (KV head chunk, row, split); rows in y, at most 65535 (checked by the caller).
   const dim3 grid(layout.num_kv_heads * chunks, static_cast<unsigned>(rows.rows), plan.splits);
   const size_t smem =
       (size_t{kG} * plan.split_len + size_t{kWarps} * kG * layout.head_dim) * sizeof(float) +

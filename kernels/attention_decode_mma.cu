@@ -12,8 +12,8 @@
 
 #include "kernels/attention_decode_mma.h"
 #include "kernels/cuda_check.h"
-#include "kernels/dependent_launch.cuh"
 #include "kernels/device_math.cuh"
+#include "kernels/launch.cuh"
 #include "kernels/mma.cuh"
 
 namespace spark::kernels::detail {
@@ -69,13 +69,12 @@ __global__ void __launch_bounds__(kWarps * 32)
 
   // The split's cache slots once (no table lookups or divisions in the staging loop).
   for (int j = threadIdx.x; j < n; j += kWarps * 32) {
-    const int tok = begin + j;
-    slots[j] = table[tok / bs] * bs + tok % bs;
+    slots[j] = static_cast<int32_t>(CacheSlot(table, begin + j, bs));
   }
   for (int r = chunk_row; r < kRows; r += kRowStep) {
     const bool valid = r < group;
     StageBf16x8(qs + r * kStride + chunk_col,
-               q + (q_row * layout.num_heads + h0 + (valid ? r : 0)) * D + chunk_col, valid);
+                q + (q_row * layout.num_heads + h0 + (valid ? r : 0)) * D + chunk_col, valid);
   }
   auto stage = [&](int t) {
     __nv_bfloat16* ks = stages + (t % 2) * 2 * kTile * kStride;
@@ -238,8 +237,8 @@ Status Launch(const T* q, const DecodeRows& rows, const __nv_bfloat16* k_cache,
   }
   const dim3 grid(layout.num_kv_heads, static_cast<unsigned>(rows.rows), plan.splits);
   SPARK_CUDA_RETURN_IF_ERROR(LaunchDependent(DecodeMmaKernel<T, D>, grid, kWarps * 32, kSmem,
-                                             stream, q, rows, k_cache, v_cache, layout,
-                                             plan.splits, plan.split_len, workspace, out));
+                                             stream, q, rows, k_cache, v_cache, layout, plan.splits,
+                                             plan.split_len, workspace, out));
   return Status::Ok();
 }
 

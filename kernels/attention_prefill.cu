@@ -6,11 +6,13 @@
 // of the tile, and the softmax is online over tiles, causal per row. A lane accumulates
 // elements lane + 32 i.
 #include <algorithm>
+#include <atomic>
 
 #include "kernels/attention.h"
 #include "kernels/attention_prefill_mma.h"
 #include "kernels/cuda_check.h"
 #include "kernels/device_math.cuh"
+#include "kernels/launch.cuh"
 
 namespace spark::kernels {
 namespace {
@@ -24,7 +26,7 @@ constexpr int kRowsPerWarp = kBlockRows / kWarps;
 constexpr int kBlocksPerTile = kPrefillTileRows / kBlockRows;
 constexpr int kKvTile = 32;
 
-size_t SharedBytes(int D) {
+constexpr size_t SharedBytes(int D) {
   return (size_t{kKvTile} * (D + 1) + size_t{kKvTile} * D + size_t{kBlockRows} * D) *
          sizeof(float);
 }
@@ -75,7 +77,7 @@ __global__ void __launch_bounds__(kWarps * 32)
       const int tok = t0 + j;
       float kv = 0.0f, vv = 0.0f;
       if (tok < kv_end) {
-        const int64_t slot = int64_t{table[tok / bs]} * bs + tok % bs;
+        const int64_t slot = detail::CacheSlot(table, tok, bs);
         kv = ToFloat(k_cache[slot * kv_width + int64_t{kvh} * D + d]);
         vv = ToFloat(v_cache[slot * kv_width + int64_t{kvh} * D + d]);
       }
@@ -133,10 +135,10 @@ Status Launch(const T* q, const PrefillTile* tiles, int num_tiles, const int32_t
               const C* k_cache, const C* v_cache, const PagedKvLayout& layout, T* out,
               cudaStream_t stream) {
   const size_t smem = SharedBytes(layout.head_dim);
-  if (smem > 48 * 1024) {
-    SPARK_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(PrefillKernel<T, C, kDpl>,
-                                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                    static_cast<int>(smem)));
+  // Enough for the widest head this instantiation serves (32 * kDpl), set once per device.
+  if (constexpr size_t kMost = SharedBytes(32 * kDpl); kMost > 48 * 1024) {
+    static std::atomic<uint64_t> configured{0};
+    SPARK_RETURN_IF_ERROR(detail::AllowSharedMemory(PrefillKernel<T, C, kDpl>, kMost, configured));
   }
   const dim3 grid(num_tiles * kBlocksPerTile, layout.num_heads);
   PrefillKernel<T, C, kDpl>

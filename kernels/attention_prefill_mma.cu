@@ -14,6 +14,8 @@
 
 #include "kernels/attention_prefill_mma.h"
 #include "kernels/cuda_check.h"
+#include "kernels/device_math.cuh"
+#include "kernels/launch.cuh"
 #include "kernels/mma.cuh"
 
 namespace spark::kernels::detail {
@@ -72,8 +74,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     for (int j = chunk_row; j < kKvTile; j += kRowStep) {
       const int tok = t0 + j;
       const bool valid = tok < kv_end;
-      const int64_t at =
-          valid ? (int64_t{table[tok / bs]} * bs + tok % bs) * kv_width + int64_t{kvh} * D : 0;
+      const int64_t at = valid ? CacheSlot(table, tok, bs) * kv_width + int64_t{kvh} * D : 0;
       StageBf16x8(dst + j * kStride + chunk_col, cache + at + chunk_col, valid);
     }
     CpAsyncCommit();

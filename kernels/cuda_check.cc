@@ -43,7 +43,7 @@ int CudaDeviceCount() {
 
 namespace detail {
 
-// Declared in dependent_launch.cuh: SPARK_PDL=0 turns programmatic dependent launch off.
+// Declared in launch.cuh: SPARK_PDL=0 turns programmatic dependent launch off.
 bool DependentLaunchEnabled() {
   static const bool enabled = [] {
     const char* v = std::getenv("SPARK_PDL");

@@ -1,5 +1,5 @@
 // Device-side helpers shared by the kernels: fp32/bf16 loads and stores with fp32 arithmetic,
-// warp reductions and launch arithmetic. Included only by .cu files.
+// the paged-cache slot of a token, warp reductions and launch arithmetic. Included only by .cu files.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -21,6 +21,11 @@ __device__ __forceinline__ float FromFloat<float>(float v) {
 template <>
 __device__ __forceinline__ __nv_bfloat16 FromFloat<__nv_bfloat16>(float v) {
   return __float2bfloat16_rn(v);
+}
+
+// The paged-cache slot of token `tok` of a sequence whose block table is `table` (attention.h).
+__device__ __forceinline__ int64_t CacheSlot(const int32_t* table, int tok, int block_size) {
+  return int64_t{table[tok / block_size]} * block_size + tok % block_size;
 }
 
 __device__ __forceinline__ float WarpSum(float v) {

@@ -3,9 +3,9 @@
 #include <string>
 
 #include "kernels/cuda_check.h"
-#include "kernels/dependent_launch.cuh"
 #include "kernels/device_math.cuh"
 #include "kernels/elementwise.h"
+#include "kernels/launch.cuh"
 
 namespace spark::kernels {
 namespace {

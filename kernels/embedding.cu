@@ -2,8 +2,8 @@
 #include <algorithm>
 
 #include "kernels/cuda_check.h"
-#include "kernels/dependent_launch.cuh"
 #include "kernels/embedding.h"
+#include "kernels/launch.cuh"
 
 namespace spark::kernels {
 namespace {

@@ -1,9 +1,9 @@
 // Decode GEMV: one warp per output feature; each lane loads 8 bf16 weights (16 bytes) per step
 // and multiplies them into every row's accumulator. Eight warps per block.
 #include "kernels/cuda_check.h"
-#include "kernels/dependent_launch.cuh"
 #include "kernels/device_math.cuh"
 #include "kernels/gemv.h"
+#include "kernels/launch.cuh"
 
 namespace spark::kernels {
 namespace {

@@ -3,8 +3,8 @@
 
 #include "kernels/attention.h"
 #include "kernels/cuda_check.h"
-#include "kernels/dependent_launch.cuh"
 #include "kernels/device_math.cuh"
+#include "kernels/launch.cuh"
 
 namespace spark::kernels {
 namespace {

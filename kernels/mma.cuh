@@ -13,10 +13,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
-#include <atomic>
 #include <cstdint>
-
-#include "kernels/cuda_check.h"
 
 namespace spark::kernels::detail {
 
@@ -108,8 +105,8 @@ __device__ __forceinline__ void StageBf16x8(__nv_bfloat16* dst, const float* src
 // running output must be scaled. A row with nothing visible yet keeps m = -inf and gets zeros.
 template <int kN>
 __device__ __forceinline__ void OnlineSoftmaxStep(float (&s)[kN][4], float scale_log2, float& m_a,
-                                                  float& m_b, float& l_a, float& l_b,
-                                                  float& corr_a, float& corr_b) {
+                                                  float& m_b, float& l_a, float& l_b, float& corr_a,
+                                                  float& corr_b) {
   float mx_a = -INFINITY, mx_b = -INFINITY;
 #pragma unroll
   for (int nb = 0; nb < kN; ++nb) {
@@ -137,24 +134,6 @@ __device__ __forceinline__ void OnlineSoftmaxStep(float (&s)[kN][4], float scale
   }
   l_a = l_a * corr_a + sum_a;
   l_b = l_b * corr_b + sum_b;
-}
-
-inline bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
-// Lets `kernel` use `bytes` of dynamic shared memory on the current device. The opt-in is a
-// per-device function attribute (not a stream operation, so legal while a graph is captured):
-// `configured` (one per kernel instantiation) remembers the devices already set.
-template <typename Kernel>
-Status AllowSharedMemory(Kernel kernel, size_t bytes, std::atomic<uint64_t>& configured) {
-  int device = 0;
-  SPARK_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
-  const uint64_t bit = uint64_t{1} << (device % 64);
-  if ((configured.load(std::memory_order_acquire) & bit) == 0) {
-    SPARK_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
-        kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-    configured.fetch_or(bit, std::memory_order_release);
-  }
-  return Status::Ok();
 }
 
 }  // namespace spark::kernels::detail

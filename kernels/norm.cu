@@ -1,12 +1,13 @@
 // RMSNorm kernels: one block per row, fp32 sums, 16-byte vector accesses when the row allows.
 #include "kernels/cuda_check.h"
-#include "kernels/dependent_launch.cuh"
 #include "kernels/device_math.cuh"
+#include "kernels/launch.cuh"
 #include "kernels/norm.h"
 
 namespace spark::kernels {
 namespace {
 
+using detail::Aligned16;
 using detail::FromFloat;
 using detail::ToFloat;
 
@@ -51,8 +52,6 @@ __global__ void RmsNormKernel(const T* __restrict__ x, T* residual, const T* __r
     o[c] = r;
   }
 }
-
-bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 }  // namespace
 

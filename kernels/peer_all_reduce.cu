@@ -3,7 +3,7 @@
 #include <string>
 
 #include "kernels/cuda_check.h"
-#include "kernels/dependent_launch.cuh"
+#include "kernels/launch.cuh"
 #include "kernels/peer_all_reduce.h"
 
 namespace spark::kernels {

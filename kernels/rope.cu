@@ -3,8 +3,8 @@
 #include <cmath>
 
 #include "kernels/cuda_check.h"
-#include "kernels/dependent_launch.cuh"
 #include "kernels/device_math.cuh"
+#include "kernels/launch.cuh"
 #include "kernels/rope.h"
 
 namespace spark::kernels {
@@ -112,6 +112,21 @@ __global__ void QkNormRopeWriteKvKernel(QkvHeads p, const int32_t* __restrict__ 
   }
 }
 
+// The kernel for head_dim 64, 128 or 256 and a cache of C; null for other sizes.
+template <typename C>
+auto QkNormRopeWriteKvFor(int head_dim) -> decltype(&QkNormRopeWriteKvKernel<2, C>) {
+  switch (head_dim) {
+    case 64:
+      return QkNormRopeWriteKvKernel<2, C>;
+    case 128:
+      return QkNormRopeWriteKvKernel<4, C>;
+    case 256:
+      return QkNormRopeWriteKvKernel<8, C>;
+    default:
+      return nullptr;
+  }
+}
+
 }  // namespace
 
 Status QkNormRopeWriteKv(const QkvHeads& heads, const int32_t* positions, const int64_t* slots,
@@ -120,15 +135,8 @@ Status QkNormRopeWriteKv(const QkvHeads& heads, const int32_t* positions, const 
   if (rows <= 0) return Status::Ok();
   constexpr int kWarpsPerBlock = 8;
   const unsigned blocks = static_cast<unsigned>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock);
-  void (*kernel)(QkvHeads, const int32_t*, const int64_t*, int64_t, float, const float*) =
-      heads.bf16_cache ? (heads.head_dim == 64    ? QkNormRopeWriteKvKernel<2, __nv_bfloat16>
-                          : heads.head_dim == 128 ? QkNormRopeWriteKvKernel<4, __nv_bfloat16>
-                          : heads.head_dim == 256 ? QkNormRopeWriteKvKernel<8, __nv_bfloat16>
-                                                  : nullptr)
-                       : (heads.head_dim == 64    ? QkNormRopeWriteKvKernel<2, float>
-                          : heads.head_dim == 128 ? QkNormRopeWriteKvKernel<4, float>
-                          : heads.head_dim == 256 ? QkNormRopeWriteKvKernel<8, float>
-                                                  : nullptr);
+  const auto kernel = heads.bf16_cache ? QkNormRopeWriteKvFor<__nv_bfloat16>(heads.head_dim)
+                                       : QkNormRopeWriteKvFor<float>(heads.head_dim);
   if (kernel == nullptr) {
     return InvalidArgumentError("q/k norm + rope + kv write: head_dim " +
                                 std::to_string(heads.head_dim) + " (supported: 64, 128, 256)");

@@ -4,8 +4,8 @@
 #include <algorithm>
 
 #include "kernels/cuda_check.h"
-#include "kernels/dependent_launch.cuh"
 #include "kernels/device_math.cuh"
+#include "kernels/launch.cuh"
 #include "kernels/sampling.h"
 
 namespace spark::kernels {

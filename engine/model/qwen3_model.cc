@@ -120,18 +120,17 @@ Status Qwen3Model::Attention(int layer, const ForwardBatch& batch, PagedKvCache&
                                     {l.k.weight(), kv_heads * hd, ws.k.data()},
                                     {l.v.weight(), kv_heads * hd, ws.v.data()}};
   backend_.LinearMany(ws.x.data(), n, hidden, qkv);
-  backend::QkvToCache to_cache;
-  to_cache.q = ws.q.data();
-  to_cache.k = ws.k.data();
-  to_cache.v = ws.v.data();
-  to_cache.heads = heads;
-  to_cache.kv_heads = kv_heads;
-  to_cache.head_dim = static_cast<int>(hd);
-  to_cache.q_norm = l.q_norm.data();
-  to_cache.k_norm = l.k_norm.data();
-  to_cache.eps = config_.rms_norm_eps;
-  to_cache.theta = config_.rope_theta;
-  to_cache.cache = cache.layer(layer);
+  const backend::QkvToCache to_cache{.q = ws.q.data(),
+                                      .k = ws.k.data(),
+                                      .v = ws.v.data(),
+                                      .heads = heads,
+                                      .kv_heads = kv_heads,
+                                      .head_dim = hd,
+                                      .q_norm = l.q_norm.data(),
+                                      .k_norm = l.k_norm.data(),
+                                      .eps = config_.rms_norm_eps,
+                                      .theta = config_.rope_theta,
+                                      .cache = cache.layer(layer)};
   backend_.QkNormRopeWriteKv(to_cache, batch.positions, batch.slots);
   std::vector<backend::AttentionSequence> seqs;
   int64_t start = 0;

@@ -389,19 +389,29 @@ void CudaBackend::SiluMul(const float* gate_up, int64_t rows, int inter, float* 
   Record(kernels::SiluMul<float>(gate_up, rows, inter, out, stream_));
 }
 
+namespace {
+
+// fn(k, v) with the cache's pointers typed as its elements (float or __nv_bfloat16).
+template <typename Fn>
+Status WithCache(const KvCacheRef& cache, Fn&& fn) {
+  if (cache.dtype == DType::kBF16) {
+    return fn(static_cast<__nv_bfloat16*>(cache.k), static_cast<__nv_bfloat16*>(cache.v));
+  }
+  return fn(static_cast<float*>(cache.k), static_cast<float*>(cache.v));
+}
+
+}  // namespace
+
 void CudaBackend::WriteKv(const float* k, const float* v, std::span<const int64_t> slots,
                           int kv_width, const KvCacheRef& cache) {
   Activate();
   Status s = [&]() -> Status {
     SPARK_ASSIGN_OR_RETURN(const int64_t* d_slots, Stage(slots));
     if (!launching()) return Status::Ok();
-    const auto tokens = static_cast<int64_t>(slots.size());
-    if (cache.dtype == DType::kBF16) {
-      return kernels::WriteKv(k, v, d_slots, tokens, kv_width, static_cast<__nv_bfloat16*>(cache.k),
-                              static_cast<__nv_bfloat16*>(cache.v), stream_);
-    }
-    return kernels::WriteKv(k, v, d_slots, tokens, kv_width, static_cast<float*>(cache.k),
-                            static_cast<float*>(cache.v), stream_);
+    return WithCache(cache, [&](auto* k_cache, auto* v_cache) {
+      return kernels::WriteKv(k, v, d_slots, static_cast<int64_t>(slots.size()), kv_width, k_cache,
+                              v_cache, stream_);
+    });
   }();
   Record(s);
 }
@@ -412,19 +422,6 @@ void CudaBackend::PagedAttention(const float* q, std::span<const AttentionSequen
   Record(PagedAttentionImpl(q, sequences, cache, shape, out));
 }
 
-namespace {
-
-// fn(k, v) with the cache's pointers typed as its elements (float or __nv_bfloat16).
-template <typename Fn>
-Status WithCache(const KvCacheRef& cache, Fn&& fn) {
-  if (cache.dtype == DType::kBF16) {
-    return fn(static_cast<const __nv_bfloat16*>(cache.k),
-              static_cast<const __nv_bfloat16*>(cache.v));
-  }
-  return fn(static_cast<const float*>(cache.k), static_cast<const float*>(cache.v));
-}
-
-}  // namespace
 
 // Single-token sequences go to the split-K decode kernel, longer ones to the prefill kernel in
 // tiles; both write disjoint rows of out. All metadata travels in one staged int32 array.

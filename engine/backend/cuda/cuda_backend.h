@@ -23,8 +23,9 @@
 // Ops cannot return errors through the Backend interface: the first CUDA or cuBLAS error is
 // logged and kept, status() returns it, and Download fails loudly (logs) from then on.
 // Accuracy: fp32 throughout (GEMMs in exact fp32 unless allow_tf32); matches CpuBackend to
-// about 1e-5 relative on the fixtures. With bf16_attention, prefill attention runs on bf16
-// tensor cores (Q, K, V and probabilities rounded to bf16, ~3e-3 relative).
+// about 1e-5 relative on the fixtures. With bf16_attention, prefill attention (and decode
+// attention over a bf16 KV cache) runs on bf16 tensor cores (Q, K, V and probabilities rounded
+// to bf16, ~3e-3 relative).
 // Thread-safety: one op at a time (see Backend); the calling thread may change between ops.
 #pragma once
 
@@ -48,7 +49,8 @@ class CudaBackend : public Backend {
   struct Options {
     int device = 0;           // CUDA device ordinal
     bool allow_tf32 = false;  // fp32 GEMMs on TF32 tensor cores (faster, ~1e-3 error)
-    // Prefill attention on bf16 tensor cores (tens of times faster; head_dim 64 and 128).
+    // Prefill attention, and decode attention over a bf16 KV cache, on bf16 tensor cores (far
+    // faster; head_dim 64 and 128).
     bool bf16_attention = false;
     // How long Download/Synchronize wait for the stream before DeadlineExceeded (a dead peer
     // rank leaves the collectives queued on it waiting).

@@ -1,3 +1,6 @@
+// Launch helpers shared by the kernels: programmatic dependent launch, the per-device opt-in to
+// large dynamic shared memory, and the alignment test of the vectorised paths.
+//
 // Programmatic dependent launch (sm_90 and later; GB10's sm_121 too) for the small kernels of a
 // decode step. A kernel launched with LaunchDependent may be placed on the GPU while the kernel
 // before it on the stream is still finishing, so its launch and start-up overlap that kernel's
@@ -11,7 +14,11 @@
 
 #include <cuda_runtime.h>
 
+#include <atomic>
+#include <cstdint>
 #include <utility>
+
+#include "kernels/cuda_check.h"
 
 namespace spark::kernels::detail {
 
@@ -39,6 +46,24 @@ cudaError_t LaunchDependent(void (*kernel)(Params...), dim3 grid, dim3 block, si
   config.attrs = attr;
   config.numAttrs = DependentLaunchEnabled() ? 1 : 0;
   return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+}
+
+inline bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// Lets `kernel` use `bytes` of dynamic shared memory on the current device. The opt-in is a
+// per-device function attribute (not a stream operation, so legal while a graph is captured):
+// `configured` (one per kernel instantiation) remembers the devices already set.
+template <typename Kernel>
+Status AllowSharedMemory(Kernel kernel, size_t bytes, std::atomic<uint64_t>& configured) {
+  int device = 0;
+  SPARK_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
+  const uint64_t bit = uint64_t{1} << (device % 64);
+  if ((configured.load(std::memory_order_acquire) & bit) == 0) {
+    SPARK_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
+        kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+    configured.fetch_or(bit, std::memory_order_release);
+  }
+  return Status::Ok();
 }
 
 }  // namespace spark::kernels::detail
