@@ -71,7 +71,7 @@ Status PagedDecodeAttention(const T* q, const DecodeRows& rows, const C* k_cache
 
 // Prefill: up to kPrefillTileRows consecutive query rows of one sequence. Row i of the tile is
 // q/out row row_begin + i and sees kv_len0 + i cache tokens (causal).
-constexpr int kPrefillTileRows = 64;
+constexpr int kPrefillTileRows = 128;
 struct PrefillTile {
   int32_t row_begin = 0;
   int32_t rows = 0;

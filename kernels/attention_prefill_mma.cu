@@ -1,16 +1,22 @@
-// Paged prefill attention on bf16 tensor cores, flash-attention style. A block of 4 warps takes
-// one tile of up to 64 query rows of one sequence and one query head; warp w owns rows
-// 16w..16w+15. Per KV tile of 64 tokens (gathered from the paged cache into shared memory as
-// bf16, padded rows so ldmatrix is free of bank conflicts):
-//   S = Q K^T with mma.sync (Q fragments stay in registers for the whole tile loop),
-//   causal mask and online softmax in fp32 on the accumulators (base-2 exponent, scale folded),
-//   O += P V with P taken straight from the S accumulators as bf16 A fragments.
-// V of tile t loads while S of tile t is computed, K of tile t+1 while P V of tile t is; bf16
-// caches copy with cp.async, fp32 caches (the engine's) are rounded to bf16 on the way in.
-// Warps whose rows see none of a KV tile skip its math; tiles run last-first so the long
-// causal rows start early.
+// Paged prefill attention on bf16 tensor cores, flash-attention-2 style. A block of 4 warps takes
+// one tile of up to 128 query rows of one sequence and one query head; warp w owns two 16-row
+// groups, rows 16w..16w+15 and 64+16w..64+16w+15 (interleaved, so causal work is even across
+// warps). Per KV tile of 64 tokens (gathered from the paged cache into shared memory as bf16,
+// rows padded so ldmatrix is free of bank conflicts):
+//   S = Q K^T with mma.sync: each K fragment loaded from shared memory feeds both row groups, and
+//     the Q fragments of one 16-column step are loaded once for all 64 tokens;
+//   causal mask and online softmax in fp32 on the accumulators (base-2 exponent, scale folded);
+//   O += P V with P taken straight from the S accumulators as bf16 A fragments, each V fragment
+//     again feeding both row groups.
+// Two pipelines: with kStages == 2 (double-buffered K and V, ~102 KB of shared memory for
+// head_dim 128) the next tile's K and V load during the whole of this tile's math; with
+// kStages == 1 (~68 KB, for GPUs with less shared memory per block such as GB10) V of tile t
+// loads during S of tile t and K of tile t+1 during P V of tile t. bf16 caches copy with
+// cp.async, fp32 caches (and fp32 queries) are rounded to bf16 on the way in. Warps whose rows
+// see none of a KV tile skip its math; tiles run last-first so the long causal rows start early.
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
 
 #include "kernels/attention_prefill_mma.h"
 #include "kernels/cuda_check.h"
@@ -21,13 +27,15 @@
 namespace spark::kernels::detail {
 namespace {
 
-constexpr int kWarps = kPrefillTileRows / 16;
+constexpr int kWarps = 4;
+constexpr int kGroups = kPrefillTileRows / (16 * kWarps);  // 16-row groups per warp
+static_assert(kGroups * 16 * kWarps == kPrefillTileRows, "tile rows split into 16-row groups");
 constexpr int kKvTile = 64;
 constexpr int kPad = 8;  // bf16 per shared row: 16 bytes, so 8 ldmatrix rows hit 8 bank groups
 
-template <int D>
+template <int D, int kStages>
 constexpr size_t SharedBytes() {
-  return size_t{kPrefillTileRows + 2 * kKvTile} * (D + kPad) * sizeof(__nv_bfloat16);
+  return size_t{kPrefillTileRows + 2 * kStages * kKvTile} * (D + kPad) * sizeof(__nv_bfloat16);
 }
 
 __device__ __forceinline__ void Store2(float* dst, float a, float b) {
@@ -38,8 +46,8 @@ __device__ __forceinline__ void Store2(__nv_bfloat16* dst, float a, float b) {
   *reinterpret_cast<__nv_bfloat162*>(dst) = __floats2bfloat162_rn(a, b);
 }
 
-template <typename T, typename C, int D>
-__global__ void __launch_bounds__(kWarps * 32)
+template <typename T, typename C, int D, int kStages>
+__global__ void __launch_bounds__(kWarps * 32, 2)
     PrefillMmaKernel(const T* __restrict__ q, const PrefillTile* __restrict__ tiles, int num_tiles,
                      const int32_t* __restrict__ block_tables, const C* __restrict__ k_cache,
                      const C* __restrict__ v_cache, PagedKvLayout layout, T* __restrict__ out) {
@@ -48,10 +56,11 @@ __global__ void __launch_bounds__(kWarps * 32)
   constexpr int kThreads = kWarps * 32;
   static_assert(kThreads % kChunks == 0, "a thread stages one column chunk of several rows");
   constexpr int kRowStep = kThreads / kChunks;
+  constexpr int kTileElems = kKvTile * kStride;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   auto* qs = reinterpret_cast<__nv_bfloat16*>(smem_raw);  // [kPrefillTileRows][kStride]
-  __nv_bfloat16* ks = qs + kPrefillTileRows * kStride;    // [kKvTile][kStride]
-  __nv_bfloat16* vs = ks + kKvTile * kStride;             // [kKvTile][kStride]
+  __nv_bfloat16* ks = qs + kPrefillTileRows * kStride;    // [kStages][kKvTile][kStride]
+  __nv_bfloat16* vs = ks + kStages * kTileElems;          // [kStages][kKvTile][kStride]
 
   const PrefillTile tile = tiles[num_tiles - 1 - blockIdx.y];
   const int h = blockIdx.x;
@@ -59,8 +68,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t q_stride = int64_t{layout.num_heads} * D;
   const int64_t kv_width = int64_t{layout.num_kv_heads} * D;
-  const int32_t* table = block_tables + tile.table_offset;
-  const int bs = layout.block_size;
+  const SlotFinder slot_of(block_tables + tile.table_offset, layout.block_size);
   const int chunk_col = (threadIdx.x % kChunks) * 8;
   const int chunk_row = threadIdx.x / kChunks;
 
@@ -70,128 +78,217 @@ __global__ void __launch_bounds__(kWarps * 32)
     StageBf16x8(qs + r * kStride + chunk_col, q + at, valid);
   }
   const int kv_end = tile.kv_len0 + tile.rows - 1;  // tokens the tile's last row sees
-  auto stage_kv = [&](__nv_bfloat16* dst, const C* cache, int t0) {
+  // This thread's chunks of KV tile rows into kdst and/or vdst (nullptr: not that one); K and V
+  // staged together share the block-table lookups.
+  auto stage = [&](__nv_bfloat16* kdst, __nv_bfloat16* vdst, int t0) {
+#pragma unroll
     for (int j = chunk_row; j < kKvTile; j += kRowStep) {
       const int tok = t0 + j;
       const bool valid = tok < kv_end;
-      const int64_t at = valid ? CacheSlot(table, tok, bs) * kv_width + int64_t{kvh} * D : 0;
-      StageBf16x8(dst + j * kStride + chunk_col, cache + at + chunk_col, valid);
+      const int64_t at = (valid ? slot_of(tok) * kv_width + int64_t{kvh} * D : 0) + chunk_col;
+      if (kdst != nullptr) StageBf16x8(kdst + j * kStride + chunk_col, k_cache + at, valid);
+      if (vdst != nullptr) StageBf16x8(vdst + j * kStride + chunk_col, v_cache + at, valid);
     }
-    CpAsyncCommit();
   };
-  stage_kv(ks, k_cache, 0);
 
-  // This thread's accumulator rows (tile rows); padding rows behave like the last real row.
-  const int row_a = warp * 16 + lane / 4, row_b = row_a + 8;
+  // This thread's accumulator rows are RowA(g) and RowA(g) + 8 of each group g; padding rows
+  // behave like the last real row.
   const int last = tile.rows - 1;
-  const int vis_a = tile.kv_len0 + min(row_a, last), vis_b = tile.kv_len0 + min(row_b, last);
+  auto row_a = [&](int g) { return g * 16 * kWarps + warp * 16 + lane / 4; };
   const int warp_vis_min = tile.kv_len0 + min(warp * 16, last);
-  const int warp_vis_max = tile.kv_len0 + min(warp * 16 + 15, last);
+  const int warp_vis_max = tile.kv_len0 + min((kGroups - 1) * 16 * kWarps + warp * 16 + 15, last);
   const float scale_log2 = layout.scale * 1.4426950408889634f;
 
-  uint32_t qf[D / 16][4];
-  float o[D / 8][4];
+  float o[kGroups][D / 8][4];
+  float m_a[kGroups], m_b[kGroups], l_a[kGroups], l_b[kGroups];
 #pragma unroll
-  for (int i = 0; i < D / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
-  float m_a = -INFINITY, m_b = -INFINITY, l_a = 0.0f, l_b = 0.0f;
+  for (int g = 0; g < kGroups; ++g) {
+#pragma unroll
+    for (int i = 0; i < D / 8; ++i) o[g][i][0] = o[g][i][1] = o[g][i][2] = o[g][i][3] = 0.0f;
+    m_a[g] = m_b[g] = -INFINITY;
+    l_a[g] = l_b[g] = 0.0f;
+  }
 
   const int num_kv_tiles = (kv_end + kKvTile - 1) / kKvTile;
+  stage(ks, kStages == 2 ? vs : nullptr, 0);
+  CpAsyncCommit();
   for (int t = 0; t < num_kv_tiles; ++t) {
     const int t0 = t * kKvTile;
-    CpAsyncWaitAll();
-    __syncthreads();  // K of tile t (and Q) in place; every warp is done with V of tile t-1
-    if (t == 0) {
-#pragma unroll
-      for (int kc = 0; kc < D / 16; ++kc) {
-        const int r = warp * 16 + lane % 8 + ((lane / 8) % 2) * 8;
-        LdMatrixX4(qf[kc], SharedAddress(qs + r * kStride + kc * 16 + (lane / 16) * 8));
+    const __nv_bfloat16* kt = ks + (kStages == 2 ? (t % 2) * kTileElems : 0);
+    const __nv_bfloat16* vt = vs + (kStages == 2 ? (t % 2) * kTileElems : 0);
+    if constexpr (kStages == 2) {
+      // Tile t's K and V (and Q) in place; every warp is done with tile t-1's buffers, which
+      // tile t+1 now fills.
+      CpAsyncWaitAll();
+      __syncthreads();
+      if (t + 1 < num_kv_tiles) {
+        const int next = ((t + 1) % 2) * kTileElems;
+        stage(ks + next, vs + next, t0 + kKvTile);
+        CpAsyncCommit();
       }
+    } else {
+      CpAsyncWaitAll();
+      __syncthreads();  // K of tile t (and Q) in place; every warp is done with V of tile t-1
+      stage(nullptr, vs, t0);
+      CpAsyncCommit();
     }
-    stage_kv(vs, v_cache, t0);
     const bool active = t0 < warp_vis_max;
-    float s[kKvTile / 8][4];
+    float s[kGroups][kKvTile / 8][4];
     if (active) {
 #pragma unroll
-      for (int nb = 0; nb < kKvTile / 8; ++nb) s[nb][0] = s[nb][1] = s[nb][2] = s[nb][3] = 0.0f;
+      for (int g = 0; g < kGroups; ++g) {
+#pragma unroll
+        for (int nb = 0; nb < kKvTile / 8; ++nb) {
+          s[g][nb][0] = s[g][nb][1] = s[g][nb][2] = s[g][nb][3] = 0.0f;
+        }
+      }
 #pragma unroll
       for (int kc = 0; kc < D / 16; ++kc) {
+        uint32_t qf[kGroups][4];
+#pragma unroll
+        for (int g = 0; g < kGroups; ++g) {
+          const int r = g * 16 * kWarps + warp * 16 + lane % 8 + ((lane / 8) % 2) * 8;
+          LdMatrixX4(qf[g], SharedAddress(qs + r * kStride + kc * 16 + (lane / 16) * 8));
+        }
 #pragma unroll
         for (int np = 0; np < kKvTile / 16; ++np) {
           uint32_t b[4];
           const int j = np * 16 + lane % 8 + (lane / 16) * 8;
-          LdMatrixX4(b, SharedAddress(ks + j * kStride + kc * 16 + ((lane / 8) % 2) * 8));
-          MmaBf16(s[2 * np], qf[kc], b[0], b[1]);
-          MmaBf16(s[2 * np + 1], qf[kc], b[2], b[3]);
+          LdMatrixX4(b, SharedAddress(kt + j * kStride + kc * 16 + ((lane / 8) % 2) * 8));
+#pragma unroll
+          for (int g = 0; g < kGroups; ++g) {
+            MmaBf16(s[g][2 * np], qf[g], b[0], b[1]);
+            MmaBf16(s[g][2 * np + 1], qf[g], b[2], b[3]);
+          }
         }
       }
       if (t0 + kKvTile > warp_vis_min) {  // some row of this warp stops inside the tile
 #pragma unroll
-        for (int nb = 0; nb < kKvTile / 8; ++nb) {
+        for (int g = 0; g < kGroups; ++g) {
+          const int vis_a = tile.kv_len0 + min(row_a(g), last);
+          const int vis_b = tile.kv_len0 + min(row_a(g) + 8, last);
 #pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const int tok = t0 + nb * 8 + (lane % 4) * 2 + e;
-            if (tok >= vis_a) s[nb][e] = -INFINITY;
-            if (tok >= vis_b) s[nb][2 + e] = -INFINITY;
+          for (int nb = 0; nb < kKvTile / 8; ++nb) {
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const int tok = t0 + nb * 8 + (lane % 4) * 2 + e;
+              if (tok >= vis_a) s[g][nb][e] = -INFINITY;
+              if (tok >= vis_b) s[g][nb][2 + e] = -INFINITY;
+            }
           }
         }
       }
-      float corr_a, corr_b;
-      OnlineSoftmaxStep(s, scale_log2, m_a, m_b, l_a, l_b, corr_a, corr_b);
 #pragma unroll
-      for (int i = 0; i < D / 8; ++i) {
-        o[i][0] *= corr_a;
-        o[i][1] *= corr_a;
-        o[i][2] *= corr_b;
-        o[i][3] *= corr_b;
+      for (int g = 0; g < kGroups; ++g) {
+        float corr_a, corr_b;
+        OnlineSoftmaxStep(s[g], scale_log2, m_a[g], m_b[g], l_a[g], l_b[g], corr_a, corr_b);
+        // Past the first tiles a row's maximum rarely grows: skip the multiply by 1.
+        if (__any_sync(0xffffffffu, corr_a != 1.0f || corr_b != 1.0f)) {
+#pragma unroll
+          for (int i = 0; i < D / 8; ++i) {
+            o[g][i][0] *= corr_a;
+            o[g][i][1] *= corr_a;
+            o[g][i][2] *= corr_b;
+            o[g][i][3] *= corr_b;
+          }
+        }
       }
     }
-    CpAsyncWaitAll();
-    __syncthreads();  // V of tile t in place; every warp is done with K of tile t
-    if (t + 1 < num_kv_tiles) stage_kv(ks, k_cache, t0 + kKvTile);
+    if constexpr (kStages == 1) {
+      CpAsyncWaitAll();
+      __syncthreads();  // V of tile t in place; every warp is done with K of tile t
+      if (t + 1 < num_kv_tiles) {
+        stage(ks, nullptr, t0 + kKvTile);
+        CpAsyncCommit();
+      }
+    } else {
+      // Tile t's V landed with its K; tile t+1's copies stay in flight during P V.
+    }
     if (active) {
 #pragma unroll
       for (int kc = 0; kc < kKvTile / 16; ++kc) {
-        const uint32_t p[4] = {PackBf16(s[2 * kc][0], s[2 * kc][1]),
-                               PackBf16(s[2 * kc][2], s[2 * kc][3]),
-                               PackBf16(s[2 * kc + 1][0], s[2 * kc + 1][1]),
-                               PackBf16(s[2 * kc + 1][2], s[2 * kc + 1][3])};
+        uint32_t p[kGroups][4];
+#pragma unroll
+        for (int g = 0; g < kGroups; ++g) {
+          p[g][0] = PackBf16(s[g][2 * kc][0], s[g][2 * kc][1]);
+          p[g][1] = PackBf16(s[g][2 * kc][2], s[g][2 * kc][3]);
+          p[g][2] = PackBf16(s[g][2 * kc + 1][0], s[g][2 * kc + 1][1]);
+          p[g][3] = PackBf16(s[g][2 * kc + 1][2], s[g][2 * kc + 1][3]);
+        }
 #pragma unroll
         for (int dp = 0; dp < D / 16; ++dp) {
           uint32_t b[4];
           const int j = kc * 16 + lane % 8 + ((lane / 8) % 2) * 8;
-          LdMatrixX4Trans(b, SharedAddress(vs + j * kStride + dp * 16 + (lane / 16) * 8));
-          MmaBf16(o[2 * dp], p, b[0], b[1]);
-          MmaBf16(o[2 * dp + 1], p, b[2], b[3]);
+          LdMatrixX4Trans(b, SharedAddress(vt + j * kStride + dp * 16 + (lane / 16) * 8));
+#pragma unroll
+          for (int g = 0; g < kGroups; ++g) {
+            MmaBf16(o[g][2 * dp], p[g], b[0], b[1]);
+            MmaBf16(o[g][2 * dp + 1], p[g], b[2], b[3]);
+          }
         }
       }
     }
   }
-  const float inv_a = 1.0f / QuadSum(l_a), inv_b = 1.0f / QuadSum(l_b);
-  T* out_a = out + (tile.row_begin + row_a) * q_stride + int64_t{h} * D + (lane % 4) * 2;
-  T* out_b = out_a + 8 * q_stride;
 #pragma unroll
-  for (int i = 0; i < D / 8; ++i) {
-    if (row_a < tile.rows) Store2(out_a + i * 8, o[i][0] * inv_a, o[i][1] * inv_a);
-    if (row_b < tile.rows) Store2(out_b + i * 8, o[i][2] * inv_b, o[i][3] * inv_b);
+  for (int g = 0; g < kGroups; ++g) {
+    const int ra = row_a(g), rb = ra + 8;
+    const float inv_a = 1.0f / QuadSum(l_a[g]), inv_b = 1.0f / QuadSum(l_b[g]);
+    T* out_a = out + (tile.row_begin + ra) * q_stride + int64_t{h} * D + (lane % 4) * 2;
+    T* out_b = out_a + 8 * q_stride;
+#pragma unroll
+    for (int i = 0; i < D / 8; ++i) {
+      if (ra < tile.rows) Store2(out_a + i * 8, o[g][i][0] * inv_a, o[g][i][1] * inv_a);
+      if (rb < tile.rows) Store2(out_b + i * 8, o[g][i][2] * inv_b, o[g][i][3] * inv_b);
+    }
   }
 }
 
-template <typename T, typename C, int D>
+// Double buffering when the device gives a block enough shared memory (H100/H200: yes; GB10:
+// no). SPARK_PREFILL_STAGES=1|2 in the environment forces one, for comparisons.
+template <int D>
+int PickStages() {
+  static const int forced = [] {
+    const char* env = std::getenv("SPARK_PREFILL_STAGES");
+    return env == nullptr ? 0 : std::atoi(env);
+  }();
+  if (forced == 1 || forced == 2) return forced;
+  int device = 0, optin = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) !=
+          cudaSuccess) {
+    return 1;
+  }
+  return size_t(optin) >= SharedBytes<D, 2>() ? 2 : 1;
+}
+
+template <typename T, typename C, int D, int kStages>
 Status Launch(const T* q, const PrefillTile* tiles, int num_tiles, const int32_t* block_tables,
               const C* k_cache, const C* v_cache, const PagedKvLayout& layout, T* out,
               cudaStream_t stream) {
-  constexpr size_t kSmem = SharedBytes<D>();
+  constexpr size_t kSmem = SharedBytes<D, kStages>();
   static std::atomic<uint64_t> configured{0};
-  SPARK_RETURN_IF_ERROR(AllowSharedMemory(PrefillMmaKernel<T, C, D>, kSmem, configured));
+  SPARK_RETURN_IF_ERROR(AllowSharedMemory(PrefillMmaKernel<T, C, D, kStages>, kSmem, configured));
   if (num_tiles > 65535) {
     return InvalidArgumentError("paged prefill attention: " + std::to_string(num_tiles) +
                                 " tiles in one call (at most 65535)");
   }
   const dim3 grid(layout.num_heads, num_tiles);
-  PrefillMmaKernel<T, C, D><<<grid, kWarps * 32, kSmem, stream>>>(q, tiles, num_tiles, block_tables,
-                                                                  k_cache, v_cache, layout, out);
+  PrefillMmaKernel<T, C, D, kStages><<<grid, kWarps * 32, kSmem, stream>>>(
+      q, tiles, num_tiles, block_tables, k_cache, v_cache, layout, out);
   SPARK_CUDA_RETURN_IF_LAUNCH_FAILED();
   return Status::Ok();
+}
+
+template <typename T, typename C, int D>
+Status LaunchFor(const T* q, const PrefillTile* tiles, int num_tiles, const int32_t* block_tables,
+                 const C* k_cache, const C* v_cache, const PagedKvLayout& layout, T* out,
+                 cudaStream_t stream) {
+  if (PickStages<D>() == 2) {
+    return Launch<T, C, D, 2>(q, tiles, num_tiles, block_tables, k_cache, v_cache, layout, out,
+                              stream);
+  }
+  return Launch<T, C, D, 1>(q, tiles, num_tiles, block_tables, k_cache, v_cache, layout, out,
+                            stream);
 }
 
 }  // namespace
@@ -207,12 +304,12 @@ Status PagedPrefillAttentionMma(const T* q, const PrefillTile* tiles, int num_ti
                                 const int32_t* block_tables, const C* k_cache, const C* v_cache,
                                 const PagedKvLayout& layout, T* out, cudaStream_t stream) {
   if (layout.head_dim == 64) {
-    return Launch<T, C, 64>(q, tiles, num_tiles, block_tables, k_cache, v_cache, layout, out,
-                            stream);
+    return LaunchFor<T, C, 64>(q, tiles, num_tiles, block_tables, k_cache, v_cache, layout, out,
+                               stream);
   }
   if (layout.head_dim == 128) {
-    return Launch<T, C, 128>(q, tiles, num_tiles, block_tables, k_cache, v_cache, layout, out,
-                             stream);
+    return LaunchFor<T, C, 128>(q, tiles, num_tiles, block_tables, k_cache, v_cache, layout, out,
+                                stream);
   }
   return InvalidArgumentError("tensor-core prefill attention: head_dim " +
                               std::to_string(layout.head_dim) + " is not supported (64 or 128)");

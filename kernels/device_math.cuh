@@ -28,6 +28,26 @@ __device__ __forceinline__ int64_t CacheSlot(const int32_t* table, int tok, int 
   return int64_t{table[tok / block_size]} * block_size + tok % block_size;
 }
 
+// CacheSlot for kernels that look up many tokens: when the block size is a power of two (the
+// engine's 16) the division is a shift and a mask, otherwise CacheSlot's; the choice is the same
+// for every thread of a kernel.
+struct SlotFinder {
+  const int32_t* table;
+  int block_size;
+  int shift;  // log2(block_size), or -1 when it is not a power of two
+
+  __device__ __forceinline__ SlotFinder(const int32_t* t, int bs) : table(t), block_size(bs) {
+    shift = (bs & (bs - 1)) == 0 ? __ffs(bs) - 1 : -1;
+  }
+
+  __device__ __forceinline__ int64_t operator()(int tok) const {
+    if (shift >= 0) {
+      return (int64_t{table[tok >> shift]} << shift) + (tok & (block_size - 1));
+    }
+    return CacheSlot(table, tok, block_size);
+  }
+};
+
 __device__ __forceinline__ float WarpSum(float v) {
 #pragma unroll
   for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);

@@ -261,9 +261,14 @@ int Main(int argc, char** argv) {
       "Times the CUDA kernels against the GPU's measured ceilings.\n"
       "Example: spark-kernel-bench --json bench/results/kernels_h200.json"};
   std::string json_path;
+  std::string only;
   bool quick = false;
   app.add_option("--json", json_path, "Also write the results as JSON to this file");
   app.add_flag("--quick", quick, "Smaller sizes (a smoke run, not for reporting)");
+  app.add_option("--only", only,
+                 "Run one family after the ceilings: norm, decode (attention), prefill "
+                 "(attention) or gemm")
+      ->check(CLI::IsMember({"norm", "decode", "prefill", "gemm"}));
   CLI11_PARSE(app, argc, argv);
   if (CudaDeviceCount() == 0) {
     std::fprintf(stderr, "spark-kernel-bench: no CUDA device visible (check nvidia-smi)\n");
@@ -285,11 +290,15 @@ int Main(int argc, char** argv) {
   for (Row& r : rows) r.ceiling = peak;
   rows.push_back({"d2d copy (read+write)", std::to_string(quick ? 256 : 2048) + " MiB", 0, copy_gbs,
                   "GB/s", copy_gbs});
+  auto want = [&](const char* family) { return only.empty() || only == family; };
   const int64_t norm_rows = quick ? 4096 : 16384;
-  rows.push_back(BenchRmsNorm<__nv_bfloat16>(norm_rows, 4096, false, copy_gbs));
-  rows.push_back(BenchRmsNorm<__nv_bfloat16>(norm_rows, 4096, true, copy_gbs));
-  rows.push_back(BenchRmsNorm<float>(norm_rows, 4096, false, copy_gbs));
-  for (auto [b, ctx] : quick
+  if (want("norm")) {
+    rows.push_back(BenchRmsNorm<__nv_bfloat16>(norm_rows, 4096, false, copy_gbs));
+    rows.push_back(BenchRmsNorm<__nv_bfloat16>(norm_rows, 4096, true, copy_gbs));
+    rows.push_back(BenchRmsNorm<float>(norm_rows, 4096, false, copy_gbs));
+  }
+  for (auto [b, ctx] : !want("decode") ? std::vector<std::pair<int, int>>{}
+                       : quick
                            ? std::vector<std::pair<int, int>>{{8, 1024}}
                            : std::vector<std::pair<int, int>>{{1, 32768}, {32, 4096}, {1, 4096}}) {
     rows.push_back(BenchDecodeAttention<__nv_bfloat16>(b, ctx, prop.multiProcessorCount, copy_gbs));
@@ -299,10 +308,13 @@ int Main(int argc, char** argv) {
     rows.push_back(BenchDecodeAttention<float, __nv_bfloat16>(b, ctx, prop.multiProcessorCount,
                                                               copy_gbs, /*tensor_cores=*/true));
   }
-  rows.push_back(BenchPrefillAttention<__nv_bfloat16>(quick ? 1024 : 8192, true, peak));
-  rows.push_back(BenchPrefillAttention<float>(quick ? 1024 : 8192, true, peak));
-  rows.push_back(BenchPrefillAttention<float, __nv_bfloat16>(quick ? 1024 : 8192, true, peak));
-  rows.push_back(BenchPrefillAttention<float>(quick ? 1024 : 8192, false, peak));
+  if (want("prefill")) {
+    const int seq = quick ? 1024 : 8192;
+    rows.push_back(BenchPrefillAttention<__nv_bfloat16>(seq, true, peak));
+    rows.push_back(BenchPrefillAttention<float>(seq, true, peak));
+    rows.push_back(BenchPrefillAttention<float, __nv_bfloat16>(seq, true, peak));
+    rows.push_back(BenchPrefillAttention<float>(seq, false, peak));
+  }
   // Qwen3-8B-shaped GEMMs: an 8K-token prefill's projections and batch-32 decode.
   struct Shape {
     int64_t m;
@@ -317,7 +329,7 @@ int Main(int argc, char** argv) {
                                      {32, 4096, 4096, "decode b32 o"},
                                      {1, 24576, 4096, "decode b1 gate_up"}};
   for (const Shape& s : shapes) {
-    if (quick && s.m > 1024) continue;
+    if ((quick && s.m > 1024) || !want("gemm")) continue;
     const double t = GemmTflops(**gemm, s.m, s.n, s.k, GemmType::kBF16, &ms);
     rows.push_back({std::string("gemm bf16 ") + s.what,
                     std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k), ms,

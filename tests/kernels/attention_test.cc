@@ -7,7 +7,7 @@
 // up to 16 query heads per KV head; split contexts and empty splits included), also within 1e-2. The bf16
 // tensor-core prefill (head_dim 64 and 128; other sizes fall back to the fp32 kernel) within 1e-2
 // for both cache types, against the same float64 reference; long prefills cover several 64-token KV
-// tiles, partial tiles and chunked prefill that starts mid-sequence.
+// tiles, 128-row query tiles, partial tiles and chunked prefill that starts mid-sequence.
 #include "kernels/attention.h"
 
 #include <numeric>
@@ -204,9 +204,10 @@ INSTANTIATE_TEST_SUITE_P(
         Case{6, 2, 96, 8, {{1, 1500}, {20, 60}}},
         // Long prefills, head_dim 128, group 4: several KV tiles, a tile tail of 8 rows, a
         // chunk that starts at token 130 of its sequence, and a decode row beside them.
-        Case{8, 2, 128, 16, {{200, 200}, {70, 200}, {1, 90}, {65, 65}}},
-        // head_dim 64, MQA group 6, block size 32, a prefill of exactly one tile.
-        Case{6, 1, 64, 32, {{64, 64}, {130, 300}}}));
+        Case{8, 2, 128, 16, {{200, 200}, {70, 200}, {1, 90}, {65, 65}, {136, 136}}},
+        // head_dim 64, MQA group 6, block size 32: prefills of exactly one tile, half a tile
+        // (only the first row group of each warp has rows) and one tile plus two rows.
+        Case{6, 1, 64, 32, {{128, 128}, {64, 64}, {130, 300}}}));
 
 }  // namespace
 }  // namespace spark::kernels
