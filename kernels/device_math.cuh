@@ -1,5 +1,6 @@
 // Device-side helpers shared by the kernels: fp32/bf16 loads and stores with fp32 arithmetic,
-// the paged-cache slot of a token, warp reductions and launch arithmetic. Included only by .cu files.
+// the paged-cache slot of a token, warp reductions and launch arithmetic. Included only by .cu
+// files.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -21,6 +22,22 @@ __device__ __forceinline__ float FromFloat<float>(float v) {
 template <>
 __device__ __forceinline__ __nv_bfloat16 FromFloat<__nv_bfloat16>(float v) {
   return __float2bfloat16_rn(v);
+}
+
+// kVec elements moved as one aligned vector access (16 bytes for 4 floats or 8 bf16).
+template <typename T, int kVec>
+struct alignas(sizeof(T) * kVec) Vec {
+  T v[kVec];
+};
+
+// Four floats as bf16 (round to nearest even) in 8 bytes at dst (8-byte aligned).
+__device__ __forceinline__ void StoreBf16x4(__nv_bfloat16* dst, float a, float b, float c,
+                                            float d) {
+  const __nv_bfloat162 lo = __floats2bfloat162_rn(a, b), hi = __floats2bfloat162_rn(c, d);
+  uint2 packed;
+  packed.x = *reinterpret_cast<const uint32_t*>(&lo);
+  packed.y = *reinterpret_cast<const uint32_t*>(&hi);
+  *reinterpret_cast<uint2*>(dst) = packed;
 }
 
 // The paged-cache slot of token `tok` of a sequence whose block table is `table` (attention.h).

@@ -14,9 +14,10 @@ namespace spark::kernels {
 
 // For each of `rows` rows of `dim`: when residual is not null, residual[r] += x[r] and the sum is
 // what gets normalised; out[r] = v / sqrt(mean(v^2) + eps) * weight. out may equal x (not
-// residual). One block per row; rows of any dim (16-byte vector loads when aligned).
+// residual). One block per row; rows of any dim (16-byte vector loads when aligned). When
+// out_bf16 is not null it also receives out rounded to bf16 (the input of a bf16 GEMM).
 template <typename T>
 Status RmsNorm(const T* x, T* residual, const T* weight, int64_t rows, int dim, float eps, T* out,
-               cudaStream_t stream);
+               cudaStream_t stream, __nv_bfloat16* out_bf16 = nullptr);
 
 }  // namespace spark::kernels

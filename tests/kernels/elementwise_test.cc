@@ -34,6 +34,25 @@ TEST(SiluMulTest, Fp32AndBf16) {
   EXPECT_LT(RelL2(ToFloat(bout.Host()), SiluMulReference(gu, rows, inter)), 1e-2);
 }
 
+// The bf16 copy for a following bf16 GEMM is the fp32 result rounded, on the row-wise kernel
+// (inter % 4 == 0) and the element-wise one.
+TEST(SiluMulTest, Bf16CopyOfTheFp32Result) {
+  SPARK_SKIP_WITHOUT_GPU();
+  for (const int inter : {332, 333, 12288}) {
+    const int rows = inter == 12288 ? 33 : 5;
+    const auto gu = Random(rows * 2 * inter, 24, 3.0f);
+    DeviceArray<float> dgu(gu), dout(rows * inter);
+    DeviceArray<__nv_bfloat16> dcopy(rows * inter);
+    SPARK_ASSERT_OK(SiluMul<float>(dgu.get(), rows, inter, dout.get(), nullptr, dcopy.get()));
+    const std::vector<float> out = dout.Host();
+    EXPECT_LT(RelL2(out, SiluMulReference(gu, rows, inter)), 1e-6) << "inter " << inter;
+    const std::vector<float> copy = ToFloat(dcopy.Host());
+    for (size_t i = 0; i < out.size(); ++i) {
+      ASSERT_EQ(copy[i], RoundBf16(out[i])) << "inter " << inter << " element " << i;
+    }
+  }
+}
+
 TEST(AddTest, AddsAndCastsRoundTrip) {
   SPARK_SKIP_WITHOUT_GPU();
   const size_t n = 100003;

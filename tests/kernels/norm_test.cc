@@ -62,6 +62,25 @@ TEST_P(RmsNormTest, Bf16FusedResidual) {
 }
 
 // 16 and 4096 take the vector path, 37 and 1001 the scalar one, 8192 uses 1024 threads x 2.
+// The bf16 copy for a following bf16 GEMM is the fp32 output rounded (vector and scalar rows).
+TEST_P(RmsNormTest, Bf16CopyOfTheFp32Output) {
+  SPARK_SKIP_WITHOUT_GPU();
+  const int dim = GetParam(), rows = 5;
+  const auto x = Random(rows * dim, 4), res = Random(rows * dim, 5), w = Random(dim, 6);
+  DeviceArray<float> dx(x), dres(res), dw(w), dout(rows * dim);
+  DeviceArray<__nv_bfloat16> dcopy(rows * dim);
+  SPARK_ASSERT_OK(RmsNorm<float>(dx.get(), dres.get(), dw.get(), rows, dim, 1e-6f, dout.get(),
+                                 nullptr, dcopy.get()));
+  std::vector<double> want, want_sum;
+  Reference(x, &res, w, rows, dim, 1e-6f, &want, &want_sum);
+  const std::vector<float> out = dout.Host();
+  EXPECT_LT(RelL2(out, want), 1e-5) << "dim " << dim;
+  const std::vector<float> copy = ToFloat(dcopy.Host());
+  for (size_t i = 0; i < out.size(); ++i) {
+    ASSERT_EQ(copy[i], RoundBf16(out[i])) << "dim " << dim << " element " << i;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Dims, RmsNormTest, ::testing::Values(16, 37, 1001, 4096, 8192));
 
 TEST(RmsNormTest, InPlaceOutput) {

@@ -66,7 +66,30 @@ CudaBackend::~CudaBackend() {
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
 }
 
-void CudaBackend::Activate() { cudaSetDevice(options_.device); }
+void CudaBackend::Activate(bool keep_bf16_copy) {
+  cudaSetDevice(options_.device);
+  if (!keep_bf16_copy) bf16_copy_ = {};
+}
+
+Result<__nv_bfloat16*> CudaBackend::MakeBf16Copy(const float* of, int64_t rows, size_t count) {
+  bf16_copy_ = {};
+  if (!bf16_weights_ || rows <= kernels::kGemvMaxRows || count == 0) return nullptr;
+  SPARK_ASSIGN_OR_RETURN(Buffer b, Scratch(count * 2, DType::kBF16));
+  bf16_copy_ = {of, count, std::move(b)};
+  return static_cast<__nv_bfloat16*>(bf16_copy_.data.raw());
+}
+
+const __nv_bfloat16* CudaBackend::Bf16CopyOf(const float* x, size_t count) const {
+  if (bf16_copy_.of != x || bf16_copy_.count != count) return nullptr;
+  return static_cast<const __nv_bfloat16*>(bf16_copy_.data.raw());
+}
+
+void CudaBackend::ForgetBf16CopyIfWritten(const float* p, size_t count) {
+  if (bf16_copy_.of != nullptr && p < bf16_copy_.of + bf16_copy_.count &&
+      bf16_copy_.of < p + count) {
+    bf16_copy_ = {};
+  }
+}
 
 void CudaBackend::Record(const Status& s) {
   if (s.ok() || !status_.ok()) return;
@@ -202,13 +225,18 @@ void CudaBackend::Embedding(const float* table, int64_t row_begin, int64_t rows,
 void CudaBackend::RmsNorm(const float* x, const float* weight, int64_t rows, int dim, float eps,
                           float* out) {
   Activate();
-  if (!launching()) return;
-  Record(kernels::RmsNorm<float>(x, nullptr, weight, rows, dim, eps, out, stream_));
+  Status s = [&]() -> Status {
+    SPARK_ASSIGN_OR_RETURN(__nv_bfloat16 * copy, MakeBf16Copy(out, rows, size_t(rows) * dim));
+    if (!launching()) return Status::Ok();
+    return kernels::RmsNorm<float>(x, nullptr, weight, rows, dim, eps, out, stream_, copy);
+  }();
+  Record(s);
 }
 
 Result<Buffer> CudaBackend::AllocateWeights(size_t count, DType dtype) {
   if (dtype == DType::kF32 || count == 0) return Allocate(count);
   Activate();
+  bf16_weights_ = bf16_weights_ || dtype == DType::kBF16;
   SPARK_ASSIGN_OR_RETURN(Buffer b, Scratch(count * DTypeBytes(dtype), dtype));
   SPARK_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(b.raw(), 0, count * DTypeBytes(dtype), stream_));
   return b;
@@ -230,8 +258,9 @@ void CudaBackend::UploadWeights(std::span<const float> host, Buffer& dst) {
 
 void CudaBackend::Linear(const float* x, int64_t rows, int in_features, WeightRef w,
                          int out_features, float* out) {
-  Activate();
+  Activate(/*keep_bf16_copy=*/true);
   Record(LinearImpl(x, rows, in_features, w, out_features, out));
+  ForgetBf16CopyIfWritten(out, size_t(rows) * out_features);
 }
 
 Status CudaBackend::LinearImpl(const float* x, int64_t rows, int in_features, WeightRef w,
@@ -247,19 +276,31 @@ Status CudaBackend::LinearImpl(const float* x, int64_t rows, int in_features, We
     if (!launching()) return Status::Ok();
     return kernels::GemvBf16(x, rows, in_features, wb, out_features, out, stream_);
   }
-  // Tensor cores: the activations rounded to bf16, fp32 accumulation and output.
-  SPARK_ASSIGN_OR_RETURN(Buffer xb, Scratch(static_cast<size_t>(rows) * in_features * 2));
+  // Tensor cores: the activations rounded to bf16 (by the op that wrote them, or here), fp32
+  // accumulation and output.
+  const size_t count = static_cast<size_t>(rows) * in_features;
+  if (const __nv_bfloat16* copy = Bf16CopyOf(x, count)) {
+    if (!launching()) return Status::Ok();
+    return gemm_->Run(GemmType::kBF16, GemmType::kF32, copy, rows, in_features, wb, out_features,
+                      out, stream_);
+  }
+  SPARK_ASSIGN_OR_RETURN(Buffer xb, Scratch(count * 2));
   if (!launching()) return Status::Ok();
   auto* xh = reinterpret_cast<__nv_bfloat16*>(xb.data());
-  SPARK_RETURN_IF_ERROR(
-      kernels::CastF32ToBf16(x, static_cast<size_t>(rows) * in_features, xh, stream_));
+  SPARK_RETURN_IF_ERROR(kernels::CastF32ToBf16(x, count, xh, stream_));
   return gemm_->Run(GemmType::kBF16, GemmType::kF32, xh, rows, in_features, wb, out_features, out,
                     stream_);
 }
 
 void CudaBackend::LinearMany(const float* x, int64_t rows, int in_features,
                              std::span<const LinearOut> outs) {
-  Activate();
+  Activate(/*keep_bf16_copy=*/true);
+  LinearManyImpl(x, rows, in_features, outs);
+  for (const LinearOut& o : outs) ForgetBf16CopyIfWritten(o.out, size_t(rows) * o.out_features);
+}
+
+void CudaBackend::LinearManyImpl(const float* x, int64_t rows, int in_features,
+                                 std::span<const LinearOut> outs) {
   bool bf16 = true, stacked = outs.size() <= static_cast<size_t>(kernels::kMaxColumnParts);
   int total = 0;
   for (size_t i = 0; i < outs.size(); ++i) {
@@ -303,7 +344,7 @@ void CudaBackend::LinearMany(const float* x, int64_t rows, int in_features,
 void CudaBackend::LinearSiluMul(const float* x, int64_t rows, int in_features, WeightRef w,
                                 int inter, float* gate_up, float* act) {
   if (w.dtype != DType::kBF16 || rows > kernels::kGemvMaxRows || in_features % 8 != 0) {
-    return Backend::LinearSiluMul(x, rows, in_features, w, inter, gate_up, act);
+    return Backend::LinearSiluMul(x, rows, in_features, w, inter, gate_up, act);  // Linear, SiluMul
   }
   Activate();
   if (!launching()) return;
@@ -314,9 +355,13 @@ void CudaBackend::LinearSiluMul(const float* x, int64_t rows, int in_features, W
 void CudaBackend::AddRmsNorm(float* h, const float* delta, const float* weight, int64_t rows,
                              int dim, float eps, float* out) {
   Activate();
-  if (!launching()) return;
-  // kernels::RmsNorm's residual form: residual (h) += x (delta), out = norm(residual).
-  Record(kernels::RmsNorm<float>(delta, h, weight, rows, dim, eps, out, stream_));
+  Status s = [&]() -> Status {
+    SPARK_ASSIGN_OR_RETURN(__nv_bfloat16 * copy, MakeBf16Copy(out, rows, size_t(rows) * dim));
+    if (!launching()) return Status::Ok();
+    // kernels::RmsNorm's residual form: residual (h) += x (delta), out = norm(residual).
+    return kernels::RmsNorm<float>(delta, h, weight, rows, dim, eps, out, stream_, copy);
+  }();
+  Record(s);
 }
 
 void CudaBackend::QkNormRopeWriteKv(const QkvToCache& a, std::span<const int32_t> positions,
@@ -385,8 +430,12 @@ void CudaBackend::Add(float* x, const float* y, size_t count) {
 
 void CudaBackend::SiluMul(const float* gate_up, int64_t rows, int inter, float* out) {
   Activate();
-  if (!launching()) return;
-  Record(kernels::SiluMul<float>(gate_up, rows, inter, out, stream_));
+  Status s = [&]() -> Status {
+    SPARK_ASSIGN_OR_RETURN(__nv_bfloat16 * copy, MakeBf16Copy(out, rows, size_t(rows) * inter));
+    if (!launching()) return Status::Ok();
+    return kernels::SiluMul<float>(gate_up, rows, inter, out, stream_, copy);
+  }();
+  Record(s);
 }
 
 namespace {
@@ -421,7 +470,6 @@ void CudaBackend::PagedAttention(const float* q, std::span<const AttentionSequen
   Activate();
   Record(PagedAttentionImpl(q, sequences, cache, shape, out));
 }
-
 
 // Single-token sequences go to the split-K decode kernel, longer ones to the prefill kernel in
 // tiles; both write disjoint rows of out. All metadata travels in one staged int32 array.

@@ -26,9 +26,15 @@
 // about 1e-5 relative on the fixtures. With bf16_attention, prefill attention (and decode
 // attention over a bf16 KV cache) runs on bf16 tensor cores (Q, K, V and probabilities rounded
 // to bf16, ~3e-3 relative).
+// bf16 GEMM inputs: a Linear over bf16 weights with more rows than the GEMV serves rounds its
+// fp32 input to bf16. When the backend holds bf16 weights, RmsNorm, AddRmsNorm and SiluMul
+// write that rounded copy beside their fp32 output, and the next op, when it is a Linear of
+// exactly that output, takes the copy instead of casting (same bits, one launch and one pass
+// over the activations fewer). Every other op drops the copy first, so no stale one is used.
 // Thread-safety: one op at a time (see Backend); the calling thread may change between ops.
 #pragma once
 
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <chrono>
@@ -132,7 +138,17 @@ class CudaBackend : public Backend {
   // graph arena inside a graph step); not zeroed (the op overwrites it).
   Result<Buffer> Scratch(size_t bytes, DType dtype = DType::kF32);
   void Record(const Status& s);
-  void Activate();
+  // Makes this backend's device current. Drops the bf16 copy unless the op is a Linear that may
+  // read it (keep_bf16_copy).
+  void Activate(bool keep_bf16_copy = false);
+  // Device memory for the bf16 copy of `count` floats at `of` that the op being enqueued
+  // writes, or nullptr when none is worth making (fp32 weights, or few enough rows for the
+  // GEMV, which reads fp32).
+  Result<__nv_bfloat16*> MakeBf16Copy(const float* of, int64_t rows, size_t count);
+  // The bf16 copy of exactly [x, x + count), or nullptr.
+  const __nv_bfloat16* Bf16CopyOf(const float* x, size_t count) const;
+  // Drops the copy when [p, p + count) overlaps the floats it was made from.
+  void ForgetBf16CopyIfWritten(const float* p, size_t count);
   Status PagedAttentionImpl(const float* q, std::span<const AttentionSequence> sequences,
                             const KvCacheRef& cache, const AttentionShape& shape, float* out);
   Status MoeImpl(const float* x, int64_t rows, int hidden, const float* router_logits,
@@ -140,6 +156,8 @@ class CudaBackend : public Backend {
   Result<const float*> InvFreq(int head_dim, double theta);
   Status LinearImpl(const float* x, int64_t rows, int in_features, WeightRef w, int out_features,
                     float* out);
+  void LinearManyImpl(const float* x, int64_t rows, int in_features,
+                      std::span<const LinearOut> outs);
   // Graph steps: bump allocation from persistent chunks (same addresses for the same sequence).
   Result<void*> ArenaAllocate(size_t bytes);
   // Ends the step at its Download: capture/instantiate or replay, launch, wait, copy out.
@@ -168,6 +186,12 @@ class CudaBackend : public Backend {
   const int32_t* attention_device_ = nullptr;
   int32_t* counts_host_ = nullptr;  // pinned, for the MoE expert counts
   std::map<std::pair<int, double>, Buffer> inv_freq_;
+  bool bf16_weights_ = false;  // AllocateWeights saw bf16: bf16 GEMMs will want copies
+  struct Bf16Copy {
+    const float* of = nullptr;
+    size_t count = 0;
+    Buffer data;
+  } bf16_copy_;
   // Graph state.
   Mode mode_ = Mode::kEager;
   std::string graph_key_;

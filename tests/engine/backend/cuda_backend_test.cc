@@ -162,6 +162,42 @@ TEST_F(CudaBackendTest, Bf16LinearMatchesCpuOnRoundedWeights) {
   EXPECT_GT(RelL2(rounded, exact), 1e-4);
 }
 
+// With bf16 weights, AddRmsNorm and SiluMul hand the next Linear a bf16 copy of their output:
+// the Linear must give the same bits as on a plain upload of that output (which it casts
+// itself), and a copy must not outlive a write of its source by another op.
+TEST_F(CudaBackendTest, Bf16CopiesFeedOnlyTheNextLinear) {
+  const int rows = 9, in = 512, out = 200;
+  const auto w = Random(size_t{out} * in, 41);
+  auto gw = gpu_->AllocateWeights(w.size(), DType::kBF16);
+  ASSERT_TRUE(gw.ok());
+  gpu_->UploadWeights(w, *gw);
+  auto linear = [&](const Buffer& x) {
+    Buffer y = Put(std::vector<float>(size_t{rows} * out));
+    gpu_->Linear(x.data(), rows, in, gw->weight(), out, y.data());
+    return Get(y);
+  };
+  // AddRmsNorm, then Linear of its output against Linear of the same values uploaded.
+  Buffer h = Put(Random(size_t{rows} * in, 43)), delta = Put(Random(size_t{rows} * in, 44));
+  Buffer nw = Put(Random(in, 45)), x = Put(std::vector<float>(size_t{rows} * in));
+  gpu_->AddRmsNorm(h.data(), delta.data(), nw.data(), rows, in, 1e-6f, x.data());
+  Buffer y = Put(std::vector<float>(size_t{rows} * out));
+  gpu_->Linear(x.data(), rows, in, gw->weight(), out, y.data());
+  const std::vector<float> from_copy = Get(y);
+  EXPECT_EQ(from_copy, linear(Put(Get(x)))) << "after AddRmsNorm";
+  // A write in between (an upload of other values) drops the copy.
+  gpu_->AddRmsNorm(h.data(), delta.data(), nw.data(), rows, in, 1e-6f, x.data());
+  const auto other = Random(size_t{rows} * in, 46);
+  gpu_->Upload(other, x.data());
+  EXPECT_EQ(linear(x), linear(Put(other))) << "upload after AddRmsNorm";
+  EXPECT_NE(linear(x), from_copy);
+  // SiluMul's copy, the down projection's input.
+  Buffer gu = Put(Random(size_t{rows} * 2 * in, 47)),
+         act = Put(std::vector<float>(size_t{rows} * in));
+  gpu_->SiluMul(gu.data(), rows, in, act.data());
+  gpu_->Linear(act.data(), rows, in, gw->weight(), out, y.data());
+  EXPECT_EQ(Get(y), linear(Put(Get(act)))) << "after SiluMul";
+}
+
 // The fusions against the CPU backend's unfused defaults: q/k/v through one GEMV launch,
 // gate/up GEMV + SiLU-mul, residual add + RMSNorm, per-head RMSNorm + RoPE and the same with
 // the KV cache write (head_dim 64, 128, 256; scattered slots).
