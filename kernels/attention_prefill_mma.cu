@@ -91,7 +91,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
     }
   };
 
-  // This thread's accumulator rows are RowA(g) and RowA(g) + 8 of each group g; padding rows
+  // This thread's accumulator rows are row_a(g) and row_a(g) + 8 of each group g; padding rows
   // behave like the last real row.
   const int last = tile.rows - 1;
   auto row_a = [&](int g) { return g * 16 * kWarps + warp * 16 + lane / 4; };
@@ -201,9 +201,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
         stage(ks, nullptr, t0 + kKvTile);
         CpAsyncCommit();
       }
-    } else {
-      // Tile t's V landed with its K; tile t+1's copies stay in flight during P V.
-    }
+    }  // (two stages: tile t's V landed with its K; tile t+1's copies stay in flight)
     if (active) {
 #pragma unroll
       for (int kc = 0; kc < kKvTile / 16; ++kc) {
