@@ -43,18 +43,19 @@ __global__ void RopeKernel(T* x, const int32_t* __restrict__ positions, int head
 }
 
 // Per-head RMSNorm and RoPE of one head held by one warp: lane l holds elements
-// [kE*l, kE*l + kE) at v (in place), so the rotation partner of element i (i +- head_dim/2)
-// sits in lane l ^ 16. `copy`, when set, receives the result too (a KV cache row).
+// [kE*l, kE*l + kE) read at `in` and written at `v` (may be the same), so the rotation partner
+// of element i (i +- head_dim/2) sits in lane l ^ 16. `copy`, when set, receives the result too
+// (a KV cache row).
 template <int kE, typename C>
-__device__ __forceinline__ void NormRopeHead(float* v, C* copy, const float* weight, float eps,
-                                             float pos, const float* __restrict__ inv_freq,
-                                             int lane) {
+__device__ __forceinline__ void NormRopeHead(const float* in, float* v, C* copy,
+                                             const float* weight, float eps, float pos,
+                                             const float* __restrict__ inv_freq, int lane) {
   constexpr int kDim = 32 * kE, kHalf = kDim / 2;
   float a[kE];
   float ss = 0.0f;
 #pragma unroll
   for (int i = 0; i < kE; ++i) {
-    a[i] = v[i];
+    a[i] = in[i];
     ss += a[i] * a[i];
   }
 #pragma unroll
@@ -76,8 +77,8 @@ __device__ __forceinline__ void NormRopeHead(float* v, C* copy, const float* wei
   }
 }
 
-// One warp per (token, head) of q, of k and of v: q and k normed and rotated in place, k and v
-// rows also written to their cache slot (of element type C).
+// One warp per (token, head) of q, of k and of v: q and k normed and rotated in place (or from
+// the stacked rows at p.src), k and v rows also written to their cache slot (of element type C).
 template <int kE, typename C>
 __global__ void QkNormRopeWriteKvKernel(QkvHeads p, const int32_t* __restrict__ positions,
                                         const int64_t* __restrict__ slots, int64_t tokens,
@@ -92,23 +93,29 @@ __global__ void QkNormRopeWriteKvKernel(QkvHeads p, const int32_t* __restrict__ 
   const int j = static_cast<int>(row % per_token);
   const float pos = static_cast<float>(positions[t]);
   const int64_t kv_width = int64_t{p.kv_heads} * kDim;
+  // Head j's elements of this lane in the stacked row (q, then k, then v heads), if there is one.
+  const float* stacked =
+      p.src != nullptr ? p.src + t * p.src_stride + j * kDim + lane * kE : nullptr;
   if (j < p.heads) {
-    NormRopeHead<kE, C>(p.q + (t * p.heads + j) * kDim + lane * kE, nullptr, p.q_weight, eps, pos,
+    float* q = p.q + (t * p.heads + j) * kDim + lane * kE;
+    NormRopeHead<kE, C>(stacked != nullptr ? stacked : q, q, nullptr, p.q_weight, eps, pos,
                         inv_freq, lane);
     return;
   }
   const int64_t at =
       (j < p.heads + p.kv_heads ? j - p.heads : j - p.heads - p.kv_heads) * kDim + lane * kE;
   if (j < p.heads + p.kv_heads) {
-    NormRopeHead<kE, C>(p.k + t * kv_width + at,
+    float* k = p.k + t * kv_width + at;
+    NormRopeHead<kE, C>(stacked != nullptr ? stacked : k, k,
                         static_cast<C*>(p.k_cache) + slots[t] * kv_width + at, p.k_weight, eps, pos,
                         inv_freq, lane);
     return;
   }
 #pragma unroll
   for (int i = 0; i < kE; ++i) {
-    static_cast<C*>(p.v_cache)[slots[t] * kv_width + at + i] =
-        FromFloat<C>(p.v[t * kv_width + at + i]);
+    const float v = stacked != nullptr ? stacked[i] : p.v[t * kv_width + at + i];
+    if (stacked != nullptr) p.v_out[t * kv_width + at + i] = v;
+    static_cast<C*>(p.v_cache)[slots[t] * kv_width + at + i] = FromFloat<C>(v);
   }
 }
 

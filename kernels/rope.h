@@ -58,6 +58,12 @@ struct QkvHeads {
   void* v_cache = nullptr;
   bool bf16_cache = false;  // the cache's elements: bf16, or fp32
   int heads = 0, kv_heads = 0, head_dim = 0;
+  // When set, q, k and v are read from one stacked row per token instead (q at column 0, k
+  // after the heads, v after the KV heads; src_stride floats per row, as one GEMM over stacked
+  // weights writes them) and written to q, k and v_out as well: the column split folded in.
+  const float* src = nullptr;
+  int64_t src_stride = 0;
+  float* v_out = nullptr;
 };
 Status QkNormRopeWriteKv(const QkvHeads& heads, const int32_t* positions, const int64_t* slots,
                          int64_t tokens, float eps, const float* inv_freq, cudaStream_t stream);

@@ -66,9 +66,19 @@ CudaBackend::~CudaBackend() {
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
 }
 
-void CudaBackend::Activate(bool keep_bf16_copy) {
+void CudaBackend::Activate(bool keep_bf16_copy, bool keep_split) {
   cudaSetDevice(options_.device);
   if (!keep_bf16_copy) bf16_copy_ = {};
+  if (!keep_split) RunPendingSplit();
+}
+
+void CudaBackend::RunPendingSplit() {
+  if (pending_split_.stacked.raw() == nullptr) return;
+  if (launching()) {
+    Record(kernels::SplitColumns(pending_split_.stacked.data(), pending_split_.rows,
+                                 pending_split_.parts, stream_));
+  }
+  pending_split_ = {};
 }
 
 Result<__nv_bfloat16*> CudaBackend::MakeBf16Copy(const float* of, int64_t rows, size_t count) {
@@ -315,17 +325,18 @@ void CudaBackend::LinearManyImpl(const float* x, int64_t rows, int in_features,
                           outs.size() <= static_cast<size_t>(kernels::kGemvMaxSegments);
   if (bf16 && stacked && !one_launch && !outs.empty()) {
     // One GEMM over the stacked weights (cuBLASLt streams skinny shapes well only when n is
-    // wide), then each output's columns out of the result.
+    // wide), then each output's columns out of the result: a split the next op enqueues, or
+    // folds into itself (QkNormRopeWriteKv). Decided the same way in a replay's host pass.
     Status s = [&]() -> Status {
       SPARK_ASSIGN_OR_RETURN(Buffer all, Scratch(static_cast<size_t>(rows) * total * 4));
       SPARK_RETURN_IF_ERROR(LinearImpl(x, rows, in_features, outs[0].w, total, all.data()));
-      if (!launching()) return Status::Ok();
       kernels::ColumnParts parts;
       for (const LinearOut& o : outs) {
         parts.out[parts.count] = o.out;
         parts.n[parts.count++] = o.out_features;
       }
-      return kernels::SplitColumns(all.data(), rows, parts, stream_);
+      pending_split_ = {std::move(all), rows, total, parts};
+      return Status::Ok();
     }();
     Record(s);
     return;
@@ -369,19 +380,39 @@ void CudaBackend::QkNormRopeWriteKv(const QkvToCache& a, std::span<const int32_t
   if (a.head_dim != 64 && a.head_dim != 128 && a.head_dim != 256) {
     return Backend::QkNormRopeWriteKv(a, positions, slots);
   }
-  Activate();
+  Activate(/*keep_bf16_copy=*/false, /*keep_split=*/true);
   Status s = [&]() -> Status {
+    // First the RoPE table (built by an allocation, which runs a pending split) and staging.
     SPARK_ASSIGN_OR_RETURN(const float* inv_freq, InvFreq(a.head_dim, a.theta));
     SPARK_ASSIGN_OR_RETURN(const int32_t* d_pos, Stage(positions));
     SPARK_ASSIGN_OR_RETURN(const int64_t* d_slots, Stage(slots));
-    if (!launching()) return Status::Ok();
-    const kernels::QkvHeads heads{a.q,      a.k,        a.v,       a.q_norm,
-                                  a.k_norm, a.cache.k,  a.cache.v, a.cache.dtype == DType::kBF16,
-                                  a.heads,  a.kv_heads, a.head_dim};
-    return kernels::QkNormRopeWriteKv(heads, d_pos, d_slots, static_cast<int64_t>(positions.size()),
-                                      a.eps, inv_freq, stream_);
+    // A pending split of a LinearMany that wrote exactly these q, k and v: read its stacked rows.
+    const kernels::ColumnParts parts = pending_split_.parts;
+    const bool fold = pending_split_.stacked.raw() != nullptr && parts.count == 3 &&
+                      parts.out[0] == a.q && parts.out[1] == a.k && parts.out[2] == a.v &&
+                      parts.n[0] == a.heads * a.head_dim && parts.n[1] == a.kv_heads * a.head_dim &&
+                      parts.n[2] == a.kv_heads * a.head_dim &&
+                      pending_split_.rows == static_cast<int64_t>(positions.size());
+    if (!fold) RunPendingSplit();
+    if (!launching()) {
+      pending_split_ = {};
+      return Status::Ok();
+    }
+    kernels::QkvHeads heads{a.q,      a.k,        a.v,       a.q_norm,
+                            a.k_norm, a.cache.k,  a.cache.v, a.cache.dtype == DType::kBF16,
+                            a.heads,  a.kv_heads, a.head_dim};
+    if (fold) {
+      heads.src = pending_split_.stacked.data();
+      heads.src_stride = pending_split_.total;
+      heads.v_out = parts.out[2];
+    }
+    const Status launched = kernels::QkNormRopeWriteKv(
+        heads, d_pos, d_slots, static_cast<int64_t>(positions.size()), a.eps, inv_freq, stream_);
+    pending_split_ = {};  // the stacked rows are freed after the kernel, in stream order
+    return launched;
   }();
   Record(s);
+  RunPendingSplit();  // an error above may have left it pending
 }
 
 void CudaBackend::ArgMax(const float* x, int64_t rows, int cols, int64_t index_offset, float* out) {

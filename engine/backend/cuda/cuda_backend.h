@@ -31,6 +31,9 @@
 // write that rounded copy beside their fp32 output, and the next op, when it is a Linear of
 // exactly that output, takes the copy instead of casting (same bits, one launch and one pass
 // over the activations fewer). Every other op drops the copy first, so no stale one is used.
+// Likewise a LinearMany over stacked weights (one GEMM, then each output's columns) leaves the
+// column split pending: a QkNormRopeWriteKv of exactly those q, k and v outputs reads the
+// stacked rows itself and writes the outputs, and every other op runs the split first.
 // Thread-safety: one op at a time (see Backend); the calling thread may change between ops.
 #pragma once
 
@@ -46,6 +49,7 @@
 
 #include "engine/backend/backend.h"
 #include "engine/backend/cuda/device_allocator.h"
+#include "kernels/elementwise.h"
 #include "kernels/gemm.h"
 
 namespace spark::engine::backend::cuda {
@@ -139,8 +143,11 @@ class CudaBackend : public Backend {
   Result<Buffer> Scratch(size_t bytes, DType dtype = DType::kF32);
   void Record(const Status& s);
   // Makes this backend's device current. Drops the bf16 copy unless the op is a Linear that may
-  // read it (keep_bf16_copy).
-  void Activate(bool keep_bf16_copy = false);
+  // read it (keep_bf16_copy); runs a pending column split unless the op may take it over
+  // (keep_split).
+  void Activate(bool keep_bf16_copy = false, bool keep_split = false);
+  // Enqueues the pending column split of LinearMany, if any, and forgets it.
+  void RunPendingSplit();
   // Device memory for the bf16 copy of `count` floats at `of` that the op being enqueued
   // writes, or nullptr when none is worth making (fp32 weights, or few enough rows for the
   // GEMV, which reads fp32).
@@ -192,6 +199,12 @@ class CudaBackend : public Backend {
     size_t count = 0;
     Buffer data;
   } bf16_copy_;
+  struct PendingSplit {
+    Buffer stacked;  // [rows, total] (empty: nothing pending)
+    int64_t rows = 0;
+    int total = 0;
+    kernels::ColumnParts parts;
+  } pending_split_;
   // Graph state.
   Mode mode_ = Mode::kEager;
   std::string graph_key_;

@@ -198,6 +198,59 @@ TEST_F(CudaBackendTest, Bf16CopiesFeedOnlyTheNextLinear) {
   EXPECT_EQ(Get(y), linear(Put(Get(act)))) << "after SiluMul";
 }
 
+// q/k/v over stacked weights past the GEMV leave their column split pending: QkNormRopeWriteKv of
+// exactly those outputs reads the stacked rows itself. Same bits in every output and the cache
+// as with the split run first (Synchronize runs it), for both cache types.
+TEST_F(CudaBackendTest, StackedQkvSplitFoldsIntoQkNormRopeWriteKv) {
+  const int rows = 9, in = 512, heads = 4, kv_heads = 2, hd = 128, slots_total = 12;
+  const int n[3] = {heads * hd, kv_heads * hd, kv_heads * hd};
+  const auto stack = Random(static_cast<size_t>(n[0] + n[1] + n[2]) * in, 80);
+  auto gst = gpu_->AllocateWeights(stack.size(), DType::kBF16);
+  ASSERT_TRUE(gst.ok());
+  gpu_->UploadWeights(stack, *gst);
+  Buffer gx = Put(Random(size_t{rows} * in, 81));
+  Buffer qw = Put(Random(hd, 82)), kw = Put(Random(hd, 83));
+  std::vector<int32_t> pos(rows);
+  std::vector<int64_t> slots(rows);
+  for (int i = 0; i < rows; ++i) {
+    pos[i] = 3 + 11 * i;
+    slots[i] = (5 * i + 2) % slots_total;
+  }
+  for (DType cache_type : {DType::kBF16, DType::kF32}) {
+    SCOPED_TRACE(DTypeName(cache_type));
+    const size_t floats = size_t{slots_total} * n[1] / (cache_type == DType::kBF16 ? 2 : 1);
+    std::vector<std::vector<float>> got[2];
+    for (bool fold : {true, false}) {
+      std::vector<Buffer> out;
+      std::vector<LinearOut> outs;
+      for (int i = 0, at = 0; i < 3; at += n[i] * in, ++i) {
+        out.push_back(Put(std::vector<float>(size_t{rows} * n[i], -1.0f)));
+        outs.push_back({gst->View(at, n[i] * in).weight(), n[i], out.back().data()});
+      }
+      Buffer kc = Put(std::vector<float>(floats)), vc = Put(std::vector<float>(floats));
+      gpu_->LinearMany(gx.data(), rows, in, outs);
+      if (!fold) {
+        ASSERT_TRUE(gpu_->Synchronize().ok());
+      }
+      const backend::QkvToCache a{.q = out[0].data(),
+                                  .k = out[1].data(),
+                                  .v = out[2].data(),
+                                  .heads = heads,
+                                  .kv_heads = kv_heads,
+                                  .head_dim = hd,
+                                  .q_norm = qw.data(),
+                                  .k_norm = kw.data(),
+                                  .eps = 1e-6f,
+                                  .theta = 1e6,
+                                  .cache = {kc.data(), vc.data(), cache_type}};
+      gpu_->QkNormRopeWriteKv(a, pos, slots);
+      got[fold] = {Get(out[0]), Get(out[1]), Get(out[2]), Get(kc), Get(vc)};
+    }
+    const char* names[] = {"q", "k", "v", "k cache", "v cache"};
+    for (int i = 0; i < 5; ++i) EXPECT_EQ(got[1][i], got[0][i]) << names[i];
+  }
+}
+
 // The fusions against the CPU backend's unfused defaults: q/k/v through one GEMV launch,
 // gate/up GEMV + SiLU-mul, residual add + RMSNorm, per-head RMSNorm + RoPE and the same with
 // the KV cache write (head_dim 64, 128, 256; scattered slots).
