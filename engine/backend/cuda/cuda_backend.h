@@ -33,7 +33,10 @@
 // over the activations fewer). Every other op drops the copy first, so no stale one is used.
 // Likewise a LinearMany over stacked weights (one GEMM, then each output's columns) leaves the
 // column split pending: a QkNormRopeWriteKv of exactly those q, k and v outputs reads the
-// stacked rows itself and writes the outputs, and every other op runs the split first.
+// stacked rows itself and writes the outputs, and every other op runs the split first. Both
+// rest on those buffers being touched only through this backend's ops in between: a
+// communicator reading or writing them directly would see neither (the models all-reduce layer
+// outputs and embeddings only).
 // Thread-safety: one op at a time (see Backend); the calling thread may change between ops.
 #pragma once
 
