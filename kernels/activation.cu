@@ -64,7 +64,7 @@ Status SiluMul(const T* gate_up, int64_t rows, int inter, T* out, cudaStream_t s
   if (total <= 0) return Status::Ok();
   if constexpr (std::is_same_v<T, float>) {
     if (inter % 4 == 0 && detail::Aligned16(gate_up) && detail::Aligned16(out) &&
-        (out_bf16 == nullptr || reinterpret_cast<uintptr_t>(out_bf16) % 8 == 0)) {
+        (out_bf16 == nullptr || detail::Aligned16(out_bf16))) {
       const int chunks = inter / 4;
       const dim3 grid(std::min(detail::CeilDiv(chunks, 256), 64u),
                       static_cast<unsigned>(std::min<int64_t>(rows, 65535)));

@@ -91,12 +91,12 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
     }
   };
 
-  // This thread's accumulator rows are row_a(g) and row_a(g) + 8 of each group g; padding rows
-  // behave like the last real row.
+  // First tile row of this warp's group g. This thread's accumulator rows are
+  // group_row(g) + lane / 4 and 8 below; padding rows behave like the last real row.
+  auto group_row = [&](int g) { return g * 16 * kWarps + warp * 16; };
   const int last = tile.rows - 1;
-  auto row_a = [&](int g) { return g * 16 * kWarps + warp * 16 + lane / 4; };
-  const int warp_vis_min = tile.kv_len0 + min(warp * 16, last);
-  const int warp_vis_max = tile.kv_len0 + min((kGroups - 1) * 16 * kWarps + warp * 16 + 15, last);
+  const int warp_vis_min = tile.kv_len0 + min(group_row(0), last);
+  const int warp_vis_max = tile.kv_len0 + min(group_row(kGroups - 1) + 15, last);
   const float scale_log2 = layout.scale * 1.4426950408889634f;
 
   float o[kGroups][D / 8][4];
@@ -116,19 +116,17 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
     const int t0 = t * kKvTile;
     const __nv_bfloat16* kt = ks + (kStages == 2 ? (t % 2) * kTileElems : 0);
     const __nv_bfloat16* vt = vs + (kStages == 2 ? (t % 2) * kTileElems : 0);
+    // Tile t's K (and Q; with two stages V too) in place; every warp is done with the buffers
+    // refilled next: tile t-1's (two stages) or V of tile t-1 (one stage).
+    CpAsyncWaitAll();
+    __syncthreads();
     if constexpr (kStages == 2) {
-      // Tile t's K and V (and Q) in place; every warp is done with tile t-1's buffers, which
-      // tile t+1 now fills.
-      CpAsyncWaitAll();
-      __syncthreads();
       if (t + 1 < num_kv_tiles) {
         const int next = ((t + 1) % 2) * kTileElems;
         stage(ks + next, vs + next, t0 + kKvTile);
         CpAsyncCommit();
       }
     } else {
-      CpAsyncWaitAll();
-      __syncthreads();  // K of tile t (and Q) in place; every warp is done with V of tile t-1
       stage(nullptr, vs, t0);
       CpAsyncCommit();
     }
@@ -147,7 +145,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
         uint32_t qf[kGroups][4];
 #pragma unroll
         for (int g = 0; g < kGroups; ++g) {
-          const int r = g * 16 * kWarps + warp * 16 + lane % 8 + ((lane / 8) % 2) * 8;
+          const int r = group_row(g) + lane % 8 + ((lane / 8) % 2) * 8;
           LdMatrixX4(qf[g], SharedAddress(qs + r * kStride + kc * 16 + (lane / 16) * 8));
         }
 #pragma unroll
@@ -165,8 +163,8 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
       if (t0 + kKvTile > warp_vis_min) {  // some row of this warp stops inside the tile
 #pragma unroll
         for (int g = 0; g < kGroups; ++g) {
-          const int vis_a = tile.kv_len0 + min(row_a(g), last);
-          const int vis_b = tile.kv_len0 + min(row_a(g) + 8, last);
+          const int vis_a = tile.kv_len0 + min(group_row(g) + lane / 4, last);
+          const int vis_b = tile.kv_len0 + min(group_row(g) + lane / 4 + 8, last);
 #pragma unroll
           for (int nb = 0; nb < kKvTile / 8; ++nb) {
 #pragma unroll
@@ -229,7 +227,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
   }
 #pragma unroll
   for (int g = 0; g < kGroups; ++g) {
-    const int ra = row_a(g), rb = ra + 8;
+    const int ra = group_row(g) + lane / 4, rb = ra + 8;
     const float inv_a = 1.0f / QuadSum(l_a[g]), inv_b = 1.0f / QuadSum(l_b[g]);
     T* out_a = out + (tile.row_begin + ra) * q_stride + int64_t{h} * D + (lane % 4) * 2;
     T* out_b = out_a + 8 * q_stride;

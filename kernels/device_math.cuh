@@ -30,14 +30,17 @@ struct alignas(sizeof(T) * kVec) Vec {
   T v[kVec];
 };
 
+// Two floats as bf16 (round to nearest even), `lo` in the low half (the lower address; in a
+// tensor-core fragment register, the element of the lower column).
+__device__ __forceinline__ uint32_t PackBf16(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
 // Four floats as bf16 (round to nearest even) in 8 bytes at dst (8-byte aligned).
 __device__ __forceinline__ void StoreBf16x4(__nv_bfloat16* dst, float a, float b, float c,
                                             float d) {
-  const __nv_bfloat162 lo = __floats2bfloat162_rn(a, b), hi = __floats2bfloat162_rn(c, d);
-  uint2 packed;
-  packed.x = *reinterpret_cast<const uint32_t*>(&lo);
-  packed.y = *reinterpret_cast<const uint32_t*>(&hi);
-  *reinterpret_cast<uint2*>(dst) = packed;
+  *reinterpret_cast<uint2*>(dst) = make_uint2(PackBf16(a, b), PackBf16(c, d));
 }
 
 // The paged-cache slot of token `tok` of a sequence whose block table is `table` (attention.h).

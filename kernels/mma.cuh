@@ -15,6 +15,8 @@
 
 #include <cstdint>
 
+#include "kernels/device_math.cuh"
+
 namespace spark::kernels::detail {
 
 __device__ __forceinline__ uint32_t SharedAddress(const void* p) {
@@ -43,13 +45,6 @@ __device__ __forceinline__ void MmaBf16(float (&c)[4], const uint32_t (&a)[4], u
       "{%8, %9}, {%0, %1, %2, %3};\n"
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-// Two floats as bf16 (round to nearest even), `lo` in the low half: the element of the lower
-// column in a fragment register.
-__device__ __forceinline__ uint32_t PackBf16(float lo, float hi) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&v);
 }
 
 // 16 bytes global -> shared without passing through registers; zero-fills when !valid (the

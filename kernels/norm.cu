@@ -68,7 +68,7 @@ Status RmsNorm(const T* x, T* residual, const T* weight, int64_t rows, int dim, 
   constexpr int kVec = 16 / sizeof(T);
   const bool vector = dim % kVec == 0 && Aligned16(x) && Aligned16(weight) && Aligned16(out) &&
                       (residual == nullptr || Aligned16(residual)) &&
-                      (out_bf16 == nullptr || reinterpret_cast<uintptr_t>(out_bf16) % 8 == 0);
+                      (out_bf16 == nullptr || Aligned16(out_bf16));
   const int chunks = vector ? dim / kVec : dim;
   const int threads = chunks >= 1024 ? 1024 : (chunks + 31) / 32 * 32;
   SPARK_CUDA_RETURN_IF_ERROR(

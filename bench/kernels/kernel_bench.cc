@@ -297,10 +297,12 @@ int Main(int argc, char** argv) {
     rows.push_back(BenchRmsNorm<__nv_bfloat16>(norm_rows, 4096, true, copy_gbs));
     rows.push_back(BenchRmsNorm<float>(norm_rows, 4096, false, copy_gbs));
   }
-  for (auto [b, ctx] : !want("decode") ? std::vector<std::pair<int, int>>{}
-                       : quick
-                           ? std::vector<std::pair<int, int>>{{8, 1024}}
-                           : std::vector<std::pair<int, int>>{{1, 32768}, {32, 4096}, {1, 4096}}) {
+  std::vector<std::pair<int, int>> decode_shapes;  // (batch, context)
+  if (want("decode")) {
+    decode_shapes = quick ? std::vector<std::pair<int, int>>{{8, 1024}}
+                          : std::vector<std::pair<int, int>>{{1, 32768}, {32, 4096}, {1, 4096}};
+  }
+  for (auto [b, ctx] : decode_shapes) {
     rows.push_back(BenchDecodeAttention<__nv_bfloat16>(b, ctx, prop.multiProcessorCount, copy_gbs));
     rows.push_back(BenchDecodeAttention<float>(b, ctx, prop.multiProcessorCount, copy_gbs));
     rows.push_back(

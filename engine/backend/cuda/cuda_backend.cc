@@ -386,30 +386,27 @@ void CudaBackend::QkNormRopeWriteKv(const QkvToCache& a, std::span<const int32_t
     SPARK_ASSIGN_OR_RETURN(const float* inv_freq, InvFreq(a.head_dim, a.theta));
     SPARK_ASSIGN_OR_RETURN(const int32_t* d_pos, Stage(positions));
     SPARK_ASSIGN_OR_RETURN(const int64_t* d_slots, Stage(slots));
-    // A pending split of a LinearMany that wrote exactly these q, k and v: read its stacked rows.
-    const kernels::ColumnParts parts = pending_split_.parts;
-    const bool fold = pending_split_.stacked.raw() != nullptr && parts.count == 3 &&
-                      parts.out[0] == a.q && parts.out[1] == a.k && parts.out[2] == a.v &&
-                      parts.n[0] == a.heads * a.head_dim && parts.n[1] == a.kv_heads * a.head_dim &&
-                      parts.n[2] == a.kv_heads * a.head_dim &&
-                      pending_split_.rows == static_cast<int64_t>(positions.size());
+    // A pending split of a LinearMany that wrote exactly these q, k and v: take its stacked
+    // rows over (freed after the kernel, in stream order); any other pending split runs now.
+    const PendingSplit& p = pending_split_;
+    const bool fold =
+        p.stacked.raw() != nullptr && p.parts.count == 3 && p.parts.out[0] == a.q &&
+        p.parts.out[1] == a.k && p.parts.out[2] == a.v && p.parts.n[0] == a.heads * a.head_dim &&
+        p.parts.n[1] == a.kv_heads * a.head_dim && p.parts.n[2] == a.kv_heads * a.head_dim &&
+        p.rows == static_cast<int64_t>(positions.size());
     if (!fold) RunPendingSplit();
-    if (!launching()) {
-      pending_split_ = {};
-      return Status::Ok();
-    }
+    const PendingSplit taken = std::exchange(pending_split_, {});
+    if (!launching()) return Status::Ok();
     kernels::QkvHeads heads{a.q,      a.k,        a.v,       a.q_norm,
                             a.k_norm, a.cache.k,  a.cache.v, a.cache.dtype == DType::kBF16,
                             a.heads,  a.kv_heads, a.head_dim};
     if (fold) {
-      heads.src = pending_split_.stacked.data();
-      heads.src_stride = pending_split_.total;
-      heads.v_out = parts.out[2];
+      heads.src = taken.stacked.data();
+      heads.src_stride = taken.total;
+      heads.v_out = taken.parts.out[2];
     }
-    const Status launched = kernels::QkNormRopeWriteKv(
-        heads, d_pos, d_slots, static_cast<int64_t>(positions.size()), a.eps, inv_freq, stream_);
-    pending_split_ = {};  // the stacked rows are freed after the kernel, in stream order
-    return launched;
+    return kernels::QkNormRopeWriteKv(heads, d_pos, d_slots, static_cast<int64_t>(positions.size()),
+                                      a.eps, inv_freq, stream_);
   }();
   Record(s);
   RunPendingSplit();  // an error above may have left it pending
