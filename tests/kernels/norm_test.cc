@@ -61,7 +61,6 @@ TEST_P(RmsNormTest, Bf16FusedResidual) {
   EXPECT_LT(RelL2(ToFloat(dres.Host()), want_sum), 5e-3);
 }
 
-// 16 and 4096 take the vector path, 37 and 1001 the scalar one, 8192 uses 1024 threads x 2.
 // The bf16 copy for a following bf16 GEMM is the fp32 output rounded (vector and scalar rows).
 TEST_P(RmsNormTest, Bf16CopyOfTheFp32Output) {
   SPARK_SKIP_WITHOUT_GPU();
@@ -81,6 +80,7 @@ TEST_P(RmsNormTest, Bf16CopyOfTheFp32Output) {
   }
 }
 
+// 16 and 4096 take the vector path, 37 and 1001 the scalar one, 8192 uses 1024 threads x 2.
 INSTANTIATE_TEST_SUITE_P(Dims, RmsNormTest, ::testing::Values(16, 37, 1001, 4096, 8192));
 
 TEST(RmsNormTest, InPlaceOutput) {
