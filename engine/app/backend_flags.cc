@@ -8,11 +8,14 @@ void AddBackendFlags(CLI::App* cmd, BackendFlags* flags) {
   cmd->add_option("--backend", flags->backend,
                   "cpu (default) or cuda; cuda needs a build with CUDA and a GPU");
   cmd->add_option("--weight-dtype", flags->weight_dtype,
-                  "Linear weights in memory: fp32 (default) or bf16 (half the memory; on cuda "
+                  "Linear weights in memory: fp32 (default), bf16 (half the memory; on cuda "
                   "about twice the decode speed and tensor-core prefill attention, within bf16 "
-                  "tolerance)");
+                  "tolerance) or fp8 (E4M3 with 128 x 128 block scales, as DeepSeek and "
+                  "Qwen3-FP8 checkpoints ship: a quarter of fp32's memory; other checkpoints are "
+                  "quantised on load; Qwen3 models)");
   cmd->add_option("--kv-dtype", flags->kv_dtype,
-                  "KV cache elements: auto (default: those of --weight-dtype), fp32 or bf16 (half "
+                  "KV cache elements: auto (default: those of --weight-dtype, bf16 for fp8 "
+                  "weights), fp32 or bf16 (half "
                   "the cache memory and what attention reads per step; Qwen3 models)");
   cmd->add_flag("--cuda-graphs", flags->cuda_graphs,
                 "With --backend cuda: run greedy decode steps of a dense model as captured CUDA "

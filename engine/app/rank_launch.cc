@@ -190,7 +190,8 @@ Status RankOptions::Validate() const {
   if (auto dtype = backend::ParseDType(weight_dtype); !dtype.ok()) {
     return InvalidArgumentError("--weight-dtype: " + dtype.status().message());
   }
-  if (kv_dtype != "auto" && !backend::ParseDType(kv_dtype).ok()) {
+  if (auto kv = backend::ParseDType(kv_dtype);
+      kv_dtype != "auto" && (!kv.ok() || *kv == backend::DType::kFP8)) {
     return InvalidArgumentError("--kv-dtype: '" + kv_dtype +
                                 "' is not a KV cache type (choose auto, fp32 or bf16)");
   }
@@ -353,7 +354,7 @@ Result<std::unique_ptr<RankSession>> StartRank(const RankOptions& options) {
                               .threads = threads,
                               .rank = options.rank,
                               .step_timeout = options.comm_timeout,
-                              .bf16_attention = weight_dtype == backend::DType::kBF16}));
+                              .bf16_attention = weight_dtype != backend::DType::kF32}));
   if (options.tp > 1) SPARK_RETURN_IF_ERROR(s->ConnectGroup());
   // Rank 0 decides the KV cache shape: its BlockManager hands out the block ids in the plans.
   int64_t shape[2] = {options.num_kv_blocks, options.block_size};
@@ -362,7 +363,7 @@ Result<std::unique_ptr<RankSession>> StartRank(const RankOptions& options) {
   mo.shard = {options.rank, options.tp};
   mo.moe_sharding = options.moe_sharding;
   mo.weight_dtype = weight_dtype;
-  mo.kv_dtype = weight_dtype;
+  mo.kv_dtype = backend::KvDTypeFor(weight_dtype);
   if (options.kv_dtype != "auto") {
     SPARK_ASSIGN_OR_RETURN(mo.kv_dtype, backend::ParseDType(options.kv_dtype));
   }
@@ -390,10 +391,11 @@ Result<std::unique_ptr<RankSession>> StartRank(const RankOptions& options) {
   const model::KvCacheSpec kv = s->model_->kv_cache_spec();
   const double kv_gib = static_cast<double>(shape[0]) * static_cast<double>(shape[1]) *
                         static_cast<double>(kv.bytes_per_token()) / (1024.0 * 1024.0 * 1024.0);
-  log->info("rank {}/{}: {} loaded ({} weights), KV cache {} blocks x {} tokens ({}, {:.2f} GiB), "
-            "{} threads",
-            options.rank, options.tp, options.model_dir, backend::DTypeName(weight_dtype),
-            shape[0], shape[1], backend::DTypeName(kv.dtype), kv_gib, threads);
+  log->info(
+      "rank {}/{}: {} loaded ({} weights), KV cache {} blocks x {} tokens ({}, {:.2f} GiB), "
+      "{} threads",
+      options.rank, options.tp, options.model_dir, backend::DTypeName(weight_dtype), shape[0],
+      shape[1], backend::DTypeName(kv.dtype), kv_gib, threads);
   return s;
 }
 

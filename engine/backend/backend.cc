@@ -1,29 +1,90 @@
 #include "engine/backend/backend.h"
 
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <memory>
+
+#include "engine/core/block_quant.h"
 
 namespace spark::engine::backend {
 
-size_t DTypeBytes(DType dtype) { return dtype == DType::kBF16 ? 2 : 4; }
+size_t DTypeBytes(DType dtype) {
+  switch (dtype) {
+    case DType::kBF16:
+      return 2;
+    case DType::kFP8:
+      return 1;
+    case DType::kF32:
+      break;
+  }
+  return 4;
+}
 
-const char* DTypeName(DType dtype) { return dtype == DType::kBF16 ? "bf16" : "fp32"; }
+const char* DTypeName(DType dtype) {
+  switch (dtype) {
+    case DType::kBF16:
+      return "bf16";
+    case DType::kFP8:
+      return "fp8";
+    case DType::kF32:
+      break;
+  }
+  return "fp32";
+}
 
 Result<DType> ParseDType(const std::string& text) {
   if (text == "fp32" || text == "f32" || text == "float32") return DType::kF32;
   if (text == "bf16" || text == "bfloat16") return DType::kBF16;
-  return InvalidArgumentError("unknown weight type '" + text + "' (choose fp32 or bf16)");
+  if (text == "fp8" || text == "fp8_e4m3") return DType::kFP8;
+  return InvalidArgumentError("unknown weight type '" + text + "' (choose fp32, bf16 or fp8)");
 }
+
+DType KvDTypeFor(DType weights) { return weights == DType::kFP8 ? DType::kBF16 : weights; }
 
 Result<Buffer> Backend::AllocateWeights(size_t count, DType dtype) {
   if (dtype != DType::kF32) {
     return InvalidArgumentError(name() + " backend keeps no " + DTypeName(dtype) +
-                                " weights; use --weight-dtype fp32");
+                                (dtype == DType::kFP8 ? " buffers other than Linear matrices"
+                                                      : " weights; use --weight-dtype fp32"));
   }
   return Allocate(count);
 }
 
 void Backend::UploadWeights(std::span<const float> host, Buffer& dst) { Upload(host, dst.data()); }
+
+namespace {
+// Floats that hold an fp8 matrix of `values` elements and its scales.
+size_t Fp8Floats(int64_t rows, int64_t cols) {
+  const size_t values = static_cast<size_t>(rows) * static_cast<size_t>(cols);
+  return (Fp8ScaleOffset(values) + sizeof(float) * Fp8ScaleCount(rows, cols)) / sizeof(float);
+}
+}  // namespace
+
+Result<Buffer> Backend::AllocateMatrix(int64_t rows, int64_t cols, DType dtype) {
+  const size_t count = static_cast<size_t>(rows) * static_cast<size_t>(cols);
+  if (dtype != DType::kFP8) return AllocateWeights(count, dtype);
+  SPARK_ASSIGN_OR_RETURN(Buffer b, Allocate(Fp8Floats(rows, cols)));
+  void* p = b.data();
+  return Buffer(p, count, DType::kFP8, [held = std::make_shared<Buffer>(std::move(b))](float*) {});
+}
+
+void Backend::UploadMatrix(std::span<const float> host, int64_t cols, Buffer& dst) {
+  if (dst.dtype() != DType::kFP8) return UploadWeights(host, dst);
+  const int64_t rows = cols > 0 ? static_cast<int64_t>(host.size()) / cols : 0;
+  const core::Fp8Blocks q = core::QuantizeFp8Blocks(host, rows, cols, kFp8Block);
+  UploadFp8Matrix(q.values, q.scales, dst);
+}
+
+void Backend::UploadFp8Matrix(std::span<const uint8_t> values, std::span<const float> scales,
+                              Buffer& dst) {
+  // One host image of the buffer (values, padding, scales), uploaded as floats.
+  std::vector<float> image((Fp8ScaleOffset(values.size()) + scales.size_bytes()) / sizeof(float));
+  std::memcpy(image.data(), values.data(), values.size());
+  std::memcpy(reinterpret_cast<char*>(image.data()) + Fp8ScaleOffset(values.size()), scales.data(),
+              scales.size_bytes());
+  Upload(image, dst.data());
+}
 
 void Backend::LinearMany(const float* x, int64_t rows, int in_features,
                          std::span<const LinearOut> outs) {

@@ -23,12 +23,34 @@
 namespace spark::engine::backend {
 
 // Element type of a weight matrix or a KV cache in backend memory. Activations and norms are
-// fp32; Linear weights and the KV cache may be kept in bf16 (half the bytes a step streams).
-enum class DType : uint8_t { kF32, kBF16 };
+// fp32; Linear weights and the KV cache may be kept in bf16 (half the bytes a step streams), and
+// Linear weights in fp8 (a quarter; see below).
+//
+// fp8: E4M3 values with one fp32 scale per block of kFp8Block x kFp8Block (rows x columns) —
+// DeepSeek's and Qwen3-FP8's checkpoint format; an element is its E4M3 value times its block's
+// scale. A [rows, cols] fp8 matrix is one buffer of rows * cols elements (bytes) followed, from
+// byte Fp8ScaleOffset(rows * cols), by Fp8ScaleCount(rows, cols) fp32 scales [ceil(rows / 128),
+// ceil(cols / 128)] row-major. Only AllocateMatrix makes one (the scales need the shape), and an
+// fp8 buffer has no views.
+enum class DType : uint8_t { kF32, kBF16, kFP8 };
 size_t DTypeBytes(DType dtype);
-const char* DTypeName(DType dtype);  // "fp32", "bf16"
-// "fp32"/"f32"/"float32" or "bf16"/"bfloat16"; InvalidArgument naming the choices otherwise.
+const char* DTypeName(DType dtype);  // "fp32", "bf16", "fp8"
+// "fp32"/"f32"/"float32", "bf16"/"bfloat16" or "fp8"/"fp8_e4m3"; InvalidArgument naming the
+// choices otherwise.
 Result<DType> ParseDType(const std::string& text);
+// The element type of the KV cache that goes with weights of `weights` (fp8 weights: bf16).
+DType KvDTypeFor(DType weights);
+
+constexpr int64_t kFp8Block = 128;
+constexpr int64_t kFp8MaxValue = 448;  // the largest finite E4M3 value
+inline int64_t Fp8ScaleCount(int64_t rows, int64_t cols) {
+  return ((rows + kFp8Block - 1) / kFp8Block) * ((cols + kFp8Block - 1) / kFp8Block);
+}
+inline size_t Fp8ScaleOffset(size_t values) { return (values + 255) / 256 * 256; }
+// The scales of an fp8 matrix of `values` elements starting at `data`.
+inline const float* Fp8Scales(const void* data, size_t values) {
+  return reinterpret_cast<const float*>(static_cast<const char*>(data) + Fp8ScaleOffset(values));
+}
 
 // A read-only weight matrix in backend memory and its element type. fp32 pointers convert
 // implicitly, so call sites with fp32 weights need no change.
@@ -169,9 +191,20 @@ class Backend {
   virtual void Upload(std::span<const float> host, float* dst) = 0;
   virtual void Download(const float* src, std::span<float> host) = 0;
   // Weight storage of `count` elements of `dtype` and its upload from fp32 host values (bf16:
-  // rounded to nearest even). The defaults serve fp32 only; InvalidArgument for other types.
+  // rounded to nearest even). The defaults serve fp32 only; InvalidArgument for other types
+  // (and for fp8, which needs AllocateMatrix).
   virtual Result<Buffer> AllocateWeights(size_t count, DType dtype);
   virtual void UploadWeights(std::span<const float> host, Buffer& dst);
+  // A Linear weight [rows, cols] of `dtype`: AllocateWeights, or for fp8 the values and their
+  // block scales (see DType) in memory from Allocate. InvalidArgument when this backend keeps
+  // no `dtype` weights.
+  Result<Buffer> AllocateMatrix(int64_t rows, int64_t cols, DType dtype);
+  // Uploads fp32 host values [rows, cols] into a matrix from AllocateMatrix; fp8 matrices are
+  // quantised per block (core::QuantizeFp8Blocks: scale = block max / 448, values rounded to
+  // nearest even).
+  void UploadMatrix(std::span<const float> host, int64_t cols, Buffer& dst);
+  // Uploads E4M3 bytes [rows, cols] and their block scales into an fp8 matrix (through Upload).
+  void UploadFp8Matrix(std::span<const uint8_t> values, std::span<const float> scales, Buffer& dst);
 
   // out[t] = table[ids[t] - row_begin] when the id is in [row_begin, row_begin + rows), else 0
   // (vocabulary-parallel embedding: the all-reduce afterwards fills in the other ranks' rows).

@@ -1,5 +1,6 @@
 #include "engine/core/block_quant.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -35,6 +36,27 @@ void ApplyBlockScales(std::span<float> values, int64_t cols, int64_t row0, int64
     const float* scale_row = &scales[((row0 + r) / block.rows) * scale_cols];
     for (int64_t c = 0; c < cols; ++c) values[r * cols + c] *= scale_row[(col0 + c) / block.cols];
   }
+}
+
+Fp8Blocks QuantizeFp8Blocks(std::span<const float> values, int64_t rows, int64_t cols,
+                            int64_t block) {
+  const int64_t scale_cols = ScaleBlocks(cols, block);
+  Fp8Blocks q;
+  q.values.resize(static_cast<size_t>(rows * cols));
+  q.scales.assign(static_cast<size_t>(ScaleBlocks(rows, block) * scale_cols), 0.0f);
+  for (int64_t r = 0; r < rows; ++r) {
+    float* s = q.scales.data() + (r / block) * scale_cols;
+    for (int64_t c = 0; c < cols; ++c)
+      s[c / block] = std::max(s[c / block], std::fabs(values[r * cols + c]));
+  }
+  for (float& s : q.scales) s = s > 0.0f ? s / 448.0f : 1.0f;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* s = q.scales.data() + (r / block) * scale_cols;
+    for (int64_t c = 0; c < cols; ++c) {
+      q.values[r * cols + c] = FloatToF8E4M3(values[r * cols + c] / s[c / block]);
+    }
+  }
+  return q;
 }
 
 Result<std::vector<float>> DequantFp8Blocks(std::span<const uint8_t> weight, int64_t rows,

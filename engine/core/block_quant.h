@@ -1,4 +1,5 @@
-// Dequantisation of the block-scaled low-precision weights of DeepSeek checkpoints to fp32.
+// Dequantisation of the block-scaled low-precision weights of DeepSeek checkpoints to fp32, and
+// quantisation of fp32 weights to the same FP8 format.
 //
 // FP8: E4M3 weights [rows, cols] with one scale per block of block_rows x block_cols (128 x 128
 // for V4), the scale given as fp32 or as UE8M0 (an 8-bit power of two, 2^(e - 127)).
@@ -42,6 +43,16 @@ void ApplyBlockScales(std::span<float> values, int64_t cols, int64_t row0, int64
 Result<std::vector<float>> DequantFp8Blocks(std::span<const uint8_t> weight, int64_t rows,
                                             int64_t cols, std::span<const float> scales,
                                             BlockShape block, const std::string& name);
+
+// fp32 `values` [rows, cols] as E4M3 with one fp32 scale per block x block: scale = the block's
+// largest magnitude / 448 (1 for an all-zero block), value = FloatToF8E4M3(x / scale). Values of
+// an FP8 checkpoint quantised the same way come back unchanged.
+struct Fp8Blocks {
+  std::vector<uint8_t> values;  // [rows, cols]
+  std::vector<float> scales;    // [ceil(rows / block), ceil(cols / block)]
+};
+Fp8Blocks QuantizeFp8Blocks(std::span<const float> values, int64_t rows, int64_t cols,
+                            int64_t block);
 
 // Packed e2m1 `packed` [rows, cols/2] bytes times E8M0 `scales` [rows, cols/32] bytes.
 // InvalidArgument naming `name` when cols is odd or not a multiple of 32, or a size disagrees.

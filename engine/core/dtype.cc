@@ -1,5 +1,6 @@
 #include "engine/core/dtype.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -100,6 +101,28 @@ float F8E4M3ToFloat(uint8_t bits) {
     magnitude = std::ldexp(1.0f + static_cast<float>(mant) / 8.0f, exp - 7);
   }
   return negative ? -magnitude : magnitude;
+}
+
+uint8_t FloatToF8E4M3(float value) {
+  if (std::isnan(value)) return 0x7F;
+  const uint8_t sign = std::signbit(value) ? 0x80 : 0x00;
+  const float a = std::fabs(value);
+  if (a >= 448.0f) return sign | 0x7E;  // saturate to the largest finite value
+  // Quantum of a's binade: 2^(e - 3) for normals (e >= -6), 2^-9 for subnormals.
+  int e = 0;
+  std::frexp(a, &e);  // a = m * 2^e, m in [0.5, 1): the binade is 2^(e - 1)
+  const int binade = std::max(e - 1, -6);
+  const float quantum = std::ldexp(1.0f, binade - 3);
+  const float q = std::nearbyint(a / quantum);  // ties to even under the default rounding mode
+  const float rounded = q * quantum;
+  if (rounded == 0.0f) return sign;
+  // Encode `rounded` (exact in E4M3; rounding up may have moved it to the next binade).
+  int re = 0;
+  const float m = std::frexp(rounded, &re);  // rounded = m * 2^re
+  const int exp = re - 1 + 7;                // biased exponent of 1.f * 2^(re - 1)
+  if (exp <= 0) return sign | static_cast<uint8_t>(rounded / std::ldexp(1.0f, -9));
+  const int mant = static_cast<int>((m * 2.0f - 1.0f) * 8.0f);
+  return sign | static_cast<uint8_t>(exp << 3) | static_cast<uint8_t>(mant);
 }
 
 float F8E8M0ToFloat(uint8_t bits) {

@@ -34,6 +34,8 @@ uint16_t FloatToBf16(float value);
 float F16ToFloat(uint16_t bits);
 // OCP FP8 E4M3 ("fn": no infinities, 0x7F/0xFF are NaN, bias 7).
 float F8E4M3ToFloat(uint8_t bits);
+// The nearest E4M3 value (ties to even), saturating at +-448; NaN gives 0x7F.
+uint8_t FloatToF8E4M3(float value);
 // OCP E8M0 scale: 2^(bits - 127); 0xFF is NaN.
 float F8E8M0ToFloat(uint8_t bits);
 

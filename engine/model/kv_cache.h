@@ -2,7 +2,8 @@
 // tokens. Layout per layer: [num_blocks, block_size, kv_width] with kv_width = this rank's KV
 // heads x head_dim, so slot s (= block * block_size + offset) starts at s * kv_width. Which
 // blocks a sequence owns is the runtime block manager's business (it fills block tables).
-// Elements are fp32 or bf16 (KvCacheSpec::dtype; bf16 halves the bytes and what attention reads).
+// Elements are fp32 or bf16 (KvCacheSpec::dtype; bf16 halves the bytes and what attention reads;
+// fp8 weights pair with a bf16 cache, there is no fp8 cache).
 // Thread-safety: none; owned by the rank's engine thread.
 #pragma once
 

@@ -20,7 +20,7 @@ class Loader {
   Result<backend::Buffer> Load(const std::string& name, const TensorSlice& slice,
                                std::vector<int64_t> shape) {
     SPARK_ASSIGN_OR_RETURN(std::vector<float> host, Read(name, slice, shape));
-    return ToBackend(host);
+    return ToBackend(host, shape.back());
   }
   Result<backend::Buffer> Vector(const std::string& name, int64_t n) {
     return Load(name, TensorSlice::Whole(), {n});
@@ -40,19 +40,19 @@ class Loader {
                              ReadRows(part.name, part.r, part.total_rows, cols));
       all.insert(all.end(), rows.begin(), rows.end());
     }
-    return ToBackend(all, dtype);
+    return ToBackend(all, cols, dtype);
   }
   Result<backend::Buffer> Rows(const std::string& name, Range r, int64_t total_rows, int64_t cols,
                                backend::DType dtype = backend::DType::kF32) {
     SPARK_ASSIGN_OR_RETURN(std::vector<float> host, ReadRows(name, r, total_rows, cols));
-    return ToBackend(host, dtype);
+    return ToBackend(host, cols, dtype);
   }
   Result<backend::Buffer> Cols(const std::string& name, Range c, int64_t rows, int64_t total_cols,
                                backend::DType dtype) {
     SPARK_RETURN_IF_ERROR(CheckShape(name, {rows, total_cols}));
     SPARK_ASSIGN_OR_RETURN(std::vector<float> host,
                            Read(name, TensorSlice::Cols(c.begin, c.size), {rows, c.size}));
-    return ToBackend(host, dtype);
+    return ToBackend(host, c.size, dtype);
   }
 
  private:
@@ -91,10 +91,12 @@ class Loader {
   Status CheckShape(const std::string& name, const std::vector<int64_t>& shape) {
     return ckpt_.CheckShape(name, shape);
   }
-  Result<backend::Buffer> ToBackend(const std::vector<float>& host,
+  // `host` [*, cols] in backend memory as `dtype` (fp8: quantised per block, see backend.h).
+  Result<backend::Buffer> ToBackend(const std::vector<float>& host, int64_t cols,
                                     backend::DType dtype = backend::DType::kF32) {
-    SPARK_ASSIGN_OR_RETURN(backend::Buffer buffer, backend_.AllocateWeights(host.size(), dtype));
-    if (!host.empty()) backend_.UploadWeights(host, buffer);
+    const int64_t rows = cols > 0 ? static_cast<int64_t>(host.size()) / cols : 0;
+    SPARK_ASSIGN_OR_RETURN(backend::Buffer buffer, backend_.AllocateMatrix(rows, cols, dtype));
+    if (!host.empty()) backend_.UploadMatrix(host, cols, buffer);
     return buffer;
   }
   const core::Checkpoint& ckpt_;
@@ -106,12 +108,20 @@ Status LoadAttention(Loader& ld, const std::string& p, const core::ModelConfig& 
   const int64_t hd = c.head_dim, hidden = c.hidden_size;
   const Range q_rows{w.heads.begin * hd, w.heads.size * hd};
   const Range kv_rows{w.kv_heads.begin * hd, w.kv_heads.size * hd};
-  SPARK_ASSIGN_OR_RETURN(
-      l->qkv, ld.StackedRows({{p + "self_attn.q_proj.weight", q_rows, c.num_heads * hd},
-                              {p + "self_attn.k_proj.weight", kv_rows, c.num_kv_heads * hd},
-                              {p + "self_attn.v_proj.weight", kv_rows, c.num_kv_heads * hd}},
-                             hidden, dt));
-  l->SplitQkv(q_rows.size, kv_rows.size, hidden);
+  const Loader::RowPart parts[] = {{p + "self_attn.q_proj.weight", q_rows, c.num_heads * hd},
+                                   {p + "self_attn.k_proj.weight", kv_rows, c.num_kv_heads * hd},
+                                   {p + "self_attn.v_proj.weight", kv_rows, c.num_kv_heads * hd}};
+  if (dt == backend::DType::kFP8) {
+    // Each with its own block grid (an fp8 matrix has no views; see backend.h).
+    backend::Buffer* out[] = {&l->q, &l->k, &l->v};
+    for (int i = 0; i < 3; ++i) {
+      SPARK_ASSIGN_OR_RETURN(*out[i],
+                             ld.Rows(parts[i].name, parts[i].r, parts[i].total_rows, hidden, dt));
+    }
+  } else {
+    SPARK_ASSIGN_OR_RETURN(l->qkv, ld.StackedRows({parts[0], parts[1], parts[2]}, hidden, dt));
+    l->SplitQkv(q_rows.size, kv_rows.size, hidden);
+  }
   SPARK_ASSIGN_OR_RETURN(
       l->o, ld.Cols(p + "self_attn.o_proj.weight", q_rows, hidden, c.num_heads * hd, dt));
   SPARK_ASSIGN_OR_RETURN(l->q_norm, ld.Vector(p + "self_attn.q_norm.weight", hd));

@@ -1,7 +1,7 @@
 // The weights of one tensor-parallel rank of a Qwen3 or Qwen3-MoE model, in backend memory.
 //
 // Loading reads only the rank's slices from the checkpoint (tp_shard.h says which) and converts
-// them to fp32, or to bf16 for the Linear matrices when asked. FP8 checkpoints (F8_E4M3
+// them to fp32, or to bf16 or fp8 (128 x 128 block scales) for the Linear matrices when asked. FP8 checkpoints (F8_E4M3
 // weights with 128 x 128 block scales in "<name>_scale_inv", as Qwen3-FP8 ships) are
 // dequantised on the way. Gate and up projections are stored fused as one [2 x inter, hidden]
 // matrix (gate rows, then up rows) so one GEMM computes both; q, k and v likewise stack.
@@ -22,7 +22,8 @@ struct Qwen3LayerWeights {
   core::MlpType mlp = core::MlpType::kDense;
   backend::Buffer input_norm, post_attention_norm;  // [hidden]
   backend::Buffer qkv;      // q, k and v rows stacked: one matrix, so a backend may run one GEMM
-  backend::Buffer q, k, v;  // views into qkv: [local (kv) heads * head_dim, hidden]
+  backend::Buffer q, k, v;  // views into qkv: [local (kv) heads * head_dim, hidden]; with fp8
+                            // weights three matrices of their own (qkv empty)
   backend::Buffer q_norm, k_norm;  // [head_dim]
   backend::Buffer o;               // [hidden, local heads * head_dim]
   backend::Buffer gate_up, down;   // dense MLP: [2 * inter_l, hidden], [hidden, inter_l]

@@ -86,10 +86,11 @@ void ValidateEngine(const EngineSpec& e, const TopologySpec& t, FieldErrors* err
                 "'" + e.backend + "' is not a backend (auto, cuda, cpu)" +
                     DidYouMean(e.backend, {"auto", "cuda", "cpu"}));
   }
-  if (e.weight_dtype != "auto" && e.weight_dtype != "fp32" && e.weight_dtype != "bf16") {
+  if (e.weight_dtype != "auto" && e.weight_dtype != "fp32" && e.weight_dtype != "bf16" &&
+      e.weight_dtype != "fp8") {
     errors->Add("engine.weight_dtype",
-                "'" + e.weight_dtype + "' is not a weight dtype (auto, fp32, bf16)" +
-                    DidYouMean(e.weight_dtype, {"auto", "fp32", "bf16"}));
+                "'" + e.weight_dtype + "' is not a weight dtype (auto, fp32, bf16, fp8)" +
+                    DidYouMean(e.weight_dtype, {"auto", "fp32", "bf16", "fp8"}));
   }
   if (e.cuda_graphs && e.backend == "cpu") {
     errors->Add("engine.cuda_graphs", "needs the cuda backend (engine.backend is cpu)");

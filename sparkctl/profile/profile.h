@@ -69,7 +69,7 @@ struct SpeculativeSpec {
 
 struct EngineSpec {
   std::string backend = "auto";  // auto (cuda when a GPU is present), cuda, cpu
-  // Linear weights in memory: auto (the engine's default, fp32), fp32 or bf16.
+  // Linear weights in memory: auto (the engine's default, fp32), fp32, bf16 or fp8.
   std::string weight_dtype = "auto";
   bool cuda_graphs = false;  // greedy decode steps as CUDA graphs (spark-engine --cuda-graphs)
   int tp = 1;

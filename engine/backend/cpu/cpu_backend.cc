@@ -1,6 +1,7 @@
 #include "engine/backend/cpu/cpu_backend.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -14,6 +15,16 @@ namespace {
 
 // Weight rows per tile of Linear: 16 rows x 4096 inputs x 4 B = 256 KiB, about one L2.
 constexpr int kRowTile = 16;
+
+// The value of every E4M3 byte, decoded once.
+float Fp8Value(uint8_t bits) {
+  static const std::array<float, 256> table = [] {
+    std::array<float, 256> t{};
+    for (int i = 0; i < 256; ++i) t[i] = core::F8E4M3ToFloat(static_cast<uint8_t>(i));
+    return t;
+  }();
+  return table[bits];
+}
 
 }  // namespace
 
@@ -78,6 +89,7 @@ void CpuBackend::RmsNorm(const float* x, const float* weight, int64_t rows, int 
 
 Result<Buffer> CpuBackend::AllocateWeights(size_t count, DType dtype) {
   if (dtype == DType::kF32 || count == 0) return Allocate(count);
+  if (dtype != DType::kBF16) return Backend::AllocateWeights(count, dtype);  // fp8: AllocateMatrix
   // bf16: half the floats, rounded up.
   SPARK_ASSIGN_OR_RETURN(Buffer b, Allocate((count + 1) / 2));
   float* p = b.data();
@@ -96,25 +108,42 @@ void CpuBackend::ArgMax(const float* x, int64_t rows, int cols, int64_t index_of
 
 void CpuBackend::Linear(const float* x, int64_t rows, int in_features, WeightRef weight,
                         int out_features, float* out) {
-  const bool bf16 = weight.dtype == DType::kBF16;
   // Threads split the weight rows in tiles of kRowTile; every token row passes over a tile while
   // it is in cache, so each weight is read from memory once per call (decode is bandwidth-bound).
-  // bf16 weights are widened a tile at a time into the thread's scratch (same dot products).
+  // bf16 and fp8 weights are widened a tile at a time into the thread's scratch (same dot
+  // products as over the widened matrix); fp8 values times their block's scale.
   const int64_t tiles = (out_features + kRowTile - 1) / kRowTile;
+  const bool narrow = weight.dtype != DType::kF32;
+  const float* scales =
+      weight.dtype == DType::kFP8
+          ? Fp8Scales(weight.data, static_cast<size_t>(out_features) * in_features)
+          : nullptr;
+  const int64_t scale_cols = (in_features + kFp8Block - 1) / kFp8Block;
   pool_.ParallelFor(tiles, 1, [&](int64_t tile_begin, int64_t tile_end) {
-    std::vector<float> widened(bf16 ? static_cast<size_t>(kRowTile) * in_features : 0);
+    std::vector<float> widened(narrow ? static_cast<size_t>(kRowTile) * in_features : 0);
     for (int64_t tile = tile_begin; tile < tile_end; ++tile) {
       const int o_begin = static_cast<int>(tile * kRowTile);
       const int o_end = std::min(out_features, o_begin + kRowTile);
       // Register-blocked; each output equals Dot(x row, w row) bit for bit (cpu_gemm.h).
-      if (!bf16) {
+      if (!narrow) {
         GemmTile(x, rows, in_features, static_cast<const float*>(weight.data), o_begin, o_end, out,
                  out_features);
         continue;
       }
-      const auto* bits = static_cast<const uint16_t*>(weight.data);
-      core::ConvertToFloat(core::DType::kBF16, bits + static_cast<size_t>(o_begin) * in_features,
-                           static_cast<size_t>(o_end - o_begin) * in_features, widened.data());
+      const size_t first = static_cast<size_t>(o_begin) * in_features;
+      const size_t count = static_cast<size_t>(o_end - o_begin) * in_features;
+      if (weight.dtype == DType::kBF16) {
+        core::ConvertToFloat(core::DType::kBF16, static_cast<const uint16_t*>(weight.data) + first,
+                             count, widened.data());
+      } else {
+        const auto* bytes = static_cast<const uint8_t*>(weight.data) + first;
+        for (int o = o_begin; o < o_end; ++o) {
+          const float* s = scales + (o / kFp8Block) * scale_cols;
+          const uint8_t* src = bytes + static_cast<size_t>(o - o_begin) * in_features;
+          float* dst = widened.data() + static_cast<size_t>(o - o_begin) * in_features;
+          for (int c = 0; c < in_features; ++c) dst[c] = Fp8Value(src[c]) * s[c / kFp8Block];
+        }
+      }
       GemmTile(x, rows, in_features, widened.data(), 0, o_end - o_begin, out + o_begin,
                out_features);
     }

@@ -374,9 +374,10 @@ TEST_F(ServeTest, BadFlagsAreRefusedPrecisely) {
       {{"--tp", "2", "--master-addr", "10.0.0.1"}, "--master-addr needs --rank"},
       {{"--tp", "2", "--rank", "1", "--master-port", "70000"}, "--master-port 70000"},
       {{"--block-size", "0"}, "--block-size must be >= 1"},
-      {{"--weight-dtype", "fp8"},
-       "--weight-dtype: unknown weight type 'fp8' (choose fp32 or bf16)"},
-      {{"--kv-dtype", "fp8"}, "--kv-dtype: 'fp8' is not a KV cache type (choose auto, fp32 or bf16)"},
+      {{"--weight-dtype", "fp4"},
+       "--weight-dtype: unknown weight type 'fp4' (choose fp32, bf16 or fp8)"},
+      {{"--kv-dtype", "fp8"},
+       "--kv-dtype: 'fp8' is not a KV cache type (choose auto, fp32 or bf16)"},
       {{"--status-file", "/nonexistent-dir/status.json"}, "/nonexistent-dir/status.json"},
   };
   for (const BadFlagCase& c : cases) {

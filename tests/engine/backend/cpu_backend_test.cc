@@ -8,6 +8,7 @@
 #include <limits>
 #include <random>
 
+#include "engine/core/block_quant.h"
 #include "engine/core/dtype.h"
 
 namespace spark::engine::backend::cpu {
@@ -298,9 +299,37 @@ TEST(CpuBackendTest, ArgMaxPairsMergeAcrossVocabularySlices) {
 TEST(CpuBackendTest, WeightTypeNames) {
   EXPECT_EQ(*ParseDType("bf16"), DType::kBF16);
   EXPECT_EQ(*ParseDType("fp32"), DType::kF32);
-  auto bad = ParseDType("fp8");
+  EXPECT_EQ(*ParseDType("fp8"), DType::kFP8);
+  EXPECT_EQ(KvDTypeFor(DType::kFP8), DType::kBF16);
+  EXPECT_EQ(KvDTypeFor(DType::kF32), DType::kF32);
+  auto bad = ParseDType("int4");
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("fp32 or bf16"), std::string::npos);
+  EXPECT_NE(bad.status().message().find("fp32, bf16 or fp8"), std::string::npos);
+}
+
+// fp8 weights (quantised per 128 x 128 block on upload, widened tile by tile) give exactly fp32
+// Linear over the dequantised values; partial blocks at both ends.
+TEST(CpuBackendTest, Fp8LinearEqualsFp32LinearOnDequantisedWeights) {
+  CpuBackend backend(3);
+  const int rows = 3, in = 200, out = 150;
+  const auto x = Random(rows * in, 95);
+  std::vector<float> w = Random(out * in, 96);
+  auto b = backend.AllocateMatrix(out, in, DType::kFP8);
+  ASSERT_TRUE(b.ok()) << b.status().message();
+  EXPECT_EQ(b->dtype(), DType::kFP8);
+  EXPECT_EQ(b->size(), size_t{out} * in);
+  backend.UploadMatrix(w, in, *b);
+  const core::Fp8Blocks q = core::QuantizeFp8Blocks(w, out, in, kFp8Block);
+  auto deq = core::DequantFp8Blocks(q.values, out, in, q.scales, {kFp8Block, kFp8Block}, "w");
+  ASSERT_TRUE(deq.ok());
+  std::vector<float> want(rows * out), got(rows * out), exact(rows * out);
+  backend.Linear(x.data(), rows, in, deq->data(), out, want.data());
+  backend.Linear(x.data(), rows, in, b->weight(), out, got.data());
+  EXPECT_EQ(got, want);
+  backend.Linear(x.data(), rows, in, w.data(), out, exact.data());
+  EXPECT_NE(got, exact);  // the quantisation is real
+  // Plain buffers of fp8 do not exist (the scales need a shape).
+  EXPECT_FALSE(backend.AllocateWeights(16, DType::kFP8).ok());
 }
 
 }  // namespace

@@ -1,11 +1,14 @@
 // Dequantisation of FP8 block-scaled and FP4 (e2m1 + E8M0) weights against values worked out by
-// hand from the format definitions.
+// hand from the format definitions; FP8 quantisation (rounding, saturation, block scales).
 #include "engine/core/block_quant.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <random>
 #include <vector>
+
+#include "engine/core/dtype.h"
 
 namespace spark::engine::core {
 namespace {
@@ -38,6 +41,66 @@ TEST(BlockQuantTest, Fp8BlocksScaleEachBlockIncludingPartialOnes) {
                                        15, 5,  100,   //
                                        -2, -1, 0.375f};
   EXPECT_EQ(*out, expected);
+}
+
+// Every finite E4M3 value encodes to its own byte; halfway points round to the even neighbour;
+// values past 448 saturate.
+TEST(BlockQuantTest, Fp8EncodingRoundsToNearestEven) {
+  for (int b = 0; b < 256; ++b) {
+    const auto code = static_cast<uint8_t>(b);
+    if ((code & 0x7F) == 0x7F) continue;  // NaN
+    EXPECT_EQ(FloatToF8E4M3(F8E4M3ToFloat(code)), code) << b;
+  }
+  EXPECT_EQ(FloatToF8E4M3(1.0625f), 0x38);           // halfway 1.0 (even) / 1.125
+  EXPECT_EQ(FloatToF8E4M3(1.1875f), 0x3A);           // halfway 1.125 / 1.25 (even)
+  EXPECT_EQ(FloatToF8E4M3(1.07f), 0x39);             // above halfway: 1.125
+  EXPECT_EQ(FloatToF8E4M3(1.875f + 0.0625f), 0x40);  // halfway 1.875 / 2.0 (even, next binade)
+  EXPECT_EQ(FloatToF8E4M3(1.5f / 512), 0x02);        // subnormals: halfway 2^-9 / 2 x 2^-9 (even)
+  EXPECT_EQ(FloatToF8E4M3(0.5f / 512), 0x00);        // halfway 0 (even) / 2^-9
+  EXPECT_EQ(FloatToF8E4M3(-3.0f), 0xC4);
+  EXPECT_EQ(FloatToF8E4M3(460.0f), 0x7E);  // 448
+  EXPECT_EQ(FloatToF8E4M3(-1e9f), 0xFE);
+  EXPECT_EQ(FloatToF8E4M3(std::nanf("")), 0x7F);
+}
+
+// Each block's largest magnitude maps to 448; dequantising gives every value back within half
+// an E4M3 step of its block (relative 1/16 of the block's largest value, at most), and an
+// all-zero block gets scale 1.
+TEST(BlockQuantTest, Fp8QuantisationScalesEachBlockToItsMaximum) {
+  const int64_t rows = 5, cols = 7, block = 4;  // 2 x 2 blocks, partial ones at the ends
+  std::mt19937 rng(3);
+  std::normal_distribution<float> dist(0.0f, 2.0f);
+  std::vector<float> x(rows * cols);
+  for (float& v : x) v = dist(rng);
+  for (int64_t r = 4; r < rows; ++r)
+    for (int64_t c = 4; c < cols; ++c) x[r * cols + c] = 0.0f;  // block (1, 1): all zero
+  const Fp8Blocks q = QuantizeFp8Blocks(x, rows, cols, block);
+  ASSERT_EQ(q.values.size(), x.size());
+  ASSERT_EQ(q.scales.size(), 4u);
+  EXPECT_EQ(q.scales[3], 1.0f);
+  auto back = DequantFp8Blocks(q.values, rows, cols, q.scales, {block, block}, "w");
+  ASSERT_TRUE(back.ok());
+  for (int64_t sb = 0; sb < 3; ++sb) {
+    const int64_t r0 = sb / 2 * block, c0 = sb % 2 * block;
+    float amax = 0.0f;
+    for (int64_t r = r0; r < std::min(rows, r0 + block); ++r)
+      for (int64_t c = c0; c < std::min(cols, c0 + block); ++c)
+        amax = std::max(amax, std::fabs(x[r * cols + c]));
+    EXPECT_FLOAT_EQ(q.scales[sb], amax / 448.0f) << sb;
+    for (int64_t r = r0; r < std::min(rows, r0 + block); ++r)
+      for (int64_t c = c0; c < std::min(cols, c0 + block); ++c) {
+        EXPECT_LE(std::fabs((*back)[r * cols + c] - x[r * cols + c]), amax / 16.0f + 1e-7f)
+            << r << "," << c;
+      }
+  }
+  // A checkpoint's FP8 weights whose blocks reach 448 come back with the same bytes.
+  std::vector<float> ckpt(rows * cols);
+  for (size_t i = 0; i < ckpt.size(); ++i) ckpt[i] = F8E4M3ToFloat(q.values[i]) * 0.125f;
+  const Fp8Blocks again = QuantizeFp8Blocks(ckpt, rows, cols, block);
+  for (size_t i = 0; i < ckpt.size(); ++i) {
+    if (i / cols >= 4 && i % cols >= 4) continue;  // the zero block (scale 1 either way)
+    EXPECT_EQ(again.values[i], q.values[i]) << i;
+  }
 }
 
 TEST(BlockQuantTest, Fp8RejectsWrongScaleCountNamingTheTensor) {

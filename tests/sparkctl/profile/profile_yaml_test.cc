@@ -108,7 +108,7 @@ std::vector<BadCase> BadCases() {
       {"NanTrapInEnv", g + "env:\n  PYTORCH_CUDA_ALLOC_CONF: expandable_segments:True\n",
        "p.yaml:18:3: env.PYTORCH_CUDA_ALLOC_CONF: expandable_segments:True gives NaN logits on GB10"},
       {"BadWeightDtype", Replace(g, "  tp: 4\n", "  tp: 4\n  weight_dtype: bf61\n"),
-       "p.yaml:12:3: engine.weight_dtype: 'bf61' is not a weight dtype (auto, fp32, bf16) (did you mean 'bf16'?)"},
+       "p.yaml:12:3: engine.weight_dtype: 'bf61' is not a weight dtype (auto, fp32, bf16, fp8) (did you mean 'bf16'?)"},
       {"CudaGraphsOnCpu", Replace(g, "  tp: 4\n", "  tp: 4\n  backend: cpu\n  cuda_graphs: true\n"),
        "engine.cuda_graphs: needs the cuda backend (engine.backend is cpu)"},
       {"BadParser", Replace(g, "  tp: 4\n", "  tp: 4\n  tool_parser: deepsek_v4\n"),
