@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cuda_bf16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -22,6 +23,10 @@ __device__ __forceinline__ float FromFloat<float>(float v) {
 template <>
 __device__ __forceinline__ __nv_bfloat16 FromFloat<__nv_bfloat16>(float v) {
   return __float2bfloat16_rn(v);
+}
+template <>
+__device__ __forceinline__ __nv_fp8_e4m3 FromFloat<__nv_fp8_e4m3>(float v) {
+  return __nv_fp8_e4m3(v);  // nearest, saturating to +-448
 }
 
 // kVec elements moved as one aligned vector access (16 bytes for 4 floats or 8 bf16).

@@ -85,6 +85,8 @@ Status FillUniform(T* dst, size_t count, uint64_t seed, float lo, float hi, cuda
 template Status FillUniform<float>(float*, size_t, uint64_t, float, float, cudaStream_t);
 template Status FillUniform<__nv_bfloat16>(__nv_bfloat16*, size_t, uint64_t, float, float,
                                            cudaStream_t);
+template Status FillUniform<__nv_fp8_e4m3>(__nv_fp8_e4m3*, size_t, uint64_t, float, float,
+                                           cudaStream_t);
 template Status Add<float>(float*, const float*, size_t, cudaStream_t);
 template Status Add<__nv_bfloat16>(__nv_bfloat16*, const __nv_bfloat16*, size_t, cudaStream_t);
 

@@ -29,11 +29,22 @@ struct Gemm::Plan {
 
 namespace {
 
-cudaDataType_t CudaType(GemmType t) { return t == GemmType::kF32 ? CUDA_R_32F : CUDA_R_16BF; }
+cudaDataType_t CudaType(GemmType t) {
+  switch (t) {
+    case GemmType::kBF16:
+      return CUDA_R_16BF;
+    case GemmType::kFP8:
+      return CUDA_R_8F_E4M3;
+    case GemmType::kF32:
+      break;
+  }
+  return CUDA_R_32F;
+}
 
 std::string ShapeName(GemmType in, int64_t m, int n, int k) {
-  return std::string(in == GemmType::kF32 ? "fp32" : "bf16") + " gemm m=" + std::to_string(m) +
-         " n=" + std::to_string(n) + " k=" + std::to_string(k);
+  const char* type = in == GemmType::kF32 ? "fp32" : in == GemmType::kBF16 ? "bf16" : "fp8";
+  return std::string(type) + " gemm m=" + std::to_string(m) + " n=" + std::to_string(n) +
+         " k=" + std::to_string(k);
 }
 
 }  // namespace
@@ -71,6 +82,22 @@ Result<Gemm::Plan*> Gemm::GetPlan(GemmType in, GemmType out_type, int64_t m, int
       plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof(trans_a)));
   SPARK_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
       plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof(trans_b)));
+  if (in == GemmType::kFP8) {
+    // A (the weights) in 128 x 128 blocks, B (the activations) in 1 x 128 blocks along k.
+    const int32_t a_mode = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
+    const int32_t b_mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+    SPARK_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+        plan->desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &a_mode, sizeof(a_mode)));
+    SPARK_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+        plan->desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &b_mode, sizeof(b_mode)));
+    // The heuristic answers INVALID_VALUE while the scale pointers are unset; any aligned
+    // device address serves until RunFp8 sets the real ones.
+    const void* placeholder = workspace_;
+    SPARK_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+        plan->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &placeholder, sizeof(placeholder)));
+    SPARK_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+        plan->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &placeholder, sizeof(placeholder)));
+  }
   // A = w: column-major k x n (ld k), used transposed; B = x: column-major k x m (ld k);
   // C = out: column-major n x m (ld n).
   SPARK_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&plan->a, CudaType(in), k, n, k));
@@ -115,18 +142,56 @@ Status Gemm::Run(GemmType in, GemmType out_type, const void* x, int64_t m, int k
     SPARK_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(out, 0, bytes, stream));
     return Status::Ok();
   }
+  if (in == GemmType::kFP8) return InvalidArgumentError("gemm: fp8 inputs go through RunFp8");
   SPARK_ASSIGN_OR_RETURN(Plan * plan, GetPlan(in, out_type, m, n, k));
+  return Launch(*plan, ShapeName(in, m, n, k), x, w, out, stream);
+}
+
+Status Gemm::CheckFp8(int64_t m, int n, int k) {
+  if (m <= 0 || m % 16 != 0 || k % 512 != 0 || n % 128 != 0) {
+    return UnimplementedError("block-scaled " + ShapeName(GemmType::kFP8, m, n, k) +
+                              ": needs m a multiple of 16, k of 512 and n of 128");
+  }
+  // The answer is kept per shape (a shape cuBLASLt has no algorithm for keeps no plan).
+  const auto key = std::make_tuple(m, n, k);
+  if (auto it = fp8_support_.find(key); it != fp8_support_.end()) return it->second;
+  Result<Plan*> plan = GetPlan(GemmType::kFP8, GemmType::kF32, m, n, k);
+  Status s =
+      plan.ok()
+          ? Status::Ok()
+          : UnimplementedError(plan.status().message() + " (block-scaled FP8 GEMMs are Hopper's)");
+  fp8_support_[key] = s;
+  return s;
+}
+
+Status Gemm::RunFp8(const void* x, const float* x_scales, int64_t m, int k, const void* w,
+                    const float* w_scales, int n, float* out, cudaStream_t stream) {
+  if (m <= 0 || n <= 0) return Status::Ok();
+  if (!SupportsFp8(m, n, k)) {
+    return UnimplementedError("cuBLASLt has no block-scaled " + ShapeName(GemmType::kFP8, m, n, k) +
+                              " here (needs Hopper, k a multiple of 512 and n of 128)");
+  }
+  SPARK_ASSIGN_OR_RETURN(Plan * plan, GetPlan(GemmType::kFP8, GemmType::kF32, m, n, k));
+  SPARK_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+      plan->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &w_scales, sizeof(w_scales)));
+  SPARK_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+      plan->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &x_scales, sizeof(x_scales)));
+  return Launch(*plan, ShapeName(GemmType::kFP8, m, n, k), x, w, out, stream);
+}
+
+Status Gemm::Launch(Plan& plan, const std::string& what, const void* x, const void* w, void* out,
+                    cudaStream_t stream) {
   const float alpha = 1.0f, beta = 0.0f;
   cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
   SPARK_CUDA_RETURN_IF_ERROR(cudaStreamIsCapturing(stream, &capturing));
-  if (!plan->tuned && capturing == cudaStreamCaptureStatusNone) {
-    SPARK_RETURN_IF_ERROR(Tune(*plan, x, w, out, stream));
+  if (!plan.tuned && capturing == cudaStreamCaptureStatusNone) {
+    SPARK_RETURN_IF_ERROR(Tune(plan, x, w, out, stream));
   }
   const cublasStatus_t st = cublasLtMatmul(
-      static_cast<cublasLtHandle_t>(handle_), plan->desc, &alpha, w, plan->a, x, plan->b, &beta,
-      out, plan->c, out, plan->c, &plan->algo, workspace_, options_.workspace_bytes, stream);
+      static_cast<cublasLtHandle_t>(handle_), plan.desc, &alpha, w, plan.a, x, plan.b, &beta, out,
+      plan.c, out, plan.c, &plan.algo, workspace_, options_.workspace_bytes, stream);
   if (st != CUBLAS_STATUS_SUCCESS) {
-    return InternalError("cuBLASLt matmul failed for " + ShapeName(in, m, n, k) + " (status " +
+    return InternalError("cuBLASLt matmul failed for " + what + " (status " +
                          std::to_string(static_cast<int>(st)) + ")");
   }
   return Status::Ok();

@@ -1,5 +1,14 @@
-// Decode GEMV: one warp per output feature; each lane loads 8 bf16 weights (16 bytes) per step
-// and multiplies them into every row's accumulator. Eight warps per block.
+// Decode GEMV: a group of warps per output feature (bf16) or four (fp8); each lane loads 16
+// bytes of weights per row and step (8 bf16 or 16 fp8) and multiplies them into every row's
+// accumulator. Eight warps per block; a group is 1 to 8 of them, each over a slice of k, so
+// short, wide matrices (few features) still keep enough loads in flight.
+// fp8: each lane's 16 weights lie in one 128-column block, so their dot product is taken first
+// and multiplied by the block's scale once.
+#include <cuda_fp8.h>
+
+#include <algorithm>
+#include <string>
+
 #include "kernels/cuda_check.h"
 #include "kernels/device_math.cuh"
 #include "kernels/gemv.h"
@@ -20,30 +29,67 @@ __device__ __forceinline__ void Widen(uint4 packed, float* w) {
   }
 }
 
-// acc[i][r] = x[r] . w_rows[i] for R rows of x and W weight rows of k bf16 each, summed over
-// the warp (every lane gets the sums). The W rows' loads share one loop.
-template <int R, int W>
+__device__ __forceinline__ void WidenFp8(uint4 packed, float* w) {
+  const auto* pairs = reinterpret_cast<const __nv_fp8x2_storage_t*>(&packed);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const float2 f = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(pairs[i], __NV_E4M3)));
+    w[2 * i] = f.x;
+    w[2 * i + 1] = f.y;
+  }
+}
+
+// acc[i][r] = x[r] . w_rows[i] over the 16-byte chunks start, start + stride, ... for R rows of
+// x and W weight rows of k elements each (bf16, or fp8 with the scale row of each weight row in
+// s_rows), summed over the warp (every lane gets the sums). The W rows' loads share one loop.
+template <int R, int W, bool kFp8>
 __device__ __forceinline__ void Dots(const float* __restrict__ x, int k,
-                                     const __nv_bfloat16* const (&w_rows)[W], int lane,
+                                     const void* const (&w_rows)[W],
+                                     const float* const (&s_rows)[W], int start, int stride,
                                      float (&acc)[W][R]) {
-  const int chunks = k / 8;
+  constexpr int kPer = kFp8 ? 16 : 8;  // weights per 16-byte chunk
+  const int chunks = k / kPer;
 #pragma unroll
   for (int i = 0; i < W; ++i)
 #pragma unroll
     for (int r = 0; r < R; ++r) acc[i][r] = 0.0f;
 #pragma unroll 4
-  for (int c = lane; c < chunks; c += 32) {
-    float wf[W][8];
+  for (int c = start; c < chunks; c += stride) {
+    float wf[W][kPer];
 #pragma unroll
-    for (int i = 0; i < W; ++i) Widen(__ldg(reinterpret_cast<const uint4*>(w_rows[i]) + c), wf[i]);
+    for (int i = 0; i < W; ++i) {
+      const uint4 packed = __ldg(reinterpret_cast<const uint4*>(w_rows[i]) + c);
+      if constexpr (kFp8) {
+        WidenFp8(packed, wf[i]);
+      } else {
+        Widen(packed, wf[i]);
+      }
+    }
 #pragma unroll
     for (int r = 0; r < R; ++r) {
-      const float4* xr = reinterpret_cast<const float4*>(x + static_cast<int64_t>(r) * k) + 2 * c;
-      const float4 a = xr[0], b = xr[1];
+      const float4* xr =
+          reinterpret_cast<const float4*>(x + static_cast<int64_t>(r) * k) + (kPer / 4) * c;
+      if constexpr (kFp8) {
+        float4 a[4];
 #pragma unroll
-      for (int i = 0; i < W; ++i) {
-        acc[i][r] += wf[i][0] * a.x + wf[i][1] * a.y + wf[i][2] * a.z + wf[i][3] * a.w +
-                     wf[i][4] * b.x + wf[i][5] * b.y + wf[i][6] * b.z + wf[i][7] * b.w;
+        for (int q = 0; q < 4; ++q) a[q] = xr[q];
+#pragma unroll
+        for (int i = 0; i < W; ++i) {
+          float d = 0.0f;
+#pragma unroll
+          for (int q = 0; q < 4; ++q) {
+            d += wf[i][4 * q] * a[q].x + wf[i][4 * q + 1] * a[q].y + wf[i][4 * q + 2] * a[q].z +
+                 wf[i][4 * q + 3] * a[q].w;
+          }
+          acc[i][r] += d * s_rows[i][c * 16 / 128];
+        }
+      } else {
+        const float4 a = xr[0], b = xr[1];
+#pragma unroll
+        for (int i = 0; i < W; ++i) {
+          acc[i][r] += wf[i][0] * a.x + wf[i][1] * a.y + wf[i][2] * a.z + wf[i][3] * a.w +
+                       wf[i][4] * b.x + wf[i][5] * b.y + wf[i][6] * b.z + wf[i][7] * b.w;
+        }
       }
     }
   }
@@ -56,111 +102,248 @@ __device__ __forceinline__ void Dots(const float* __restrict__ x, int k,
         acc[i][r] += __shfl_xor_sync(0xffffffffu, acc[i][r], off);
 }
 
-// The segments with their first global feature: begin[i] = n[0] + ... + n[i - 1].
+// Row `row` of a [*, k] weight of `kFp8` type at `w`, and its scale row (fp8) in `scales`.
+template <bool kFp8>
+__device__ __forceinline__ const void* WeightRow(const void* w, int64_t row, int k) {
+  return static_cast<const char*>(w) + row * k * (kFp8 ? 1 : 2);
+}
+__device__ __forceinline__ const float* ScaleRow(const float* scales, int64_t row, int k) {
+  return scales == nullptr ? nullptr : scales + (row / 128) * ((k + 127) / 128);
+}
+
+// Sums acc over the `split` warps of each group of the block (warps g * split .. g * split +
+// split - 1, each holding its warp-reduced sums over a slice of k) into every warp of the group.
+// Every warp of the block calls it (it synchronises the block when split > 1).
+template <int W, int R>
+__device__ __forceinline__ void SumOverSplit(float (&acc)[W][R], int warp, int split,
+                                             float (&part)[kWarps][W * R]) {
+  if (split == 1) return;
+  if (threadIdx.x % 32 == 0) {
+#pragma unroll
+    for (int i = 0; i < W; ++i)
+#pragma unroll
+      for (int r = 0; r < R; ++r) part[warp][i * R + r] = acc[i][r];
+  }
+  __syncthreads();
+  const int first = warp - warp % split;
+#pragma unroll
+  for (int i = 0; i < W; ++i)
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      float sum = 0.0f;
+      for (int w = 0; w < split; ++w) sum += part[first + w][i * R + r];
+      acc[i][r] = sum;
+    }
+}
+
+// A block's warps in groups of `split`: a group computes F features, each of its warps over a
+// slice of k (split > 1 when there are too few feature groups to keep the GPU's memory busy).
+struct WarpGroup {
+  int group;   // feature group (clamped to the last one: a block's warps all reach SumOverSplit)
+  int slice;   // this warp's slice of k
+  bool store;  // a real group, and this warp writes its outputs
+};
+__device__ __forceinline__ WarpGroup GroupOf(int groups, int split) {
+  const int warp = threadIdx.x / 32;
+  const int group = blockIdx.x * (kWarps / split) + warp / split;
+  return {min(group, groups - 1), warp % split, group < groups && warp % split == 0};
+}
+
+// The segments with their first group: begin[i] = groups of segments 0 .. i - 1.
 struct Segments {
   GemvSegments s;
   int begin[kGemvMaxSegments + 1];
 };
 
-template <int R>
+// Output features per warp: fp8 rows are half as long, and each chunk of x (64 bytes per 16
+// weights) serves F rows' chunks, so the loads of x do not outnumber those of the weights.
+template <bool kFp8>
+constexpr int kFeatures = kFp8 ? 4 : 1;
+// The SiLU-mul GEMV reads 2 rows per feature (gate and up).
+template <bool kFp8>
+constexpr int kSiluFeatures = kFp8 ? 2 : 1;
+
+template <int R, bool kFp8>
 __global__ void __launch_bounds__(kWarps * 32)
-    GemvKernel(const float* __restrict__ x, int k, int total, Segments segs) {
+    GemvKernel(const float* __restrict__ x, int k, int groups, int split, Segments segs) {
+  constexpr int F = kFeatures<kFp8>;
+  __shared__ float part[kWarps][F * R];
   detail::WaitForPrecedingKernel();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int global = blockIdx.x * kWarps + warp;
-  if (global >= total) return;
+  const WarpGroup g = GroupOf(groups, split);
+  const int global = g.group;
   // Constant indices only (unrolled): a runtime index into the parameters copies them to every
   // thread's stack (112 bytes), which took the 4096 x 24576 GEMV from 87% to 55% of bandwidth.
-  const __nv_bfloat16* w = segs.s.w[0];
+  const void* w = segs.s.w[0];
+  const float* scales = segs.s.scales[0];
   float* out = segs.s.out[0];
   int n = segs.s.n[0], begin = 0;
 #pragma unroll
   for (int i = 1; i < kGemvMaxSegments; ++i) {
     if (i < segs.s.count && global >= segs.begin[i]) {
       w = segs.s.w[i];
+      scales = segs.s.scales[i];
       out = segs.s.out[i];
       n = segs.s.n[i];
       begin = segs.begin[i];
     }
   }
-  const int feature = global - begin;
-  const __nv_bfloat16* rows[1] = {w + static_cast<int64_t>(feature) * k};
-  float acc[1][R];
-  Dots<R, 1>(x, k, rows, lane, acc);
+  const int first = (global - begin) * F;
+  const void* rows[F];
+  const float* scale_rows[F];
 #pragma unroll
-  for (int r = 0; r < R; ++r) {
-    if (lane == 0) out[static_cast<int64_t>(r) * n + feature] = acc[0][r];
+  for (int f = 0; f < F; ++f) {
+    const int row = min(first + f, n - 1);  // past the end: a real row, not stored
+    rows[f] = WeightRow<kFp8>(w, row, k);
+    scale_rows[f] = ScaleRow(scales, row, k);
   }
+  float acc[F][R];
+  Dots<R, F, kFp8>(x, k, rows, scale_rows, lane + 32 * g.slice, 32 * split, acc);
+  SumOverSplit(acc, warp, split, part);
+#pragma unroll
+  for (int f = 0; f < F; ++f)
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      if (g.store && lane == f * R + r && first + f < n)
+        out[static_cast<int64_t>(r) * n + first + f] = acc[f][r];
+    }
 }
 
-// act[r, f] = SiLU(x[r] . w[f]) * (x[r] . w[inter + f]): a warp takes gate row f and up row
-// inter + f of the stacked [gate; up] weight together.
-template <int R>
+// act[r, f] = SiLU(x[r] . w[f]) * (x[r] . w[inter + f]): a warp takes gate rows f.. and up rows
+// inter + f.. of the stacked [gate; up] weight together.
+template <int R, bool kFp8>
 __global__ void __launch_bounds__(kWarps * 32)
-    GemvSiluMulKernel(const float* __restrict__ x, int k, int inter,
-                      const __nv_bfloat16* __restrict__ w, float* __restrict__ act) {
+    GemvSiluMulKernel(const float* __restrict__ x, int k, int inter, const void* __restrict__ w,
+                      const float* __restrict__ scales, int split, float* __restrict__ act) {
+  constexpr int F = kSiluFeatures<kFp8>;
+  __shared__ float part[kWarps][2 * F * R];
   detail::WaitForPrecedingKernel();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int f = blockIdx.x * kWarps + warp;
-  if (f >= inter) return;
-  const __nv_bfloat16* rows[2] = {w + static_cast<int64_t>(f) * k,
-                                  w + static_cast<int64_t>(inter + f) * k};
-  float acc[2][R];
-  Dots<R, 2>(x, k, rows, lane, acc);
+  const WarpGroup g = GroupOf((inter + F - 1) / F, split);
+  const int first = g.group * F;
+  const void* rows[2 * F];
+  const float* scale_rows[2 * F];
 #pragma unroll
-  for (int r = 0; r < R; ++r) {
-    const float g = acc[0][r], u = acc[1][r];
-    if (lane == 0) act[static_cast<int64_t>(r) * inter + f] = g / (1.0f + expf(-g)) * u;
+  for (int f = 0; f < F; ++f) {
+    const int row = min(first + f, inter - 1);
+    rows[f] = WeightRow<kFp8>(w, row, k);
+    rows[F + f] = WeightRow<kFp8>(w, inter + row, k);
+    scale_rows[f] = ScaleRow(scales, row, k);
+    scale_rows[F + f] = ScaleRow(scales, inter + row, k);
   }
+  float acc[2 * F][R];
+  Dots<R, 2 * F, kFp8>(x, k, rows, scale_rows, lane + 32 * g.slice, 32 * split, acc);
+  SumOverSplit(acc, warp, split, part);
+#pragma unroll
+  for (int f = 0; f < F; ++f)
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const float gate = acc[f][r], up = acc[F + f][r];
+      if (g.store && lane == f * R + r && first + f < inter) {
+        act[static_cast<int64_t>(r) * inter + first + f] = gate / (1.0f + expf(-gate)) * up;
+      }
+    }
+}
+
+// Warps per feature group: enough groups x split warps to keep every SM's memory pipe busy
+// (about 8K warps on an H200), at most a block's worth.
+int SplitFor(int groups) {
+  constexpr int kTargetWarps = 8192;
+  int split = 1;
+  while (split < kWarps && int64_t{groups} * split < kTargetWarps) split *= 2;
+  return split;
+}
+
+// The checks both weight types share; `per` weights per 16-byte chunk.
+Status CheckShape(const char* what, int64_t rows, int k, int per) {
+  if (rows < 1 || rows > kGemvMaxRows || k % per != 0) {
+    return InvalidArgumentError(std::string(what) + ": needs 1.." + std::to_string(kGemvMaxRows) +
+                                " rows and k a multiple of " + std::to_string(per) + " (got " +
+                                std::to_string(rows) + " rows, k " + std::to_string(k) + ")");
+  }
+  return Status::Ok();
+}
+
+template <bool kFp8>
+Status Many(const float* x, int64_t rows, int k, const GemvSegments& segments,
+            cudaStream_t stream) {
+  SPARK_RETURN_IF_ERROR(CheckShape("gemv", rows, k, kFp8 ? 16 : 8));
+  if (segments.count < 1 || segments.count > kGemvMaxSegments) {
+    return InvalidArgumentError("gemv: 1.." + std::to_string(kGemvMaxSegments) + " weights (got " +
+                                std::to_string(segments.count) + ")");
+  }
+  Segments segs{segments, {0}};
+  for (int i = 0; i < segments.count; ++i) {
+    segs.begin[i + 1] =
+        segs.begin[i] + static_cast<int>(detail::CeilDiv(segments.n[i], kFeatures<kFp8>));
+  }
+  const int groups = segs.begin[segments.count];
+  if (groups <= 0) return Status::Ok();
+  const int split = SplitFor(groups);
+  const unsigned blocks = static_cast<unsigned>(detail::CeilDiv(groups, kWarps / split));
+  void (*const by_rows[])(const float*, int, int, int, Segments) = {
+      GemvKernel<1, kFp8>, GemvKernel<2, kFp8>, GemvKernel<3, kFp8>, GemvKernel<4, kFp8>};
+  SPARK_CUDA_RETURN_IF_ERROR(detail::LaunchDependent(by_rows[rows - 1], blocks, kWarps * 32, 0,
+                                                     stream, x, k, groups, split, segs));
+  return Status::Ok();
+}
+
+template <bool kFp8>
+Status SiluMul(const float* x, int64_t rows, int k, const void* w, const float* scales, int inter,
+               float* act, cudaStream_t stream) {
+  SPARK_RETURN_IF_ERROR(CheckShape("gemv + silu-mul", rows, k, kFp8 ? 16 : 8));
+  if (inter <= 0) return Status::Ok();
+  const int groups = static_cast<int>(detail::CeilDiv(inter, kSiluFeatures<kFp8>));
+  const int split = SplitFor(groups);
+  const unsigned blocks = static_cast<unsigned>(detail::CeilDiv(groups, kWarps / split));
+  void (*const by_rows[])(const float*, int, int, const void*, const float*, int, float*) = {
+      GemvSiluMulKernel<1, kFp8>, GemvSiluMulKernel<2, kFp8>, GemvSiluMulKernel<3, kFp8>,
+      GemvSiluMulKernel<4, kFp8>};
+  SPARK_CUDA_RETURN_IF_ERROR(detail::LaunchDependent(by_rows[rows - 1], blocks, kWarps * 32, 0,
+                                                     stream, x, k, inter, w, scales, split, act));
+  return Status::Ok();
+}
+
+GemvSegments One(const void* w, const float* scales, int n, float* out) {
+  GemvSegments one;
+  one.count = 1;
+  one.w[0] = w;
+  one.scales[0] = scales;
+  one.out[0] = out;
+  one.n[0] = n;
+  return one;
 }
 
 }  // namespace
 
 Status GemvBf16Many(const float* x, int64_t rows, int k, const GemvSegments& segments,
                     cudaStream_t stream) {
-  if (rows < 1 || rows > kGemvMaxRows || k % 8 != 0 || segments.count < 1 ||
-      segments.count > kGemvMaxSegments) {
-    return InvalidArgumentError(
-        "gemv: needs 1.." + std::to_string(kGemvMaxRows) + " rows, k a multiple of 8 and 1.." +
-        std::to_string(kGemvMaxSegments) + " weights (got " + std::to_string(rows) + " rows, k " +
-        std::to_string(k) + ", " + std::to_string(segments.count) + " weights)");
-  }
-  Segments segs{segments, {0}};
-  for (int i = 0; i < segments.count; ++i) segs.begin[i + 1] = segs.begin[i] + segments.n[i];
-  const int total = segs.begin[segments.count];
-  if (total <= 0) return Status::Ok();
-  const unsigned blocks = static_cast<unsigned>(detail::CeilDiv(total, kWarps));
-  void (*const by_rows[])(const float*, int, int, Segments) = {GemvKernel<1>, GemvKernel<2>,
-                                                               GemvKernel<3>, GemvKernel<4>};
-  SPARK_CUDA_RETURN_IF_ERROR(detail::LaunchDependent(by_rows[rows - 1], blocks, kWarps * 32, 0,
-                                                     stream, x, k, total, segs));
-  return Status::Ok();
+  return Many<false>(x, rows, k, segments, stream);
 }
 
 Status GemvBf16SiluMul(const float* x, int64_t rows, int k, const __nv_bfloat16* w, int inter,
                        float* act, cudaStream_t stream) {
-  if (rows < 1 || rows > kGemvMaxRows || k % 8 != 0) {
-    return InvalidArgumentError("gemv + silu-mul: needs 1.." + std::to_string(kGemvMaxRows) +
-                                " rows and k a multiple of 8 (got " + std::to_string(rows) +
-                                " rows, k " + std::to_string(k) + ")");
-  }
-  if (inter <= 0) return Status::Ok();
-  const unsigned blocks = static_cast<unsigned>(detail::CeilDiv(inter, kWarps));
-  void (*const by_rows[])(const float*, int, int, const __nv_bfloat16*, float*) = {
-      GemvSiluMulKernel<1>, GemvSiluMulKernel<2>, GemvSiluMulKernel<3>, GemvSiluMulKernel<4>};
-  SPARK_CUDA_RETURN_IF_ERROR(detail::LaunchDependent(by_rows[rows - 1], blocks, kWarps * 32, 0,
-                                                     stream, x, k, inter, w, act));
-  return Status::Ok();
+  return SiluMul<false>(x, rows, k, w, nullptr, inter, act, stream);
 }
 
 Status GemvBf16(const float* x, int64_t rows, int k, const __nv_bfloat16* w, int n, float* out,
                 cudaStream_t stream) {
-  GemvSegments one;
-  one.count = 1;
-  one.w[0] = w;
-  one.out[0] = out;
-  one.n[0] = n;
-  return GemvBf16Many(x, rows, k, one, stream);
+  return Many<false>(x, rows, k, One(w, nullptr, n, out), stream);
+}
+
+Status GemvFp8Many(const float* x, int64_t rows, int k, const GemvSegments& segments,
+                   cudaStream_t stream) {
+  return Many<true>(x, rows, k, segments, stream);
+}
+
+Status GemvFp8SiluMul(const float* x, int64_t rows, int k, const uint8_t* w, const float* scales,
+                      int inter, float* act, cudaStream_t stream) {
+  return SiluMul<true>(x, rows, k, w, scales, inter, act, stream);
+}
+
+Status GemvFp8(const float* x, int64_t rows, int k, const uint8_t* w, const float* scales, int n,
+               float* out, cudaStream_t stream) {
+  return Many<true>(x, rows, k, One(w, scales, n, out), stream);
 }
 
 }  // namespace spark::kernels

@@ -276,6 +276,7 @@ void CudaBackend::Linear(const float* x, int64_t rows, int in_features, WeightRe
 Status CudaBackend::LinearImpl(const float* x, int64_t rows, int in_features, WeightRef w,
                                int out_features, float* out) {
   using kernels::GemmType;
+  if (w.dtype == DType::kFP8) return LinearFp8(x, rows, in_features, w, out_features, out);
   if (w.dtype == DType::kF32) {
     if (!launching()) return Status::Ok();
     return gemm_->Run(GemmType::kF32, GemmType::kF32, x, rows, in_features, w.data, out_features,
@@ -321,7 +322,10 @@ void CudaBackend::LinearManyImpl(const float* x, int64_t rows, int in_features,
                                             size_t{2} * outs[i - 1].out_features * in_features);
     total += outs[i].out_features;
   }
-  const bool one_launch = bf16 && rows <= kernels::kGemvMaxRows && in_features % 8 == 0 &&
+  bool fp8 = !outs.empty();
+  for (const LinearOut& o : outs) fp8 = fp8 && o.w.dtype == DType::kFP8;
+  const bool one_launch = (bf16 || fp8) && rows <= kernels::kGemvMaxRows &&
+                          in_features % (fp8 ? 16 : 8) == 0 &&
                           outs.size() <= static_cast<size_t>(kernels::kGemvMaxSegments);
   if (bf16 && stacked && !one_launch && !outs.empty()) {
     // One GEMM over the stacked weights (cuBLASLt streams skinny shapes well only when n is
@@ -341,24 +345,35 @@ void CudaBackend::LinearManyImpl(const float* x, int64_t rows, int in_features,
     Record(s);
     return;
   }
+  if (fp8 && !one_launch && LinearManyFp8(x, rows, in_features, outs)) return;
   if (!one_launch) return Backend::LinearMany(x, rows, in_features, outs);
   if (!launching()) return;
   kernels::GemvSegments segs;
   for (const LinearOut& o : outs) {
-    segs.w[segs.count] = static_cast<const __nv_bfloat16*>(o.w.data);
+    segs.w[segs.count] = o.w.data;
+    if (fp8) segs.scales[segs.count] = Fp8Scales(o.w.data, size_t(o.out_features) * in_features);
     segs.out[segs.count] = o.out;
     segs.n[segs.count++] = o.out_features;
   }
-  Record(kernels::GemvBf16Many(x, rows, in_features, segs, stream_));
+  Record(fp8 ? kernels::GemvFp8Many(x, rows, in_features, segs, stream_)
+             : kernels::GemvBf16Many(x, rows, in_features, segs, stream_));
 }
 
 void CudaBackend::LinearSiluMul(const float* x, int64_t rows, int in_features, WeightRef w,
                                 int inter, float* gate_up, float* act) {
-  if (w.dtype != DType::kBF16 || rows > kernels::kGemvMaxRows || in_features % 8 != 0) {
+  const bool fp8 = w.dtype == DType::kFP8;
+  if ((w.dtype != DType::kBF16 && !fp8) || rows > kernels::kGemvMaxRows ||
+      in_features % (fp8 ? 16 : 8) != 0) {
     return Backend::LinearSiluMul(x, rows, in_features, w, inter, gate_up, act);  // Linear, SiluMul
   }
   Activate();
   if (!launching()) return;
+  if (fp8) {
+    const auto* codes = static_cast<const uint8_t*>(w.data);
+    const float* scales = Fp8Scales(w.data, size_t(2) * inter * in_features);
+    Record(kernels::GemvFp8SiluMul(x, rows, in_features, codes, scales, inter, act, stream_));
+    return;
+  }
   Record(kernels::GemvBf16SiluMul(x, rows, in_features, static_cast<const __nv_bfloat16*>(w.data),
                                   inter, act, stream_));
 }

@@ -6,8 +6,11 @@
 // the batch's positions and block tables); Download synchronises the stream (with a deadline).
 // Collectives (StreamOrderedCommunicator over NCCL) are enqueued on the same stream.
 //
-// Weights may be fp32 or bf16 (AllocateWeights); bf16 Linear runs a GEMV kernel for up to
-// kGemvMaxRows rows (decode) and a bf16 tensor-core GEMM of the rounded activations otherwise.
+// Weights may be fp32 or bf16 (AllocateWeights) or fp8 (AllocateMatrix); bf16 and fp8 Linear
+// run a GEMV kernel for up to kGemvMaxRows rows (decode) and a tensor-core GEMM otherwise: bf16
+// over the rounded activations, or for fp8 weights cuBLASLt's block-scaled FP8 GEMM over the
+// activations quantised per 1 x 128 block where it exists (Hopper; k a multiple of 512, n of
+// 128), else bf16 over the weights widened into scratch.
 //
 // CUDA graphs (decode): BeginGraph(key, table_blocks) starts a graph step. The first step with a
 // key captures everything the model enqueues; later steps with that key run the model's op
@@ -166,6 +169,20 @@ class CudaBackend : public Backend {
   Result<const float*> InvFreq(int head_dim, double theta);
   Status LinearImpl(const float* x, int64_t rows, int in_features, WeightRef w, int out_features,
                     float* out);
+  // fp8 weights (cuda_backend_fp8.cc): the GEMV, cuBLASLt's block-scaled FP8 GEMM or the bf16
+  // GEMM over widened weights.
+  Status LinearFp8(const float* x, int64_t rows, int in_features, WeightRef w, int out_features,
+                   float* out);
+  // Several fp8 outputs of one input through the FP8 GEMM, the input quantised once; false
+  // (nothing enqueued) when some output's shape has no FP8 GEMM.
+  bool LinearManyFp8(const float* x, int64_t rows, int in_features,
+                     std::span<const LinearOut> outs);
+  // x [rows, k] quantised for the FP8 GEMM into scratch: [padded, k] E4M3 codes, then the
+  // scales [k / 128, padded]; padding rows zero.
+  Result<Buffer> QuantizeForFp8(const float* x, int64_t rows, int64_t padded, int k);
+  // out [rows, n] = the FP8 GEMM of QuantizeForFp8's `xq` and the fp8 weight w.
+  Status Fp8Gemm(const Buffer& xq, int64_t rows, int64_t padded, int k, WeightRef w, int n,
+                 float* out);
   void LinearManyImpl(const float* x, int64_t rows, int in_features,
                       std::span<const LinearOut> outs);
   // Graph steps: bump allocation from persistent chunks (same addresses for the same sequence).
@@ -196,7 +213,7 @@ class CudaBackend : public Backend {
   const int32_t* attention_device_ = nullptr;
   int32_t* counts_host_ = nullptr;  // pinned, for the MoE expert counts
   std::map<std::pair<int, double>, Buffer> inv_freq_;
-  bool bf16_weights_ = false;  // AllocateWeights saw bf16: bf16 GEMMs will want copies
+  bool bf16_weights_ = false;  // bf16 weights allocated or fp8 ones used: GEMMs want copies
   struct Bf16Copy {
     const float* of = nullptr;
     size_t count = 0;

@@ -162,6 +162,79 @@ TEST_F(CudaBackendTest, Bf16LinearMatchesCpuOnRoundedWeights) {
   EXPECT_GT(RelL2(rounded, exact), 1e-4);
 }
 
+// fp8 weights: the GEMV (1..4 rows) equals the CPU backend's Linear over the same quantised
+// matrix to fp32 accuracy; more rows widen the weights to bf16 for the tensor-core GEMM (bf16
+// tolerance). The SiLU-and-mul GEMV over a stacked [gate; up] fp8 matrix likewise.
+TEST_F(CudaBackendTest, Fp8LinearMatchesCpuOnTheSameQuantisedWeights) {
+  const int in = 4096 + 16, out = 333;
+  const auto w = Random(size_t{out} * in, 41);
+  auto cw = cpu_.AllocateMatrix(out, in, DType::kFP8);
+  auto gw = gpu_->AllocateMatrix(out, in, DType::kFP8);
+  ASSERT_TRUE(cw.ok() && gw.ok());
+  cpu_.UploadMatrix(w, in, *cw);
+  gpu_->UploadMatrix(w, in, *gw);
+  for (int rows : {1, 2, 3, 4, 9}) {
+    const auto x = Random(static_cast<size_t>(rows) * in, 42 + rows);
+    std::vector<float> want(static_cast<size_t>(rows) * out);
+    cpu_.Linear(x.data(), rows, in, cw->weight(), out, want.data());
+    Buffer gx = Put(x), gout = Put(std::vector<float>(static_cast<size_t>(rows) * out));
+    gpu_->Linear(gx.data(), rows, in, gw->weight(), out, gout.data());
+    EXPECT_LT(RelL2(Get(gout), want), rows <= 4 ? 1e-5 : 1e-2) << rows << " rows";
+  }
+  // A shape cuBLASLt's block-scaled FP8 GEMM takes (Hopper; k a multiple of 512, n of 128): the
+  // activations are quantised to E4M3 per 1 x 128 block too (fp8 tolerance); 9 rows are padded
+  // to 16.
+  {
+    const int k8 = 4096, n8 = 384;
+    const auto w8 = Random(size_t{n8} * k8, 60);
+    auto c8 = cpu_.AllocateMatrix(n8, k8, DType::kFP8);
+    auto g8 = gpu_->AllocateMatrix(n8, k8, DType::kFP8);
+    ASSERT_TRUE(c8.ok() && g8.ok());
+    cpu_.UploadMatrix(w8, k8, *c8);
+    gpu_->UploadMatrix(w8, k8, *g8);
+    for (int rows : {9, 32}) {
+      const auto x = Random(static_cast<size_t>(rows) * k8, 61 + rows);
+      std::vector<float> want(static_cast<size_t>(rows) * n8);
+      cpu_.Linear(x.data(), rows, k8, c8->weight(), n8, want.data());
+      Buffer gx = Put(x), gout = Put(std::vector<float>(static_cast<size_t>(rows) * n8));
+      gpu_->Linear(gx.data(), rows, k8, g8->weight(), n8, gout.data());
+      EXPECT_LT(RelL2(Get(gout), want), 5e-2) << rows << " rows";
+    }
+    // Two outputs of one input (q and k, say): the input quantised once, each GEMM as above.
+    const auto w2 = Random(size_t{128} * k8, 70);
+    auto c2 = cpu_.AllocateMatrix(128, k8, DType::kFP8);
+    auto g2 = gpu_->AllocateMatrix(128, k8, DType::kFP8);
+    ASSERT_TRUE(c2.ok() && g2.ok());
+    cpu_.UploadMatrix(w2, k8, *c2);
+    gpu_->UploadMatrix(w2, k8, *g2);
+    const int rows = 9;
+    const auto x = Random(static_cast<size_t>(rows) * k8, 71);
+    std::vector<float> want_a(size_t{rows} * n8), want_b(size_t{rows} * 128);
+    cpu_.Linear(x.data(), rows, k8, c8->weight(), n8, want_a.data());
+    cpu_.Linear(x.data(), rows, k8, c2->weight(), 128, want_b.data());
+    Buffer gx = Put(x), ga = Put(std::vector<float>(want_a.size())),
+           gb = Put(std::vector<float>(want_b.size()));
+    const LinearOut outs[] = {{g8->weight(), n8, ga.data()}, {g2->weight(), 128, gb.data()}};
+    gpu_->LinearMany(gx.data(), rows, k8, outs);
+    EXPECT_LT(RelL2(Get(ga), want_a), 5e-2);
+    EXPECT_LT(RelL2(Get(gb), want_b), 5e-2);
+  }
+  const int inter = 150, rows = 2;  // gate rows 0..149, up rows 150..299 of one block grid
+  const auto gu = Random(size_t{2 * inter} * in, 50);
+  auto cgu = cpu_.AllocateMatrix(2 * inter, in, DType::kFP8);
+  auto ggu = gpu_->AllocateMatrix(2 * inter, in, DType::kFP8);
+  ASSERT_TRUE(cgu.ok() && ggu.ok());
+  cpu_.UploadMatrix(gu, in, *cgu);
+  gpu_->UploadMatrix(gu, in, *ggu);
+  const auto x = Random(size_t{rows} * in, 51);
+  std::vector<float> scratch(size_t{rows} * 2 * inter), want(size_t{rows} * inter);
+  cpu_.LinearSiluMul(x.data(), rows, in, cgu->weight(), inter, scratch.data(), want.data());
+  Buffer gx = Put(x), gscratch = Put(scratch), gact = Put(std::vector<float>(want.size()));
+  gpu_->LinearSiluMul(gx.data(), rows, in, ggu->weight(), inter, gscratch.data(), gact.data());
+  EXPECT_LT(RelL2(Get(gact), want), 1e-5);
+  ASSERT_TRUE(gpu_->Synchronize().ok()) << gpu_->status().message();
+}
+
 // With bf16 weights, AddRmsNorm and SiluMul hand the next Linear a bf16 copy of their output:
 // the Linear must give the same bits as on a plain upload of that output (which it casts
 // itself), and a copy must not outlive a write of its source by another op.
@@ -351,14 +424,28 @@ TEST_F(CudaBackendTest, FusedOpsMatchCpuDefaults) {
           cache_type == DType::kF32 ? slots_total * kv_width : slots_total * kv_width / 2;
       std::vector<float> kc(floats, 0.5f), vc(floats, 0.5f), qc = q, kk = k;
       Buffer gq2 = Put(q), gk = Put(k), gv = Put(v), gkw = Put(kw), gkc = Put(kc), gvc = Put(vc);
-      backend::QkvToCache c{.q = qc.data(), .k = kk.data(), .v = v.data(), .heads = heads,
-                            .kv_heads = kv_heads, .head_dim = hd, .q_norm = qw.data(),
-                            .k_norm = kw.data(), .eps = 1e-6f, .theta = 1e6,
+      backend::QkvToCache c{.q = qc.data(),
+                            .k = kk.data(),
+                            .v = v.data(),
+                            .heads = heads,
+                            .kv_heads = kv_heads,
+                            .head_dim = hd,
+                            .q_norm = qw.data(),
+                            .k_norm = kw.data(),
+                            .eps = 1e-6f,
+                            .theta = 1e6,
                             .cache = {kc.data(), vc.data(), cache_type}};
       cpu_.QkNormRopeWriteKv(c, pos, slots);
-      const backend::QkvToCache g{.q = gq2.data(), .k = gk.data(), .v = gv.data(), .heads = heads,
-                                  .kv_heads = kv_heads, .head_dim = hd, .q_norm = gqw.data(),
-                                  .k_norm = gkw.data(), .eps = 1e-6f, .theta = 1e6,
+      const backend::QkvToCache g{.q = gq2.data(),
+                                  .k = gk.data(),
+                                  .v = gv.data(),
+                                  .heads = heads,
+                                  .kv_heads = kv_heads,
+                                  .head_dim = hd,
+                                  .q_norm = gqw.data(),
+                                  .k_norm = gkw.data(),
+                                  .eps = 1e-6f,
+                                  .theta = 1e6,
                                   .cache = {gkc.data(), gvc.data(), cache_type}};
       gpu_->QkNormRopeWriteKv(g, pos, slots);
       EXPECT_LT(RelL2(Get(gq2), qc), 1e-5) << "q, head_dim " << hd;
