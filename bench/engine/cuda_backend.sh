@@ -2,7 +2,8 @@
 # The CUDA backend benchmark in one command, on this machine's GPUs (two for the TP=2 figure):
 #   1. spark-decode-bench: our engine end to end on a Qwen3-8B-shaped bf16 model (decode b1/b32
 #      in CUDA graphs, TP=2, 8K prefill; bf16 KV cache as the engine picks for bf16 weights, and
-#      again with an fp32 one) with copy bandwidth and bf16 GEMM peak of the same GPU;
+#      again with an fp32 one, and once more with fp8 weights) with copy bandwidth and bf16
+#      GEMM peak of the same GPU;
 #   2. spark-kernel-bench + PyTorch SDPA: paged decode attention bandwidth and prefill attention;
 #   3. the peer, ../shared/bench/peer_torch_decode.py (torch.compile, CUDA graphs), same job;
 # then writes bench/results/cuda_backend.json (or the path given) with the ratios and the raw
@@ -28,6 +29,8 @@ echo "== engine on one GPU (spark-decode-bench)" >&2
 "$bin/spark-decode-bench" --tp 1 --json "$tmp/decode.json" ${DECODE_ARGS:-}
 echo "== engine on one GPU with an fp32 KV cache (for comparison)" >&2
 "$bin/spark-decode-bench" --tp 1 --kv-dtype fp32 --json "$tmp/decode_fp32_kv.json"
+echo "== engine on one GPU with fp8 weights (E4M3, 128 x 128 block scales; for comparison)" >&2
+"$bin/spark-decode-bench" --tp 1 --weight-dtype fp8 --json "$tmp/decode_fp8.json"
 echo "== kernels (spark-kernel-bench, PyTorch SDPA)" >&2
 "$bin/spark-kernel-bench" --json "$tmp/kernels.json" > "$tmp/kernels.txt"
 python3 bench/kernels/sdpa_peer.py "$tmp/kernels.json"

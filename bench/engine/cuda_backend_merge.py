@@ -1,4 +1,4 @@
-# Merges the parts of bench/engine/cuda_backend.sh (decode.json, decode_fp32_kv.json,
+# Merges the parts of bench/engine/cuda_backend.sh (decode.json, decode_fp32_kv.json, decode_fp8.json,
 # decode_tp2.json and decode_tp2_nccl.json from spark-decode-bench, kernels.json from spark-kernel-bench + sdpa_peer.py, peer.json from
 # peer_torch_decode.py) into
 # the results file: the ratios the CUDA backend is judged by, and the raw figures behind each.
@@ -17,6 +17,8 @@ for d in nccl_runs:
     d["collectives"] = "nccl"
 fp32_kv_path = f"{parts}/decode_fp32_kv.json"
 fp32_kv = json.load(open(fp32_kv_path)) if os.path.exists(fp32_kv_path) else None
+fp8_path = f"{parts}/decode_fp8.json"
+fp8 = json.load(open(fp8_path)) if os.path.exists(fp8_path) else None
 
 def run(tp, batch):
     return next(d for d in decode["decode"] if d["tp"] == tp and d["batch"] == batch)
@@ -26,6 +28,21 @@ def kernel(name, shape_start):
                 if r["kernel"] == name and r["shape"].startswith(shape_start))
 
 b1, b32 = run(1, 1), run(1, 32)
+
+
+def fp8_summary(f):
+    r1 = next(d for d in f["decode"] if d["tp"] == 1 and d["batch"] == 1)
+    r32 = next(d for d in f["decode"] if d["tp"] == 1 and d["batch"] == 32)
+    pre, pre16 = f.get("prefill"), decode.get("prefill")
+    return {
+        "decode_b1_tok_s": r1["tok_s"], "decode_b1_roofline_ratio": r1["roofline_ratio"],
+        "decode_b1_vs_bf16": r1["tok_s"] / b1["tok_s"],
+        "decode_b32_tok_s": r32["tok_s"], "decode_b32_vs_bf16": r32["tok_s"] / b32["tok_s"],
+        "prefill_8k_seconds": pre["seconds"] if pre else None,
+        "prefill_8k_speedup_vs_bf16": pre16["seconds"] / pre["seconds"] if pre and pre16 else None,
+        "weight_bytes_streamed_per_step": f["weight_bytes_streamed_per_step"],
+        "raw": {"decode": f["decode"], "prefill": pre},
+    }
 tp2 = next((d for d in tp2_runs if d["tp"] == 2 and d["batch"] == 1), None)
 tp2_nccl = next((d for d in nccl_runs if d["tp"] == 2 and d["batch"] == 1), None)
 # The decode attention kernel of the engine's KV cache (bf16 with bf16 weights, the engine's
@@ -47,6 +64,9 @@ res = {
     "tp2_vs_tp1_token_time": tp2["ms_per_step"] / b1["ms_per_step"] if tp2 else None,
     "tp2_in_graphs": tp2["graphs"] if tp2 else None,
     "tp2_nccl_vs_tp1_token_time": tp2_nccl["ms_per_step"] / b1["ms_per_step"] if tp2_nccl else None,
+    # fp8 weights (E4M3, 128 x 128 block scales), the same model and job: not an issue target,
+    # set against our bf16 figures of this run.
+    "fp8_weights": (fp8_summary(fp8) if fp8 else None),
     "raw": {
         "copy_bandwidth_gbs": decode["copy_bandwidth_gbs"],
         "bf16_matmul_peak_tflops": decode["bf16_matmul_peak_tflops"],

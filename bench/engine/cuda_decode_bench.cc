@@ -27,6 +27,7 @@
 #include "engine/core/model_config.h"
 #include "engine/model/qwen3_model.h"
 #include "kernels/elementwise.h"
+#include "kernels/fp8.h"
 #include "kernels/gemm.h"
 
 namespace spark::engine {
@@ -66,6 +67,9 @@ void Cuda(cudaError_t e, const char* what) {
   }
 }
 
+// The Linear weights' element type (--weight-dtype; set before the first run).
+DType g_weight_dtype = DType::kBF16;
+
 // Weights of one rank, uniform in +-0.0346 (std 0.02, the peer's init), norms at 1.
 struct RandomModel {
   model::Qwen3Weights weights;
@@ -81,33 +85,53 @@ RandomModel MakeWeights(const core::ModelConfig& c, const model::TpShard& shard,
   w.dense_inter = static_cast<int>(shard.Even(c.intermediate_size).size);
   uint64_t seed = 1000 + shard.rank;
   auto make = [&](int64_t rows, int64_t cols, DType dtype, bool ones, bool streamed) {
-    Buffer buf = Take(b.AllocateWeights(rows * cols, dtype), "allocate weights");
+    Buffer buf = Take(b.AllocateMatrix(rows, cols, dtype), "allocate weights");
     const float lo = ones ? 1.0f : -0.0346f, hi = ones ? 1.0f : 0.0346f;
-    Status s = dtype == DType::kBF16
-                   ? kernels::FillUniform(static_cast<__nv_bfloat16*>(buf.raw()), rows * cols,
-                                          ++seed, lo, hi, b.stream())
-                   : kernels::FillUniform(buf.data(), rows * cols, ++seed, lo, hi, b.stream());
+    const size_t count = static_cast<size_t>(rows * cols);
+    Status s;
+    if (dtype == DType::kFP8) {
+      // Codes uniform over +-448, every block scaled to the same +-0.0346.
+      const int64_t blocks = backend::Fp8ScaleCount(rows, cols);
+      auto* scales =
+          reinterpret_cast<float*>(static_cast<char*>(buf.raw()) + backend::Fp8ScaleOffset(count));
+      s = kernels::FillFp8Uniform(static_cast<uint8_t*>(buf.raw()), count, ++seed, -448.0f, 448.0f,
+                                  b.stream());
+      if (s.ok()) s = kernels::FillUniform(scales, blocks, seed, hi / 448, hi / 448, b.stream());
+      if (streamed) m.streamed_bytes += blocks * 4;
+    } else if (dtype == DType::kBF16) {
+      s = kernels::FillUniform(static_cast<__nv_bfloat16*>(buf.raw()), count, ++seed, lo, hi,
+                               b.stream());
+    } else {
+      s = kernels::FillUniform(buf.data(), count, ++seed, lo, hi, b.stream());
+    }
     Check(s, "fill weights");
     if (streamed) m.streamed_bytes += rows * cols * static_cast<int64_t>(DTypeBytes(dtype));
     return buf;
   };
+  const DType wt = g_weight_dtype;
   const int64_t hidden = c.hidden_size, hd = c.head_dim;
   const int64_t q = w.heads.size * hd, kv = w.kv_heads.size * hd, inter = w.dense_inter;
   w.embed = make(w.vocab.size, hidden, DType::kF32, false, false);
   m.streamed_bytes += hidden * 4;  // the one row a token reads
-  w.lm_head = make(w.vocab.size, hidden, DType::kBF16, false, true);
+  w.lm_head = make(w.vocab.size, hidden, wt, false, true);
   w.final_norm = make(1, hidden, DType::kF32, true, true);
   for (int i = 0; i < c.num_layers; ++i) {
     model::Qwen3LayerWeights l;
     l.input_norm = make(1, hidden, DType::kF32, true, true);
     l.post_attention_norm = make(1, hidden, DType::kF32, true, true);
-    l.qkv = make(q + 2 * kv, hidden, DType::kBF16, false, true);  // stacked, as the loader does
-    l.SplitQkv(q, kv, hidden);
+    if (wt == DType::kFP8) {  // three matrices, as the loader makes them
+      l.q = make(q, hidden, wt, false, true);
+      l.k = make(kv, hidden, wt, false, true);
+      l.v = make(kv, hidden, wt, false, true);
+    } else {
+      l.qkv = make(q + 2 * kv, hidden, wt, false, true);  // stacked, as the loader does
+      l.SplitQkv(q, kv, hidden);
+    }
     l.q_norm = make(1, hd, DType::kF32, true, true);
     l.k_norm = make(1, hd, DType::kF32, true, true);
-    l.o = make(hidden, q, DType::kBF16, false, true);
-    l.gate_up = make(2 * inter, hidden, DType::kBF16, false, true);
-    l.down = make(hidden, inter, DType::kBF16, false, true);
+    l.o = make(hidden, q, wt, false, true);
+    l.gate_up = make(2 * inter, hidden, wt, false, true);
+    l.down = make(hidden, inter, wt, false, true);
     w.layers.push_back(std::move(l));
   }
   Check(b.Synchronize(), "fill weights");
@@ -360,7 +384,7 @@ void SetUpRank(RankSetup& r, int rank, int world, int port, bool profile = false
   r.streamed_bytes = m.streamed_bytes;
   model::ModelOptions options;
   options.shard = r.shard;
-  options.weight_dtype = DType::kBF16;
+  options.weight_dtype = g_weight_dtype;
   options.kv_dtype = g_kv_dtype;
   if (profile) r.timing = std::make_unique<TimingBackend>(*r.backend);
   backend::Backend& ops = r.timing ? static_cast<backend::Backend&>(*r.timing) : *r.backend;
@@ -510,7 +534,7 @@ int Main(int argc, char** argv) {
   std::vector<int> batches{1, 32};
   int steps = 200, tp = 2, prefill = 8192, port = 29517;
   bool profile = false, tp_nccl = false, tp_only = false;
-  std::string json_path, kv_dtype = "bf16";
+  std::string json_path, kv_dtype = "bf16", weight_dtype = "bf16";
   app.add_option("--batch", batches, "decode batch sizes")->delimiter(',');
   app.add_option("--steps", steps, "timed decode steps per batch size")->check(CLI::Range(1, 900));
   app.add_option("--tp", tp, "also run tensor parallelism on this many GPUs (1 = skip)")
@@ -522,6 +546,9 @@ int Main(int argc, char** argv) {
   app.add_option(
       "--kv-dtype", kv_dtype,
       "KV cache elements: bf16 (default, what the engine picks for bf16 weights) or fp32");
+  app.add_option("--weight-dtype", weight_dtype,
+                 "Linear weights: bf16 (default; what the peer runs) or fp8 (E4M3 with 128 x 128 "
+                 "block scales: half the bytes a decode step streams)");
   app.add_flag("--tp-only", tp_only, "only the TP run (skip the one-GPU decode)");
   app.add_flag("--profile", profile, "also time every op of one eager step per batch size");
   app.add_flag("--tp-nccl", tp_nccl,
@@ -529,6 +556,7 @@ int Main(int argc, char** argv) {
                "GPUs on one host, steps in CUDA graphs)");
   CLI11_PARSE(app, argc, argv);
   g_kv_dtype = Take(backend::ParseDType(kv_dtype), "--kv-dtype");
+  g_weight_dtype = Take(backend::ParseDType(weight_dtype), "--weight-dtype");
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // rows show as they finish
   int devices = 0;
   Cuda(cudaGetDeviceCount(&devices), "device count");
@@ -544,6 +572,7 @@ int Main(int argc, char** argv) {
   j["bf16_matmul_peak_tflops"] = ceil.bf16_tflops;
   j["steps"] = steps;
   j["kv_dtype"] = backend::DTypeName(g_kv_dtype);
+  j["weight_dtype"] = backend::DTypeName(g_weight_dtype);
 
   int64_t streamed = 0;
   if (profile) Profile(batches, ceil.copy_gbs);

@@ -23,7 +23,9 @@
 #include "kernels/attention.h"
 #include "kernels/cuda_check.h"
 #include "kernels/elementwise.h"
+#include "kernels/fp8.h"
 #include "kernels/gemm.h"
+#include "kernels/gemv.h"
 #include "kernels/norm.h"
 
 namespace spark::kernels {
@@ -213,8 +215,7 @@ Row BenchPrefillAttention(int seq, bool tensor_cores, double peak_tflops) {
   Cuda(cudaMalloc(&dtiles, tiles.size() * sizeof(PrefillTile)), "cudaMalloc");
   cudaMemcpy(dt, table.data(), table.size() * 4, cudaMemcpyHostToDevice);
   cudaMemcpy(dtiles, tiles.data(), tiles.size() * sizeof(PrefillTile), cudaMemcpyHostToDevice);
-  const PagedKvLayout layout{heads, kv_heads, hd, bs, 1.0f / std::sqrt(float(hd)),
-                              tensor_cores};
+  const PagedKvLayout layout{heads, kv_heads, hd, bs, 1.0f / std::sqrt(float(hd)), tensor_cores};
   const double ms = TimeMs(
       [&] {
         BENCH_CHECK((PagedPrefillAttention<T, C>(q, reinterpret_cast<PrefillTile*>(dtiles),
@@ -232,12 +233,9 @@ Row BenchPrefillAttention(int seq, bool tensor_cores, double peak_tflops) {
   } else if (sizeof(T) == 4) {
     name += tensor_cores ? " cache, bf16 tensor cores" : " exact";
   }
-  return {name,
-          "seq" + std::to_string(seq) + " causal",
-          ms,
-          flops / (ms * 1e-3) / 1e12,
-          "TFLOP/s",
-          peak_tflops};
+  return {name,      "seq" + std::to_string(seq) + " causal",
+          ms,        flops / (ms * 1e-3) / 1e12,
+          "TFLOP/s", peak_tflops};
 }
 
 double GemmTflops(Gemm& gemm, int64_t m, int n, int k, GemmType out_type, double* ms_out) {
@@ -256,6 +254,82 @@ double GemmTflops(Gemm& gemm, int64_t m, int n, int k, GemmType out_type, double
   return 2.0 * m * n * k / (ms * 1e-3) / 1e12;
 }
 
+// cuBLASLt's block-scaled FP8 GEMM (Gemm::RunFp8) on random E4M3 operands and scales; 0 when
+// this GPU's cuBLASLt has none for the shape. The activations' quantisation is not timed.
+double GemmFp8Tflops(Gemm& gemm, int64_t m, int n, int k, double* ms_out) {
+  if (!gemm.SupportsFp8(m, n, k)) return 0;
+  uint8_t *x = nullptr, *w = nullptr;
+  Cuda(cudaMalloc(&x, size_t(m) * k), "cudaMalloc");
+  Cuda(cudaMalloc(&w, size_t(n) * k), "cudaMalloc");
+  BENCH_CHECK(FillFp8Uniform(x, size_t(m) * k, 21, -448, 448, nullptr));
+  BENCH_CHECK(FillFp8Uniform(w, size_t(n) * k, 22, -448, 448, nullptr));
+  float* xs = RandomDevice<float>(size_t(m) * (k / 128), 23);
+  float* ws = RandomDevice<float>(size_t(n / 128) * (k / 128), 24);
+  float* out = nullptr;
+  Cuda(cudaMalloc(&out, size_t(m) * n * 4), "cudaMalloc");
+  const int iters = m * double(n) * k > 1e11 ? 10 : 50;
+  const double ms =
+      TimeMs([&] { BENCH_CHECK(gemm.RunFp8(x, xs, m, k, w, ws, n, out, nullptr)); }, iters);
+  for (void* p : {static_cast<void*>(x), static_cast<void*>(w), static_cast<void*>(xs),
+                  static_cast<void*>(ws), static_cast<void*>(out)}) {
+    cudaFree(p);
+  }
+  *ms_out = ms;
+  return 2.0 * m * n * k / (ms * 1e-3) / 1e12;
+}
+
+// Decode GEMV over n x k weights of `fp8` (E4M3 + 128 x 128 scales) or bf16 type for `rows`
+// activation rows (silu: the stacked [gate; up] GEMV with SiLU-mul, n = 2 x inter). Four copies
+// of the weights, used in turn, so each call streams them from memory rather than L2. GB/s of
+// weight bytes read.
+Row BenchGemv(bool fp8, bool silu, int rows, int n, int k, double copy_gbs) {
+  constexpr int kCopies = 4;
+  const size_t count = size_t(n) * k, scale_count = size_t((n + 127) / 128) * ((k + 127) / 128);
+  const size_t bytes = fp8 ? count + 4 * scale_count : 2 * count;
+  std::vector<void*> w(kCopies);
+  std::vector<float*> scales(kCopies);
+  for (int c = 0; c < kCopies; ++c) {
+    if (fp8) {
+      Cuda(cudaMalloc(&w[c], count), "cudaMalloc");
+      BENCH_CHECK(FillFp8Uniform(static_cast<uint8_t*>(w[c]), count, 7 + c, -448, 448, nullptr));
+      scales[c] = RandomDevice<float>(scale_count, 11 + c);
+    } else {
+      w[c] = RandomDevice<__nv_bfloat16>(count, 7 + c);
+    }
+  }
+  float* x = RandomDevice<float>(size_t(rows) * k, 5);
+  float* out = nullptr;
+  Cuda(cudaMalloc(&out, sizeof(float) * rows * n), "cudaMalloc");
+  int turn = 0;
+  const double ms = TimeMs(
+      [&] {
+        const int c = turn++ % kCopies;
+        const auto* wb = static_cast<const __nv_bfloat16*>(w[c]);
+        const auto* w8 = static_cast<const uint8_t*>(w[c]);
+        if (silu) {
+          BENCH_CHECK(fp8 ? GemvFp8SiluMul(x, rows, k, w8, scales[c], n / 2, out, nullptr)
+                          : GemvBf16SiluMul(x, rows, k, wb, n / 2, out, nullptr));
+        } else {
+          BENCH_CHECK(fp8 ? GemvFp8(x, rows, k, w8, scales[c], n, out, nullptr)
+                          : GemvBf16(x, rows, k, wb, n, out, nullptr));
+        }
+      },
+      20);
+  for (int c = 0; c < kCopies; ++c) {
+    cudaFree(w[c]);
+    if (fp8) cudaFree(scales[c]);
+  }
+  cudaFree(x);
+  cudaFree(out);
+  return {std::string("gemv ") + (fp8 ? "fp8" : "bf16") + (silu ? " silu-mul" : "") + " b" +
+              std::to_string(rows),
+          std::to_string(n) + "x" + std::to_string(k),
+          ms,
+          bytes / (ms * 1e-3) / 1e9,
+          "GB/s",
+          copy_gbs};
+}
+
 int Main(int argc, char** argv) {
   CLI::App app{
       "Times the CUDA kernels against the GPU's measured ceilings.\n"
@@ -267,8 +341,8 @@ int Main(int argc, char** argv) {
   app.add_flag("--quick", quick, "Smaller sizes (a smoke run, not for reporting)");
   app.add_option("--only", only,
                  "Run one family after the ceilings: norm, decode (attention), prefill "
-                 "(attention) or gemm")
-      ->check(CLI::IsMember({"norm", "decode", "prefill", "gemm"}));
+                 "(attention), gemm or gemv (decode GEMVs, bf16 and fp8 weights)")
+      ->check(CLI::IsMember({"norm", "decode", "prefill", "gemm", "gemv"}));
   CLI11_PARSE(app, argc, argv);
   if (CudaDeviceCount() == 0) {
     std::fprintf(stderr, "spark-kernel-bench: no CUDA device visible (check nvidia-smi)\n");
@@ -317,19 +391,24 @@ int Main(int argc, char** argv) {
     rows.push_back(BenchPrefillAttention<float, __nv_bfloat16>(seq, true, peak));
     rows.push_back(BenchPrefillAttention<float>(seq, false, peak));
   }
+  if (want("gemv")) {  // Qwen3-8B's gate_up (SiLU-mul) and down at batch 1 and 4
+    for (bool fp8 : {false, true})
+      for (int b : {1, 4}) {
+        rows.push_back(BenchGemv(fp8, true, b, 24576, 4096, copy_gbs));
+        rows.push_back(BenchGemv(fp8, false, b, 4096, 12288, copy_gbs));
+      }
+  }
   // Qwen3-8B-shaped GEMMs: an 8K-token prefill's projections and batch-32 decode.
   struct Shape {
     int64_t m;
     int n, k;
     const char* what;
   };
-  const std::vector<Shape> shapes = {{8192, 6144, 4096, "prefill qkv"},
-                                     {8192, 24576, 4096, "prefill gate_up"},
-                                     {8192, 4096, 12288, "prefill down"},
-                                     {32, 24576, 4096, "decode b32 gate_up"},
-                                     {32, 4096, 12288, "decode b32 down"},
-                                     {32, 4096, 4096, "decode b32 o"},
-                                     {1, 24576, 4096, "decode b1 gate_up"}};
+  const std::vector<Shape> shapes = {
+      {8192, 6144, 4096, "prefill qkv"},    {8192, 24576, 4096, "prefill gate_up"},
+      {8192, 4096, 12288, "prefill down"},  {32, 24576, 4096, "decode b32 gate_up"},
+      {32, 4096, 12288, "decode b32 down"}, {32, 4096, 4096, "decode b32 o"},
+      {1, 24576, 4096, "decode b1 gate_up"}};
   for (const Shape& s : shapes) {
     if ((quick && s.m > 1024) || !want("gemm")) continue;
     const double t = GemmTflops(**gemm, s.m, s.n, s.k, GemmType::kBF16, &ms);
@@ -340,6 +419,20 @@ int Main(int argc, char** argv) {
       const double bytes = 2.0 * s.n * s.k + 2.0 * s.m * (s.k + s.n);
       rows.push_back({std::string("gemm bf16 ") + s.what + " (bytes)", rows.back().shape, ms,
                       bytes / (ms * 1e-3) / 1e9, "GB/s", copy_gbs});
+    }
+    // The same shape in block-scaled FP8 (m padded to 16, as the engine does), where cuBLASLt
+    // has it.
+    const int64_t m16 = (s.m + 15) / 16 * 16;
+    const double t8 = GemmFp8Tflops(**gemm, m16, s.n, s.k, &ms);
+    if (t8 > 0) {
+      rows.push_back({std::string("gemm fp8 ") + s.what,
+                      std::to_string(m16) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k),
+                      ms, t8, "TFLOP/s", peak});
+      if (s.m <= 32) {
+        const double bytes = 1.0 * s.n * s.k + 4.0 * m16 * s.n;
+        rows.push_back({std::string("gemm fp8 ") + s.what + " (bytes)", rows.back().shape, ms,
+                        bytes / (ms * 1e-3) / 1e9, "GB/s", copy_gbs});
+      }
     }
   }
   std::printf("gpu: %s, %d SMs\n", prop.name, prop.multiProcessorCount);
