@@ -322,10 +322,13 @@ void CudaBackend::LinearManyImpl(const float* x, int64_t rows, int in_features,
                                             size_t{2} * outs[i - 1].out_features * in_features);
     total += outs[i].out_features;
   }
-  bool fp8 = !outs.empty();
-  for (const LinearOut& o : outs) fp8 = fp8 && o.w.dtype == DType::kFP8;
-  const bool one_launch = (bf16 || fp8) && rows <= kernels::kGemvMaxRows &&
-                          in_features % (fp8 ? 16 : 8) == 0 &&
+  bool fp8 = !outs.empty(), fp8_gemv = true;
+  for (const LinearOut& o : outs) {
+    fp8 = fp8 && o.w.dtype == DType::kFP8;
+    fp8_gemv = fp8 && fp8_gemv && UseFp8Gemv(rows, o.out_features, in_features);
+  }
+  const bool one_launch = ((bf16 && in_features % 8 == 0) || fp8_gemv) &&
+                          rows <= kernels::kGemvMaxRows &&
                           outs.size() <= static_cast<size_t>(kernels::kGemvMaxSegments);
   if (bf16 && stacked && !one_launch && !outs.empty()) {
     // One GEMM over the stacked weights (cuBLASLt streams skinny shapes well only when n is
@@ -362,8 +365,10 @@ void CudaBackend::LinearManyImpl(const float* x, int64_t rows, int in_features,
 void CudaBackend::LinearSiluMul(const float* x, int64_t rows, int in_features, WeightRef w,
                                 int inter, float* gate_up, float* act) {
   const bool fp8 = w.dtype == DType::kFP8;
-  if ((w.dtype != DType::kBF16 && !fp8) || rows > kernels::kGemvMaxRows ||
-      in_features % (fp8 ? 16 : 8) != 0) {
+  const bool gemv =
+      fp8 ? UseFp8Gemv(rows, 2 * inter, in_features)
+          : w.dtype == DType::kBF16 && rows <= kernels::kGemvMaxRows && in_features % 8 == 0;
+  if (!gemv) {
     return Backend::LinearSiluMul(x, rows, in_features, w, inter, gate_up, act);  // Linear, SiluMul
   }
   Activate();

@@ -173,6 +173,10 @@ class CudaBackend : public Backend {
   // GEMM over widened weights.
   Status LinearFp8(const float* x, int64_t rows, int in_features, WeightRef w, int out_features,
                    float* out);
+  // Whether the fp8 GEMV serves `rows` rows of a [n, k] weight: always one row, and 2-4 only
+  // where there is no FP8 GEMM (at 2-4 rows the GEMV is bound by arithmetic, and the FP8 GEMM
+  // over 16 padded rows streams the weights ~3.5x faster at 4).
+  bool UseFp8Gemv(int64_t rows, int n, int k);
   // Several fp8 outputs of one input through the FP8 GEMM, the input quantised once; false
   // (nothing enqueued) when some output's shape has no FP8 GEMM.
   bool LinearManyFp8(const float* x, int64_t rows, int in_features,

@@ -23,7 +23,7 @@ Status CudaBackend::LinearFp8(const float* x, int64_t rows, int in_features, Wei
   const size_t count = static_cast<size_t>(out_features) * in_features;
   const auto* codes = static_cast<const uint8_t*>(w.data);
   const float* scales = Fp8Scales(w.data, count);
-  if (rows <= kernels::kGemvMaxRows && in_features % 16 == 0) {
+  if (UseFp8Gemv(rows, out_features, in_features)) {
     if (!launching()) return Status::Ok();
     return kernels::GemvFp8(x, rows, in_features, codes, scales, out_features, out, stream_);
   }
@@ -41,6 +41,11 @@ Status CudaBackend::LinearFp8(const float* x, int64_t rows, int in_features, Wei
                                                     stream_));
   }
   return LinearImpl(x, rows, in_features, widened.weight(), out_features, out);
+}
+
+bool CudaBackend::UseFp8Gemv(int64_t rows, int n, int k) {
+  if (rows > kernels::kGemvMaxRows || k % 16 != 0) return false;
+  return rows == 1 || !gemm_->SupportsFp8(PaddedRows(rows), n, k);
 }
 
 bool CudaBackend::LinearManyFp8(const float* x, int64_t rows, int in_features,

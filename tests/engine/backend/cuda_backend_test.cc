@@ -182,8 +182,8 @@ TEST_F(CudaBackendTest, Fp8LinearMatchesCpuOnTheSameQuantisedWeights) {
     EXPECT_LT(RelL2(Get(gout), want), rows <= 4 ? 1e-5 : 1e-2) << rows << " rows";
   }
   // A shape cuBLASLt's block-scaled FP8 GEMM takes (Hopper; k a multiple of 512, n of 128): the
-  // activations are quantised to E4M3 per 1 x 128 block too (fp8 tolerance); 9 rows are padded
-  // to 16.
+  // activations are quantised to E4M3 per 1 x 128 block too (fp8 tolerance); 3 and 9 rows are
+  // padded to 16.
   {
     const int k8 = 4096, n8 = 384;
     const auto w8 = Random(size_t{n8} * k8, 60);
@@ -192,7 +192,7 @@ TEST_F(CudaBackendTest, Fp8LinearMatchesCpuOnTheSameQuantisedWeights) {
     ASSERT_TRUE(c8.ok() && g8.ok());
     cpu_.UploadMatrix(w8, k8, *c8);
     gpu_->UploadMatrix(w8, k8, *g8);
-    for (int rows : {9, 32}) {
+    for (int rows : {3, 9, 32}) {  // 3: the FP8 GEMM rather than the GEMV, where it exists
       const auto x = Random(static_cast<size_t>(rows) * k8, 61 + rows);
       std::vector<float> want(static_cast<size_t>(rows) * n8);
       cpu_.Linear(x.data(), rows, k8, c8->weight(), n8, want.data());
