@@ -215,7 +215,8 @@ Row BenchPrefillAttention(int seq, bool tensor_cores, double peak_tflops) {
   Cuda(cudaMalloc(&dtiles, tiles.size() * sizeof(PrefillTile)), "cudaMalloc");
   cudaMemcpy(dt, table.data(), table.size() * 4, cudaMemcpyHostToDevice);
   cudaMemcpy(dtiles, tiles.data(), tiles.size() * sizeof(PrefillTile), cudaMemcpyHostToDevice);
-  const PagedKvLayout layout{heads, kv_heads, hd, bs, 1.0f / std::sqrt(float(hd)), tensor_cores};
+  const PagedKvLayout layout{heads, kv_heads, hd, bs, 1.0f / std::sqrt(float(hd)),
+                              tensor_cores};
   const double ms = TimeMs(
       [&] {
         BENCH_CHECK((PagedPrefillAttention<T, C>(q, reinterpret_cast<PrefillTile*>(dtiles),
@@ -233,9 +234,12 @@ Row BenchPrefillAttention(int seq, bool tensor_cores, double peak_tflops) {
   } else if (sizeof(T) == 4) {
     name += tensor_cores ? " cache, bf16 tensor cores" : " exact";
   }
-  return {name,      "seq" + std::to_string(seq) + " causal",
-          ms,        flops / (ms * 1e-3) / 1e12,
-          "TFLOP/s", peak_tflops};
+  return {name,
+          "seq" + std::to_string(seq) + " causal",
+          ms,
+          flops / (ms * 1e-3) / 1e12,
+          "TFLOP/s",
+          peak_tflops};
 }
 
 double GemmTflops(Gemm& gemm, int64_t m, int n, int k, GemmType out_type, double* ms_out) {
