@@ -157,15 +157,15 @@ struct LinearOut {
 // The routed experts of one MoE layer held by this rank. Expert e (global id) is local when
 // expert_begin <= e < expert_begin + gate_up.size(); other experts contribute nothing here (their
 // rank adds them in the all-reduce). gate_up[i] is [2 * intermediate, hidden] (gate rows then up
-// rows), down[i] is [hidden, intermediate].
+// rows), down[i] is [hidden, intermediate], in any weight type.
 struct MoeExperts {
   int num_experts = 0;  // global count, the router's width
   int top_k = 0;
   bool norm_topk_prob = false;
   int intermediate = 0;  // per expert, on this rank
   int expert_begin = 0;
-  std::vector<const float*> gate_up;
-  std::vector<const float*> down;
+  std::vector<WeightRef> gate_up;
+  std::vector<WeightRef> down;
 };
 
 class Backend {

@@ -28,8 +28,9 @@ struct ModelOptions {
   TpShard shard;
   // How routed experts are split across ranks (default: inside each expert).
   MoeSharding moe_sharding = MoeSharding::kInsideExperts;
-  // Element type of the Linear weight matrices in backend memory (embedding, norms, router and
-  // experts stay fp32). bf16 halves what a decode step streams; Qwen3 models only.
+  // Element type of the Linear weight matrices in backend memory, MoE experts included
+  // (embedding, norms and router stay fp32). bf16 halves what a decode step streams, fp8 (E4M3,
+  // 128 x 128 block scales) quarters it; Qwen3 models only.
   backend::DType weight_dtype = backend::DType::kF32;
   // Element type of the KV cache. bf16 halves its memory and what attention reads per step
   // (and lets prefill attention run from bf16 tiles directly); Qwen3 models only.

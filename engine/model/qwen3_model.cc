@@ -162,8 +162,8 @@ Status Qwen3Model::Mlp(int layer, int64_t n, Workspace& ws) {
                             {},
                             {}};
     for (size_t e = 0; e < l.expert_gate_up.size(); ++e) {
-      moe.gate_up.push_back(l.expert_gate_up[e].data());
-      moe.down.push_back(l.expert_down[e].data());
+      moe.gate_up.push_back(l.expert_gate_up[e].weight());
+      moe.down.push_back(l.expert_down[e].weight());
     }
     backend_.Moe(ws.x.data(), n, hidden, ws.router.data(), moe, ws.tmp.data());
   } else {

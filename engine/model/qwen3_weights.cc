@@ -143,7 +143,7 @@ Status LoadSwiGlu(Loader& ld, const std::string& p, int64_t inter, int64_t hidde
 }
 
 Status LoadMoe(Loader& ld, const std::string& p, const core::ModelConfig& c, const TpShard& shard,
-               MoeSharding mode, Qwen3Weights* w, Qwen3LayerWeights* l) {
+               MoeSharding mode, backend::DType dt, Qwen3Weights* w, Qwen3LayerWeights* l) {
   const int64_t hidden = c.hidden_size, inter = c.moe.intermediate_size;
   SPARK_ASSIGN_OR_RETURN(l->router, ld.Load(p + "mlp.gate.weight", core::TensorSlice::Whole(),
                                             {c.moe.num_experts, hidden}));
@@ -155,7 +155,7 @@ Status LoadMoe(Loader& ld, const std::string& p, const core::ModelConfig& c, con
   for (int64_t e = experts.begin; e < experts.end(); ++e) {
     backend::Buffer gate_up, down;
     SPARK_RETURN_IF_ERROR(LoadSwiGlu(ld, p + "mlp.experts." + std::to_string(e) + ".", inter,
-                                     hidden, channels, backend::DType::kF32, &gate_up, &down));
+                                     hidden, channels, dt, &gate_up, &down));
     l->expert_gate_up.push_back(std::move(gate_up));
     l->expert_down.push_back(std::move(down));
   }
@@ -189,7 +189,7 @@ Result<Qwen3Weights> LoadQwen3Weights(const core::Checkpoint& ckpt, const core::
     l.mlp = c.layers[i].mlp;
     SPARK_RETURN_IF_ERROR(LoadAttention(ld, p, c, w, matrix_dtype, &l));
     if (l.mlp == core::MlpType::kMoe) {
-      SPARK_RETURN_IF_ERROR(LoadMoe(ld, p, c, shard, moe_sharding, &w, &l));
+      SPARK_RETURN_IF_ERROR(LoadMoe(ld, p, c, shard, moe_sharding, matrix_dtype, &w, &l));
     } else {
       SPARK_RETURN_IF_ERROR(LoadSwiGlu(ld, p + "mlp.", c.intermediate_size, hidden, dense,
                                        matrix_dtype, &l.gate_up, &l.down));

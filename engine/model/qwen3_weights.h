@@ -55,7 +55,7 @@ struct Qwen3Weights {
 
 // NotFound / InvalidArgument (shape disagrees with config.json, or the backend keeps no
 // `matrix_dtype` weights) / DataLoss naming the tensor. `matrix_dtype` is the type of q, k, v,
-// o, the dense gate_up/down and lm_head; the rest is fp32.
+// o, the dense and expert gate_up/down and lm_head; the rest (embedding, norms, router) is fp32.
 Result<Qwen3Weights> LoadQwen3Weights(const core::Checkpoint& ckpt, const core::ModelConfig& config,
                                       const TpShard& shard, MoeSharding moe_sharding,
                                       backend::DType matrix_dtype, backend::Backend& backend);

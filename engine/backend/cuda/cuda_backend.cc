@@ -652,14 +652,13 @@ Status CudaBackend::MoeImpl(const float* x, int64_t rows, int hidden, const floa
   SPARK_ASSIGN_OR_RETURN(Buffer gate_up, Allocate(std::max<int64_t>(1, total) * 2 * inter));
   SPARK_ASSIGN_OR_RETURN(Buffer act, Allocate(std::max<int64_t>(1, total) * inter));
   SPARK_ASSIGN_OR_RETURN(Buffer ys, Allocate(std::max<int64_t>(1, total) * hidden));
-  using kernels::GemmType;
+  // Each expert's rows through LinearImpl: fp32, bf16 or fp8 weights alike.
   int64_t offset = 0;
   for (int e = 0; e < local; ++e) {
     const int64_t n = counts_host_[e];
     if (n > 0) {
-      SPARK_RETURN_IF_ERROR(gemm_->Run(GemmType::kF32, GemmType::kF32, xs.data() + offset * hidden,
-                                       n, hidden, experts.gate_up[e], 2 * inter,
-                                       gate_up.data() + offset * 2 * inter, stream_));
+      SPARK_RETURN_IF_ERROR(LinearImpl(xs.data() + offset * hidden, n, hidden, experts.gate_up[e],
+                                       2 * inter, gate_up.data() + offset * 2 * inter));
     }
     offset += n;
   }
@@ -668,9 +667,8 @@ Status CudaBackend::MoeImpl(const float* x, int64_t rows, int hidden, const floa
   for (int e = 0; e < local; ++e) {
     const int64_t n = counts_host_[e];
     if (n > 0) {
-      SPARK_RETURN_IF_ERROR(gemm_->Run(GemmType::kF32, GemmType::kF32, act.data() + offset * inter,
-                                       n, inter, experts.down[e], hidden,
-                                       ys.data() + offset * hidden, stream_));
+      SPARK_RETURN_IF_ERROR(LinearImpl(act.data() + offset * inter, n, inter, experts.down[e],
+                                       hidden, ys.data() + offset * hidden));
     }
     offset += n;
   }
