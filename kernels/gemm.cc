@@ -126,9 +126,54 @@ Result<Gemm::Plan*> Gemm::GetPlan(GemmType in, GemmType out_type, int64_t m, int
   // Only skinny (decode) shapes are worth timing: the heuristic's first pick for them often
   // leaves most SMs idle; large GEMMs keep it.
   plan->tuned = !options_.autotune || m > 64 || plan->candidates.size() < 2;
+  if (!plan->tuned) AddSplitKCandidates(*plan);
   Plan* raw = plan.get();
   plans_.emplace(key, std::move(plan));
   return raw;
+}
+
+// A skinny output (32 rows x 4096 columns: 32 tiles of 128 columns on 132 SMs) leaves most SMs
+// idle unless k is split too; the heuristic's candidates rarely do. Adds each of the first 8
+// candidates that allows it split 2, 4 and 8 ways (partial sums reduced in the workspace or the
+// output, as the algorithm supports), for Tune to time with the rest.
+void Gemm::AddSplitKCandidates(Plan& plan) {
+  auto handle = static_cast<cublasLtHandle_t>(handle_);
+  const size_t heuristic = std::min<size_t>(plan.candidates.size(), 8);
+  for (size_t i = 0; i < heuristic; ++i) {
+    const cublasLtMatmulAlgo_t base = plan.candidates[i];
+    int32_t splittable = 0, splits = 1;
+    uint32_t schemes = 0;
+    size_t written = 0;
+    if (cublasLtMatmulAlgoCapGetAttribute(&base, CUBLASLT_ALGO_CAP_SPLITK_SUPPORT, &splittable,
+                                          sizeof(splittable), &written) != CUBLAS_STATUS_SUCCESS ||
+        splittable == 0 ||
+        cublasLtMatmulAlgoCapGetAttribute(&base, CUBLASLT_ALGO_CAP_REDUCTION_SCHEME_MASK, &schemes,
+                                          sizeof(schemes), &written) != CUBLAS_STATUS_SUCCESS ||
+        cublasLtMatmulAlgoConfigGetAttribute(&base, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits,
+                                             sizeof(splits), &written) != CUBLAS_STATUS_SUCCESS ||
+        splits != 1) {
+      continue;
+    }
+    uint32_t scheme = CUBLASLT_REDUCTION_SCHEME_NONE;
+    for (uint32_t s : {CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE,
+                       CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE, CUBLASLT_REDUCTION_SCHEME_INPLACE}) {
+      if (scheme == CUBLASLT_REDUCTION_SCHEME_NONE && (schemes & s) == s) scheme = s;
+    }
+    if (scheme == CUBLASLT_REDUCTION_SCHEME_NONE) continue;
+    for (int32_t k_splits : {2, 4, 8}) {
+      cublasLtMatmulAlgo_t algo = base;
+      cublasLtMatmulHeuristicResult_t check = {};
+      if (cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &k_splits,
+                                               sizeof(k_splits)) == CUBLAS_STATUS_SUCCESS &&
+          cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME,
+                                               &scheme, sizeof(scheme)) == CUBLAS_STATUS_SUCCESS &&
+          cublasLtMatmulAlgoCheck(handle, plan.desc, plan.a, plan.b, plan.c, plan.c, &algo,
+                                  &check) == CUBLAS_STATUS_SUCCESS &&
+          check.workspaceSize <= options_.workspace_bytes) {
+        plan.candidates.push_back(algo);
+      }
+    }
+  }
 }
 
 Status Gemm::Run(GemmType in, GemmType out_type, const void* x, int64_t m, int k, const void* w,

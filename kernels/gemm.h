@@ -27,10 +27,10 @@ class Gemm {
   struct Options {
     size_t workspace_bytes = 32 << 20;  // cuBLASLt scratch; 32 MiB suits Hopper
     bool allow_tf32 = false;            // fp32 inputs through TF32 tensor cores (~1e-3 error)
-    // Skinny shapes (m <= 64, decode batches): time cuBLASLt's first 32 candidates on the first
-    // call outside graph capture, each with the GPU's L2 cache flushed before every timed run
-    // (a decode step streams its weights from memory; a matrix that fits in L2 would otherwise
-    // be timed from cache), and keep the fastest.
+    // Skinny shapes (m <= 64, decode batches): time cuBLASLt's first 32 candidates, and split-k
+    // variants of the first 8, on the first call outside graph capture, each with the GPU's L2
+    // cache flushed before every timed run (a decode step streams its weights from memory; a
+    // matrix that fits in L2 would otherwise be timed from cache), and keep the fastest.
     bool autotune = true;
   };
 
@@ -62,6 +62,8 @@ class Gemm {
   using Key = std::tuple<int, int, int64_t, int, int>;
   Gemm() = default;
   Result<Plan*> GetPlan(GemmType in, GemmType out_type, int64_t m, int n, int k);
+  // Split-k variants of the plan's first candidates, for Tune (skinny shapes).
+  void AddSplitKCandidates(Plan& plan);
   // Times plan's candidates on this call's operands and keeps the fastest in plan->algo.
   Status Tune(Plan& plan, const void* x, const void* w, void* out, cudaStream_t stream);
   // Tunes when due (outside capture), then runs plan->algo.
