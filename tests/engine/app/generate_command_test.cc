@@ -155,6 +155,24 @@ TEST(GenerateTest, ChunkedPrefillGivesSameTokens) {
   }
 }
 
+// --weight-dtype fp8 end to end on two ranks: the weights are quantised on load (E4M3, 128 x 128
+// block scales), the KV cache pairs with them as bf16, and every prompt gets its 12 tokens.
+TEST(GenerateTest, Fp8WeightsGenerate) {
+  const Fixture f = LoadFixture("qwen3-tiny");
+  const RunResult r =
+      RunEngine("--log-level info generate --model " + kFixtures + "qwen3-tiny " + PromptArg(f) +
+                " --max-tokens 12 --temperature 0 --ignore-eos --print-ids --tp 2"
+                " --threads 2 --comm-timeout 30 --weight-dtype fp8");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<std::string> lines = Lines(r.out);
+  ASSERT_EQ(lines.size(), f.prompts.size()) << r.out;
+  for (const std::string& line : lines) {
+    EXPECT_EQ(nlohmann::json::parse(line).size(), 12u) << line;
+  }
+  EXPECT_NE(r.err.find("(fp8 weights)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("(bf16, "), std::string::npos) << r.err;  // the KV cache's type
+}
+
 TEST(GenerateTest, RankThatExitsEarlyIsNamed) {
   for (int tp : {2, 4}) {
     const std::string dead = std::to_string(tp - 1);
