@@ -331,15 +331,19 @@ Status Combine(const DecodeRows& rows, const PagedKvLayout& layout, const Decode
 
 }  // namespace
 
-// Enough splits to give every SM a few blocks, at least kMinSplitLen tokens each, and never
-// more than kMaxSplitLen tokens per split (the scores live in shared memory).
+// Enough splits to give every SM a few blocks (none when the grid fills every SM already), at
+// least kMinSplitLen tokens each, and never more than kMaxSplitLen tokens per split (the scores
+// live in shared memory).
 DecodeSplit PlanDecodeSplit(const DecodeRows& rows, const PagedKvLayout& layout, int sm_count) {
   DecodeSplit plan;
   const int64_t blocks = rows.rows * layout.num_kv_heads * GroupChunks(layout);
   const int max_len = std::max(1, rows.max_kv_len);
   const int64_t fewest = (max_len + kMaxSplitLen - 1) / kMaxSplitLen;
   const int64_t most = std::max<int64_t>(fewest, (max_len + kMinSplitLen - 1) / kMinSplitLen);
-  const int64_t want = (4 * int64_t{sm_count} + blocks - 1) / std::max<int64_t>(1, blocks);
+  // A grid that already fills every SM gets no split beyond what the context needs: the
+  // combine pass would cost more than the parallelism it buys.
+  const int64_t want =
+      blocks >= sm_count ? 1 : (4 * int64_t{sm_count} + blocks - 1) / std::max<int64_t>(1, blocks);
   plan.splits = static_cast<int>(std::clamp<int64_t>(want, fewest, most));
   plan.split_len = (max_len + plan.splits - 1) / plan.splits;
   plan.workspace_floats = plan.splits == 1 ? 0
