@@ -30,7 +30,9 @@ constexpr int kWarps = 4;
 template <typename C>
 constexpr int kLanesPerToken = sizeof(C) == 2 ? 16 : 8;
 constexpr int kMaxSplitLen = 512;
-constexpr int kMinSplitLen = 64;
+// Shorter splits cost more in launch, merge and combine than they gain in parallelism (batch 1
+// x 4096 tokens on an H200: 64 splits of 64 took 21.5 us, 16 of 256 11.9 us).
+constexpr int kMinSplitLen = 256;
 // Value-pass steps in flight per warp (16 bytes per lane each).
 template <typename C>
 constexpr int kVUnroll = sizeof(C) == 2 ? 4 : 8;
