@@ -29,6 +29,11 @@ __device__ __forceinline__ __nv_fp8_e4m3 FromFloat<__nv_fp8_e4m3>(float v) {
   return __nv_fp8_e4m3(v);  // nearest, saturating to +-448
 }
 
+// Two E4M3 values (exactly, through half precision).
+__device__ __forceinline__ float2 Fp8x2ToFloat2(__nv_fp8x2_storage_t pair) {
+  return __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(pair, __NV_E4M3)));
+}
+
 // kVec elements moved as one aligned vector access (16 bytes for 4 floats or 8 bf16).
 template <typename T, int kVec>
 struct alignas(sizeof(T) * kVec) Vec {

@@ -25,21 +25,15 @@ __global__ void DequantFp8ToBf16Kernel(const uint8_t* __restrict__ w,
     const float s = scales[(r / kFp8Block) * scale_cols + c * 16 / kFp8Block];
     const uint4 packed = __ldg(reinterpret_cast<const uint4*>(w) + i);
     const auto* pairs = reinterpret_cast<const __nv_fp8x2_storage_t*>(&packed);
-    uint4 lo, hi;
-    auto* dst = reinterpret_cast<__nv_bfloat162*>(&lo);
-    auto* dst_hi = reinterpret_cast<__nv_bfloat162*>(&hi);
+    uint4 widened[2];
+    auto* dst = reinterpret_cast<__nv_bfloat162*>(widened);
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
-      const float2 f = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(pairs[j], __NV_E4M3)));
-      const __nv_bfloat162 b = __floats2bfloat162_rn(f.x * s, f.y * s);
-      if (j < 4) {
-        dst[j] = b;
-      } else {
-        dst_hi[j - 4] = b;
-      }
+      const float2 f = detail::Fp8x2ToFloat2(pairs[j]);
+      dst[j] = __floats2bfloat162_rn(f.x * s, f.y * s);
     }
-    reinterpret_cast<uint4*>(out)[2 * i] = lo;
-    reinterpret_cast<uint4*>(out)[2 * i + 1] = hi;
+    reinterpret_cast<uint4*>(out)[2 * i] = widened[0];
+    reinterpret_cast<uint4*>(out)[2 * i + 1] = widened[1];
   }
 }
 
@@ -58,7 +52,7 @@ __global__ void QuantizeRowsFp8Kernel(const float* __restrict__ x, int64_t m, in
   float amax = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
 #pragma unroll
   for (int off = 16; off > 0; off /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
-  const float scale = amax > 0.0f ? amax / 448.0f : 1.0f;
+  const float scale = amax > 0.0f ? amax / kFp8Max : 1.0f;
   const __nv_fp8x2_storage_t lo =
       __nv_cvt_float2_to_fp8x2(make_float2(v.x / scale, v.y / scale), __NV_SATFINITE, __NV_E4M3);
   const __nv_fp8x2_storage_t hi =

@@ -15,6 +15,7 @@
 namespace spark::kernels {
 
 constexpr int kFp8Block = 128;
+constexpr float kFp8Max = 448.0f;  // the largest finite E4M3 magnitude
 
 // out [n, k] = the bf16 rounding of each element's value. k a multiple of 16; w and out 16-byte
 // aligned.

@@ -192,30 +192,25 @@ Status Gemm::Run(GemmType in, GemmType out_type, const void* x, int64_t m, int k
   return Launch(*plan, ShapeName(in, m, n, k), x, w, out, stream);
 }
 
-Status Gemm::CheckFp8(int64_t m, int n, int k) {
-  if (m <= 0 || m % 16 != 0 || k % 512 != 0 || n % 128 != 0) {
-    return UnimplementedError("block-scaled " + ShapeName(GemmType::kFP8, m, n, k) +
-                              ": needs m a multiple of 16, k of 512 and n of 128");
-  }
-  // The answer is kept per shape (a shape cuBLASLt has no algorithm for keeps no plan).
+const Status& Gemm::CheckFp8(int64_t m, int n, int k) {
+  // The answer is kept per shape (a shape cuBLASLt has no algorithm for keeps no plan), so the
+  // engine may ask on every call.
   const auto key = std::make_tuple(m, n, k);
   if (auto it = fp8_support_.find(key); it != fp8_support_.end()) return it->second;
-  Result<Plan*> plan = GetPlan(GemmType::kFP8, GemmType::kF32, m, n, k);
-  Status s =
-      plan.ok()
-          ? Status::Ok()
-          : UnimplementedError(plan.status().message() + " (block-scaled FP8 GEMMs are Hopper's)");
-  fp8_support_[key] = s;
-  return s;
+  Status s;
+  if (m <= 0 || m % 16 != 0 || k % 512 != 0 || n % 128 != 0) {
+    s = UnimplementedError("block-scaled " + ShapeName(GemmType::kFP8, m, n, k) +
+                           ": needs m a multiple of 16, k of 512 and n of 128");
+  } else if (Result<Plan*> plan = GetPlan(GemmType::kFP8, GemmType::kF32, m, n, k); !plan.ok()) {
+    s = UnimplementedError(plan.status().message() + " (block-scaled FP8 GEMMs are Hopper's)");
+  }
+  return fp8_support_.emplace(key, std::move(s)).first->second;
 }
 
 Status Gemm::RunFp8(const void* x, const float* x_scales, int64_t m, int k, const void* w,
                     const float* w_scales, int n, float* out, cudaStream_t stream) {
   if (m <= 0 || n <= 0) return Status::Ok();
-  if (!SupportsFp8(m, n, k)) {
-    return UnimplementedError("cuBLASLt has no block-scaled " + ShapeName(GemmType::kFP8, m, n, k) +
-                              " here (needs Hopper, k a multiple of 512 and n of 128)");
-  }
+  SPARK_RETURN_IF_ERROR(CheckFp8(m, n, k));
   SPARK_ASSIGN_OR_RETURN(Plan * plan, GetPlan(GemmType::kFP8, GemmType::kF32, m, n, k));
   SPARK_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
       plan->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &w_scales, sizeof(w_scales)));

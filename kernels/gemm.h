@@ -54,8 +54,9 @@ class Gemm {
   Status RunFp8(const void* x, const float* x_scales, int64_t m, int k, const void* w,
                 const float* w_scales, int n, float* out, cudaStream_t stream);
   bool SupportsFp8(int64_t m, int n, int k) { return CheckFp8(m, n, k).ok(); }
-  // Ok, or Unimplemented saying why there is no block-scaled FP8 GEMM of this shape.
-  Status CheckFp8(int64_t m, int n, int k);
+  // Ok, or Unimplemented saying why there is no block-scaled FP8 GEMM of this shape (decided
+  // once per shape).
+  const Status& CheckFp8(int64_t m, int n, int k);
 
  private:
   struct Plan;

@@ -1,6 +1,6 @@
-// Decode GEMV: a group of warps per output feature (bf16) or four (fp8); each lane loads 16
-// bytes of weights per row and step (8 bf16 or 16 fp8) and multiplies them into every row's
-// accumulator. Eight warps per block; a group is 1 to 8 of them, each over a slice of k, so
+// Decode GEMV: a group of warps computes one output feature (bf16) or four (fp8); each lane
+// loads 16 bytes of weights per row and step (8 bf16 or 16 fp8) and multiplies them into every
+// row's accumulator. Eight warps per block; a group is 1 to 8 of them, each over a slice of k, so
 // short, wide matrices (few features) still keep enough loads in flight.
 // fp8: each lane's 16 weights lie in one 128-column block, so their dot product is taken first
 // and multiplied by the block's scale once.
@@ -11,6 +11,7 @@
 
 #include "kernels/cuda_check.h"
 #include "kernels/device_math.cuh"
+#include "kernels/fp8.h"
 #include "kernels/gemv.h"
 #include "kernels/launch.cuh"
 
@@ -33,7 +34,7 @@ __device__ __forceinline__ void WidenFp8(uint4 packed, float* w) {
   const auto* pairs = reinterpret_cast<const __nv_fp8x2_storage_t*>(&packed);
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
-    const float2 f = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(pairs[i], __NV_E4M3)));
+    const float2 f = detail::Fp8x2ToFloat2(pairs[i]);
     w[2 * i] = f.x;
     w[2 * i + 1] = f.y;
   }
@@ -81,7 +82,7 @@ __device__ __forceinline__ void Dots(const float* __restrict__ x, int k,
             d += wf[i][4 * q] * a[q].x + wf[i][4 * q + 1] * a[q].y + wf[i][4 * q + 2] * a[q].z +
                  wf[i][4 * q + 3] * a[q].w;
           }
-          acc[i][r] += d * s_rows[i][c * 16 / 128];
+          acc[i][r] += d * s_rows[i][c * 16 / kFp8Block];
         }
       } else {
         const float4 a = xr[0], b = xr[1];
@@ -108,7 +109,8 @@ __device__ __forceinline__ const void* WeightRow(const void* w, int64_t row, int
   return static_cast<const char*>(w) + row * k * (kFp8 ? 1 : 2);
 }
 __device__ __forceinline__ const float* ScaleRow(const float* scales, int64_t row, int k) {
-  return scales == nullptr ? nullptr : scales + (row / 128) * ((k + 127) / 128);
+  return scales == nullptr ? nullptr
+                           : scales + (row / kFp8Block) * ((k + kFp8Block - 1) / kFp8Block);
 }
 
 // Sums acc over the `split` warps of each group of the block (warps g * split .. g * split +

@@ -42,7 +42,6 @@ Result<DType> ParseDType(const std::string& text);
 DType KvDTypeFor(DType weights);
 
 constexpr int64_t kFp8Block = 128;
-constexpr int64_t kFp8MaxValue = 448;  // the largest finite E4M3 value
 inline int64_t Fp8ScaleCount(int64_t rows, int64_t cols) {
   return ((rows + kFp8Block - 1) / kFp8Block) * ((cols + kFp8Block - 1) / kFp8Block);
 }

@@ -49,7 +49,7 @@ Fp8Blocks QuantizeFp8Blocks(std::span<const float> values, int64_t rows, int64_t
     for (int64_t c = 0; c < cols; ++c)
       s[c / block] = std::max(s[c / block], std::fabs(values[r * cols + c]));
   }
-  for (float& s : q.scales) s = s > 0.0f ? s / 448.0f : 1.0f;
+  for (float& s : q.scales) s = s > 0.0f ? s / kF8E4M3Max : 1.0f;
   for (int64_t r = 0; r < rows; ++r) {
     const float* s = q.scales.data() + (r / block) * scale_cols;
     for (int64_t c = 0; c < cols; ++c) {

@@ -45,8 +45,9 @@ Result<std::vector<float>> DequantFp8Blocks(std::span<const uint8_t> weight, int
                                             BlockShape block, const std::string& name);
 
 // fp32 `values` [rows, cols] as E4M3 with one fp32 scale per block x block: scale = the block's
-// largest magnitude / 448 (1 for an all-zero block), value = FloatToF8E4M3(x / scale). Values of
-// an FP8 checkpoint quantised the same way come back unchanged.
+// largest magnitude / 448 (1 for an all-zero block), value = FloatToF8E4M3(x / scale). An FP8
+// checkpoint's weights whose blocks reach +-448 (as quantisers make them) come back with the
+// same bytes.
 struct Fp8Blocks {
   std::vector<uint8_t> values;  // [rows, cols]
   std::vector<float> scales;    // [ceil(rows / block), ceil(cols / block)]

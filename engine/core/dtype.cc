@@ -107,7 +107,7 @@ uint8_t FloatToF8E4M3(float value) {
   if (std::isnan(value)) return 0x7F;
   const uint8_t sign = std::signbit(value) ? 0x80 : 0x00;
   const float a = std::fabs(value);
-  if (a >= 448.0f) return sign | 0x7E;  // saturate to the largest finite value
+  if (a >= kF8E4M3Max) return sign | 0x7E;  // saturate to the largest finite value
   // Quantum of a's binade: 2^(e - 3) for normals (e >= -6), 2^-9 for subnormals.
   int e = 0;
   std::frexp(a, &e);  // a = m * 2^e, m in [0.5, 1): the binade is 2^(e - 1)

@@ -34,7 +34,9 @@ uint16_t FloatToBf16(float value);
 float F16ToFloat(uint16_t bits);
 // OCP FP8 E4M3 ("fn": no infinities, 0x7F/0xFF are NaN, bias 7).
 float F8E4M3ToFloat(uint8_t bits);
-// The nearest E4M3 value (ties to even), saturating at +-448; NaN gives 0x7F.
+// The largest finite E4M3 magnitude.
+constexpr float kF8E4M3Max = 448.0f;
+// The nearest E4M3 value (ties to even), saturating at +-kF8E4M3Max; NaN gives 0x7F.
 uint8_t FloatToF8E4M3(float value);
 // OCP E8M0 scale: 2^(bits - 127); 0xFF is NaN.
 float F8E8M0ToFloat(uint8_t bits);

@@ -1,10 +1,11 @@
 // The weights of one tensor-parallel rank of a Qwen3 or Qwen3-MoE model, in backend memory.
 //
 // Loading reads only the rank's slices from the checkpoint (tp_shard.h says which) and converts
-// them to fp32, or to bf16 or fp8 (128 x 128 block scales) for the Linear matrices when asked. FP8 checkpoints (F8_E4M3
-// weights with 128 x 128 block scales in "<name>_scale_inv", as Qwen3-FP8 ships) are
-// dequantised on the way. Gate and up projections are stored fused as one [2 x inter, hidden]
-// matrix (gate rows, then up rows) so one GEMM computes both; q, k and v likewise stack.
+// them to fp32, or to bf16 or fp8 (128 x 128 block scales) for the Linear matrices when asked.
+// FP8 checkpoints (F8_E4M3 weights with 128 x 128 block scales in "<name>_scale_inv", as
+// Qwen3-FP8 ships) are dequantised on the way. Gate and up projections are stored fused as one
+// [2 x inter, hidden] matrix (gate rows, then up rows) so one GEMM computes both; q, k and v
+// likewise stack (with fp8 weights, three matrices).
 // Thread-safety: read-only after loading.
 #pragma once
 

@@ -348,7 +348,13 @@ void CudaBackend::LinearManyImpl(const float* x, int64_t rows, int in_features,
     Record(s);
     return;
   }
-  if (fp8 && !one_launch && LinearManyFp8(x, rows, in_features, outs)) return;
+  if (fp8 && !one_launch &&
+      std::all_of(outs.begin(), outs.end(), [&](const LinearOut& o) {
+        return HasFp8Gemm(rows, o.out_features, in_features);
+      })) {
+    Record(Fp8Gemms(x, rows, in_features, outs));
+    return;
+  }
   if (!one_launch) return Backend::LinearMany(x, rows, in_features, outs);
   if (!launching()) return;
   kernels::GemvSegments segs;

@@ -173,20 +173,15 @@ class CudaBackend : public Backend {
   // GEMM over widened weights.
   Status LinearFp8(const float* x, int64_t rows, int in_features, WeightRef w, int out_features,
                    float* out);
+  // Whether cuBLASLt's block-scaled FP8 GEMM takes `rows` rows (padded to 16) of a [n, k] fp8
+  // weight.
+  bool HasFp8Gemm(int64_t rows, int n, int k);
   // Whether the fp8 GEMV serves `rows` rows of a [n, k] weight: always one row, and 2-4 only
   // where there is no FP8 GEMM (at 2-4 rows the GEMV is bound by arithmetic, and the FP8 GEMM
   // over 16 padded rows streams the weights ~3.5x faster at 4).
   bool UseFp8Gemv(int64_t rows, int n, int k);
-  // Several fp8 outputs of one input through the FP8 GEMM, the input quantised once; false
-  // (nothing enqueued) when some output's shape has no FP8 GEMM.
-  bool LinearManyFp8(const float* x, int64_t rows, int in_features,
-                     std::span<const LinearOut> outs);
-  // x [rows, k] quantised for the FP8 GEMM into scratch: [padded, k] E4M3 codes, then the
-  // scales [k / 128, padded]; padding rows zero.
-  Result<Buffer> QuantizeForFp8(const float* x, int64_t rows, int64_t padded, int k);
-  // out [rows, n] = the FP8 GEMM of QuantizeForFp8's `xq` and the fp8 weight w.
-  Status Fp8Gemm(const Buffer& xq, int64_t rows, int64_t padded, int k, WeightRef w, int n,
-                 float* out);
+  // Each of outs (fp8 weights, HasFp8Gemm) through the FP8 GEMM, x [rows, k] quantised once.
+  Status Fp8Gemms(const float* x, int64_t rows, int k, std::span<const LinearOut> outs);
   void LinearManyImpl(const float* x, int64_t rows, int in_features,
                       std::span<const LinearOut> outs);
   // Graph steps: bump allocation from persistent chunks (same addresses for the same sequence).

@@ -27,10 +27,9 @@ Status CudaBackend::LinearFp8(const float* x, int64_t rows, int in_features, Wei
     if (!launching()) return Status::Ok();
     return kernels::GemvFp8(x, rows, in_features, codes, scales, out_features, out, stream_);
   }
-  const int64_t padded = PaddedRows(rows);
-  if (gemm_->SupportsFp8(padded, out_features, in_features)) {
-    SPARK_ASSIGN_OR_RETURN(Buffer xq, QuantizeForFp8(x, rows, padded, in_features));
-    return Fp8Gemm(xq, rows, padded, in_features, w, out_features, out);
+  if (HasFp8Gemm(rows, out_features, in_features)) {
+    const LinearOut one{w, out_features, out};
+    return Fp8Gemms(x, rows, in_features, {&one, 1});
   }
   // The weights widened to bf16 (a pass over them, small next to a GEMM of many rows), then
   // the bf16 tensor-core path.
@@ -43,55 +42,44 @@ Status CudaBackend::LinearFp8(const float* x, int64_t rows, int in_features, Wei
   return LinearImpl(x, rows, in_features, widened.weight(), out_features, out);
 }
 
+bool CudaBackend::HasFp8Gemm(int64_t rows, int n, int k) {
+  return gemm_->SupportsFp8(PaddedRows(rows), n, k);
+}
+
 bool CudaBackend::UseFp8Gemv(int64_t rows, int n, int k) {
   if (rows > kernels::kGemvMaxRows || k % 16 != 0) return false;
-  return rows == 1 || !gemm_->SupportsFp8(PaddedRows(rows), n, k);
+  return rows == 1 || !HasFp8Gemm(rows, n, k);
 }
 
-bool CudaBackend::LinearManyFp8(const float* x, int64_t rows, int in_features,
-                                std::span<const LinearOut> outs) {
+Status CudaBackend::Fp8Gemms(const float* x, int64_t rows, int k, std::span<const LinearOut> outs) {
+  // x quantised once into scratch: [padded, k] E4M3 codes, then the scales [k / 128, padded];
+  // padding rows zero.
   const int64_t padded = PaddedRows(rows);
-  for (const LinearOut& o : outs) {
-    if (!gemm_->SupportsFp8(padded, o.out_features, in_features)) return false;
-  }
-  Status s = [&]() -> Status {
-    SPARK_ASSIGN_OR_RETURN(Buffer xq, QuantizeForFp8(x, rows, padded, in_features));
-    for (const LinearOut& o : outs) {
-      SPARK_RETURN_IF_ERROR(Fp8Gemm(xq, rows, padded, in_features, o.w, o.out_features, o.out));
-    }
-    return Status::Ok();
-  }();
-  Record(s);
-  return true;
-}
-
-Result<Buffer> CudaBackend::QuantizeForFp8(const float* x, int64_t rows, int64_t padded, int k) {
-  const size_t codes = static_cast<size_t>(padded) * k, bytes = codes + 4 * codes / kFp8Block;
+  const size_t n_codes = static_cast<size_t>(padded) * k, bytes = n_codes + 4 * n_codes / kFp8Block;
   SPARK_ASSIGN_OR_RETURN(Buffer xq, Scratch(bytes));
-  if (!launching()) return xq;
   auto* x_codes = static_cast<uint8_t*>(xq.raw());
-  if (padded != rows) SPARK_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(x_codes, 0, bytes, stream_));
-  SPARK_RETURN_IF_ERROR(kernels::QuantizeRowsFp8(
-      x, rows, k, x_codes, reinterpret_cast<float*>(x_codes + codes), padded, stream_));
-  return xq;
-}
-
-Status CudaBackend::Fp8Gemm(const Buffer& xq, int64_t rows, int64_t padded, int k, WeightRef w,
-                            int n, float* out) {
-  Buffer wide;  // the padded output, when there are padding rows
-  if (padded != rows) {
-    SPARK_ASSIGN_OR_RETURN(wide, Scratch(static_cast<size_t>(padded) * n * 4));
+  auto* x_scales = reinterpret_cast<float*>(x_codes + n_codes);
+  if (launching()) {
+    if (padded != rows) SPARK_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(x_codes, 0, bytes, stream_));
+    SPARK_RETURN_IF_ERROR(kernels::QuantizeRowsFp8(x, rows, k, x_codes, x_scales, padded, stream_));
   }
-  if (!launching()) return Status::Ok();
-  const auto* x_codes = static_cast<const uint8_t*>(xq.raw());
-  const auto* x_scales = reinterpret_cast<const float*>(x_codes + static_cast<size_t>(padded) * k);
-  float* dst = padded != rows ? wide.data() : out;
-  SPARK_RETURN_IF_ERROR(
-      gemm_->RunFp8(x_codes, x_scales, padded, k, static_cast<const uint8_t*>(w.data),
-                    Fp8Scales(w.data, static_cast<size_t>(n) * k), n, dst, stream_));
-  if (padded == rows) return Status::Ok();
-  SPARK_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(out, dst, static_cast<size_t>(rows) * n * 4,
-                                             cudaMemcpyDeviceToDevice, stream_));
+  for (const LinearOut& o : outs) {
+    Buffer wide;  // the padded output, when there are padding rows
+    if (padded != rows) {
+      SPARK_ASSIGN_OR_RETURN(wide, Scratch(static_cast<size_t>(padded) * o.out_features * 4));
+    }
+    if (!launching()) continue;
+    float* dst = padded != rows ? wide.data() : o.out;
+    SPARK_RETURN_IF_ERROR(
+        gemm_->RunFp8(x_codes, x_scales, padded, k, static_cast<const uint8_t*>(o.w.data),
+                      Fp8Scales(o.w.data, static_cast<size_t>(o.out_features) * k), o.out_features,
+                      dst, stream_));
+    if (padded != rows) {
+      SPARK_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(o.out, dst,
+                                                 static_cast<size_t>(rows) * o.out_features * 4,
+                                                 cudaMemcpyDeviceToDevice, stream_));
+    }
+  }
   return Status::Ok();
 }
 

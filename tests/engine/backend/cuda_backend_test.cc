@@ -9,7 +9,6 @@
 #include <cmath>
 #include <numeric>
 #include <random>
-#include <tuple>
 
 #include "engine/backend/cpu/cpu_backend.h"
 #include "engine/core/dtype.h"
@@ -65,6 +64,18 @@ class CudaBackendTest : public ::testing::Test {
     EXPECT_TRUE(b.ok());
     gpu_->Upload(host, b->data());
     return std::move(*b);
+  }
+  // `host` [rows, cols] as a `dtype` matrix in the CPU backend and on the GPU (fp8: the same
+  // quantised bytes in both).
+  void Matrices(const std::vector<float>& host, int64_t rows, int64_t cols, DType dtype,
+                Buffer* on_cpu, Buffer* on_gpu) {
+    auto c = cpu_.AllocateMatrix(rows, cols, dtype);
+    auto g = gpu_->AllocateMatrix(rows, cols, dtype);
+    ASSERT_TRUE(c.ok() && g.ok());
+    cpu_.UploadMatrix(host, cols, *c);
+    gpu_->UploadMatrix(host, cols, *g);
+    *on_cpu = std::move(*c);
+    *on_gpu = std::move(*g);
   }
   std::vector<float> Get(const Buffer& b) {
     std::vector<float> h(b.size());
@@ -168,18 +179,14 @@ TEST_F(CudaBackendTest, Bf16LinearMatchesCpuOnRoundedWeights) {
 // tolerance). The SiLU-and-mul GEMV over a stacked [gate; up] fp8 matrix likewise.
 TEST_F(CudaBackendTest, Fp8LinearMatchesCpuOnTheSameQuantisedWeights) {
   const int in = 4096 + 16, out = 333;
-  const auto w = Random(size_t{out} * in, 41);
-  auto cw = cpu_.AllocateMatrix(out, in, DType::kFP8);
-  auto gw = gpu_->AllocateMatrix(out, in, DType::kFP8);
-  ASSERT_TRUE(cw.ok() && gw.ok());
-  cpu_.UploadMatrix(w, in, *cw);
-  gpu_->UploadMatrix(w, in, *gw);
+  Buffer cw, gw;
+  ASSERT_NO_FATAL_FAILURE(Matrices(Random(size_t{out} * in, 41), out, in, DType::kFP8, &cw, &gw));
   for (int rows : {1, 2, 3, 4, 9}) {
     const auto x = Random(static_cast<size_t>(rows) * in, 42 + rows);
     std::vector<float> want(static_cast<size_t>(rows) * out);
-    cpu_.Linear(x.data(), rows, in, cw->weight(), out, want.data());
+    cpu_.Linear(x.data(), rows, in, cw.weight(), out, want.data());
     Buffer gx = Put(x), gout = Put(std::vector<float>(static_cast<size_t>(rows) * out));
-    gpu_->Linear(gx.data(), rows, in, gw->weight(), out, gout.data());
+    gpu_->Linear(gx.data(), rows, in, gw.weight(), out, gout.data());
     EXPECT_LT(RelL2(Get(gout), want), rows <= 4 ? 1e-5 : 1e-2) << rows << " rows";
   }
   // A shape cuBLASLt's block-scaled FP8 GEMM takes (Hopper; k a multiple of 512, n of 128): the
@@ -187,51 +194,40 @@ TEST_F(CudaBackendTest, Fp8LinearMatchesCpuOnTheSameQuantisedWeights) {
   // padded to 16.
   {
     const int k8 = 4096, n8 = 384;
-    const auto w8 = Random(size_t{n8} * k8, 60);
-    auto c8 = cpu_.AllocateMatrix(n8, k8, DType::kFP8);
-    auto g8 = gpu_->AllocateMatrix(n8, k8, DType::kFP8);
-    ASSERT_TRUE(c8.ok() && g8.ok());
-    cpu_.UploadMatrix(w8, k8, *c8);
-    gpu_->UploadMatrix(w8, k8, *g8);
+    Buffer c8, g8;
+    ASSERT_NO_FATAL_FAILURE(Matrices(Random(size_t{n8} * k8, 60), n8, k8, DType::kFP8, &c8, &g8));
     for (int rows : {3, 9, 32}) {  // 3: the FP8 GEMM rather than the GEMV, where it exists
       const auto x = Random(static_cast<size_t>(rows) * k8, 61 + rows);
       std::vector<float> want(static_cast<size_t>(rows) * n8);
-      cpu_.Linear(x.data(), rows, k8, c8->weight(), n8, want.data());
+      cpu_.Linear(x.data(), rows, k8, c8.weight(), n8, want.data());
       Buffer gx = Put(x), gout = Put(std::vector<float>(static_cast<size_t>(rows) * n8));
-      gpu_->Linear(gx.data(), rows, k8, g8->weight(), n8, gout.data());
+      gpu_->Linear(gx.data(), rows, k8, g8.weight(), n8, gout.data());
       EXPECT_LT(RelL2(Get(gout), want), 5e-2) << rows << " rows";
     }
     // Two outputs of one input (q and k, say): the input quantised once, each GEMM as above.
-    const auto w2 = Random(size_t{128} * k8, 70);
-    auto c2 = cpu_.AllocateMatrix(128, k8, DType::kFP8);
-    auto g2 = gpu_->AllocateMatrix(128, k8, DType::kFP8);
-    ASSERT_TRUE(c2.ok() && g2.ok());
-    cpu_.UploadMatrix(w2, k8, *c2);
-    gpu_->UploadMatrix(w2, k8, *g2);
+    Buffer c2, g2;
+    ASSERT_NO_FATAL_FAILURE(Matrices(Random(size_t{128} * k8, 70), 128, k8, DType::kFP8, &c2, &g2));
     const int rows = 9;
     const auto x = Random(static_cast<size_t>(rows) * k8, 71);
     std::vector<float> want_a(size_t{rows} * n8), want_b(size_t{rows} * 128);
-    cpu_.Linear(x.data(), rows, k8, c8->weight(), n8, want_a.data());
-    cpu_.Linear(x.data(), rows, k8, c2->weight(), 128, want_b.data());
+    cpu_.Linear(x.data(), rows, k8, c8.weight(), n8, want_a.data());
+    cpu_.Linear(x.data(), rows, k8, c2.weight(), 128, want_b.data());
     Buffer gx = Put(x), ga = Put(std::vector<float>(want_a.size())),
            gb = Put(std::vector<float>(want_b.size()));
-    const LinearOut outs[] = {{g8->weight(), n8, ga.data()}, {g2->weight(), 128, gb.data()}};
+    const LinearOut outs[] = {{g8.weight(), n8, ga.data()}, {g2.weight(), 128, gb.data()}};
     gpu_->LinearMany(gx.data(), rows, k8, outs);
     EXPECT_LT(RelL2(Get(ga), want_a), 5e-2);
     EXPECT_LT(RelL2(Get(gb), want_b), 5e-2);
   }
   const int inter = 150, rows = 2;  // gate rows 0..149, up rows 150..299 of one block grid
-  const auto gu = Random(size_t{2 * inter} * in, 50);
-  auto cgu = cpu_.AllocateMatrix(2 * inter, in, DType::kFP8);
-  auto ggu = gpu_->AllocateMatrix(2 * inter, in, DType::kFP8);
-  ASSERT_TRUE(cgu.ok() && ggu.ok());
-  cpu_.UploadMatrix(gu, in, *cgu);
-  gpu_->UploadMatrix(gu, in, *ggu);
+  Buffer cgu, ggu;
+  ASSERT_NO_FATAL_FAILURE(
+      Matrices(Random(size_t{2 * inter} * in, 50), 2 * inter, in, DType::kFP8, &cgu, &ggu));
   const auto x = Random(size_t{rows} * in, 51);
   std::vector<float> scratch(size_t{rows} * 2 * inter), want(size_t{rows} * inter);
-  cpu_.LinearSiluMul(x.data(), rows, in, cgu->weight(), inter, scratch.data(), want.data());
+  cpu_.LinearSiluMul(x.data(), rows, in, cgu.weight(), inter, scratch.data(), want.data());
   Buffer gx = Put(x), gscratch = Put(scratch), gact = Put(std::vector<float>(want.size()));
-  gpu_->LinearSiluMul(gx.data(), rows, in, ggu->weight(), inter, gscratch.data(), gact.data());
+  gpu_->LinearSiluMul(gx.data(), rows, in, ggu.weight(), inter, gscratch.data(), gact.data());
   EXPECT_LT(RelL2(Get(gact), want), 1e-5);
   ASSERT_TRUE(gpu_->Synchronize().ok()) << gpu_->status().message();
 }
@@ -589,26 +585,18 @@ TEST_F(CudaBackendTest, MoeWithNarrowExpertsMatchesCpu) {
   const auto x = Random(rows * hidden, 80), logits = Random(rows * experts, 81);
   for (DType dtype : {DType::kBF16, DType::kFP8}) {
     SCOPED_TRACE(DTypeName(dtype));
-    std::vector<Buffer> cgu, cdown, ggu, gdown;
+    std::vector<Buffer> cgu(experts), cdown(experts), ggu(experts), gdown(experts);
     MoeExperts cpu_e{experts, top_k, true, inter, 0, {}, {}};
     MoeExperts gpu_e = cpu_e;
     for (int e = 0; e < experts; ++e) {
-      const auto gu = Random(2 * inter * hidden, 90 + e), dn = Random(hidden * inter, 110 + e);
-      for (auto [host, rows_, cols, cpu_out, gpu_out] :
-           {std::tuple{&gu, 2 * inter, hidden, &cgu, &ggu},
-            std::tuple{&dn, hidden, inter, &cdown, &gdown}}) {
-        auto c = cpu_.AllocateMatrix(rows_, cols, dtype);
-        auto g = gpu_->AllocateMatrix(rows_, cols, dtype);
-        ASSERT_TRUE(c.ok() && g.ok());
-        cpu_.UploadMatrix(*host, cols, *c);
-        gpu_->UploadMatrix(*host, cols, *g);
-        cpu_out->push_back(std::move(*c));
-        gpu_out->push_back(std::move(*g));
-      }
-      cpu_e.gate_up.push_back(cgu.back().weight());
-      cpu_e.down.push_back(cdown.back().weight());
-      gpu_e.gate_up.push_back(ggu.back().weight());
-      gpu_e.down.push_back(gdown.back().weight());
+      ASSERT_NO_FATAL_FAILURE(
+          Matrices(Random(2 * inter * hidden, 90 + e), 2 * inter, hidden, dtype, &cgu[e], &ggu[e]));
+      ASSERT_NO_FATAL_FAILURE(
+          Matrices(Random(hidden * inter, 110 + e), hidden, inter, dtype, &cdown[e], &gdown[e]));
+      cpu_e.gate_up.push_back(cgu[e].weight());
+      cpu_e.down.push_back(cdown[e].weight());
+      gpu_e.gate_up.push_back(ggu[e].weight());
+      gpu_e.down.push_back(gdown[e].weight());
     }
     Buffer gx = Put(x), glogits = Put(logits), gout = Put(std::vector<float>(rows * hidden));
     std::vector<float> want(rows * hidden);
