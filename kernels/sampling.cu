@@ -179,24 +179,56 @@ __global__ void __launch_bounds__(kThreads)
   if (threadIdx.x == 0) tokens[r] = s_pick >= 0 ? s_pick : s_idx[0];
 }
 
-__global__ void __launch_bounds__(kThreads)
-    ArgMaxKernel(const float* __restrict__ logits, int vocab, int64_t index_offset,
-                 float* __restrict__ out) {
-  detail::WaitForPrecedingKernel();
-  __shared__ float best_value[kThreads / 32];
-  __shared__ int best_index[kThreads / 32];
-  const float* x = logits + blockIdx.x * static_cast<int64_t>(vocab);
+// The running maximum of one thread over its columns, taken in increasing order (so the first
+// column of equal values stays).
+struct ArgMaxState {
+  __device__ explicit ArgMaxState(int width) : index(width) {}
   float value = -INFINITY;
-  int index = vocab;  // "none yet": loses every tie
+  int index;  // the row's width: "none yet", loses every tie
   int nan = 0;
-  for (int i = threadIdx.x; i < vocab; i += blockDim.x) {
-    const float v = x[i];
+  __device__ __forceinline__ void Take(float v, int i) {
     nan |= isnan(v) ? 1 : 0;
     if (v > value) {
       value = v;
       index = i;
     }
   }
+};
+
+// vectorized: the row starts 16-byte aligned and vocab is a multiple of 4. Each thread keeps
+// kUnroll 16-byte loads in flight (one dependent load at a time took a 151936-wide row 58 us on
+// an H200).
+__global__ void __launch_bounds__(kThreads)
+    ArgMaxKernel(const float* __restrict__ logits, int vocab, int64_t index_offset, bool vectorized,
+                 float* __restrict__ out) {
+  detail::WaitForPrecedingKernel();
+  __shared__ float best_value[kThreads / 32];
+  __shared__ int best_index[kThreads / 32];
+  constexpr int kUnroll = 4;
+  const float* x = logits + blockIdx.x * static_cast<int64_t>(vocab);
+  ArgMaxState s(vocab);
+  const int quads = vectorized ? vocab / 4 : 0;
+  const auto* x4 = reinterpret_cast<const float4*>(x);
+  for (int q0 = threadIdx.x; q0 < quads; q0 += kUnroll * blockDim.x) {
+    float4 v[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int q = q0 + u * blockDim.x;
+      v[u] = q < quads ? __ldg(x4 + q) : make_float4(-INFINITY, -INFINITY, -INFINITY, -INFINITY);
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int i = 4 * (q0 + u * blockDim.x);
+      s.Take(v[u].x, i);
+      s.Take(v[u].y, i + 1);
+      s.Take(v[u].z, i + 2);
+      s.Take(v[u].w, i + 3);
+    }
+  }
+  for (int i = 4 * quads + threadIdx.x; i < vocab; i += blockDim.x) s.Take(x[i], i);
+  float value = s.value;
+  int index = s.index;
+  const int nan = s.nan;
   for (int off = 16; off > 0; off /= 2) {
     const float v = __shfl_xor_sync(0xffffffffu, value, off);
     const int j = __shfl_xor_sync(0xffffffffu, index, off);
@@ -228,8 +260,9 @@ __global__ void __launch_bounds__(kThreads)
 Status ArgMaxPairs(const float* logits, int64_t rows, int vocab, int64_t index_offset, float* out,
                    cudaStream_t stream) {
   if (rows <= 0) return Status::Ok();
+  const bool vectorized = detail::Aligned16(logits) && vocab % 4 == 0;
   SPARK_CUDA_RETURN_IF_ERROR(detail::LaunchDependent(ArgMaxKernel, rows, kThreads, 0, stream,
-                                                     logits, vocab, index_offset, out));
+                                                     logits, vocab, index_offset, vectorized, out));
   return Status::Ok();
 }
 

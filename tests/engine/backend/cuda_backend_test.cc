@@ -445,18 +445,31 @@ TEST_F(CudaBackendTest, FusedOpsMatchCpuDefaults) {
   }
 }
 
+// Widths a multiple of 4 (16-byte loads, several in flight per thread) and not (one column at
+// a time); ties between threads and between one thread's loads.
 TEST_F(CudaBackendTest, ArgMaxMatchesCpuWithTiesAndOffset) {
-  const int rows = 5, cols = 151936 / 4;
-  auto x = Random(size_t{rows} * cols, 31);
-  x[1 * cols + 7] = x[1 * cols + 9000] = 50.0f;  // tie: the lower column wins
-  x[3 * cols + cols - 1] = 60.0f;                // the last column
-  std::vector<float> want(rows * 2);
-  cpu_.ArgMax(x.data(), rows, cols, 1000, want.data());
-  Buffer gx = Put(x), gout = Put(std::vector<float>(rows * 2));
-  gpu_->ArgMax(gx.data(), rows, cols, 1000, gout.data());
-  EXPECT_EQ(Get(gout), want);
-  EXPECT_EQ(want[3], 1007.0f);
-  EXPECT_EQ(want[7], 1000.0f + cols - 1);
+  for (int cols : {151936 / 4, 151936 / 4 - 1}) {
+    SCOPED_TRACE(cols);
+    const int rows = 6;
+    auto x = Random(size_t{rows} * cols, 31);
+    x[1 * cols + 7] = x[1 * cols + 9000] = 50.0f;   // tie: the lower column wins
+    x[3 * cols + cols - 1] = 60.0f;                 // the last column
+    x[4 * cols + 13] = x[4 * cols + 4110] = 55.0f;  // one thread's chunks 3 and 1027
+    x[5 * cols + 2] = NAN;
+    std::vector<float> want(rows * 2);
+    cpu_.ArgMax(x.data(), rows, cols, 1000, want.data());
+    Buffer gx = Put(x), gout = Put(std::vector<float>(rows * 2));
+    gpu_->ArgMax(gx.data(), rows, cols, 1000, gout.data());
+    const std::vector<float> got = Get(gout);
+    for (int r = 0; r < 5; ++r) {
+      EXPECT_EQ(got[2 * r], want[2 * r]) << "row " << r;
+      EXPECT_EQ(got[2 * r + 1], want[2 * r + 1]) << "row " << r;
+    }
+    EXPECT_TRUE(std::isnan(got[10]) && std::isnan(want[10])) << "a NaN row";
+    EXPECT_EQ(want[3], 1007.0f);
+    EXPECT_EQ(want[7], 1000.0f + cols - 1);
+    EXPECT_EQ(want[9], 1013.0f);
+  }
 }
 
 // A graph step stages its host inputs again on every replay: the embedding ids of each step
