@@ -6,6 +6,9 @@
 #include <cublasLt.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "kernels/cuda_check.h"
@@ -225,7 +228,7 @@ Status Gemm::Launch(Plan& plan, const std::string& what, const void* x, const vo
   cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
   SPARK_CUDA_RETURN_IF_ERROR(cudaStreamIsCapturing(stream, &capturing));
   if (!plan.tuned && capturing == cudaStreamCaptureStatusNone) {
-    SPARK_RETURN_IF_ERROR(Tune(plan, x, w, out, stream));
+    SPARK_RETURN_IF_ERROR(Tune(plan, what, x, w, out, stream));
   }
   const cublasStatus_t st = cublasLtMatmul(
       static_cast<cublasLtHandle_t>(handle_), plan.desc, &alpha, w, plan.a, x, plan.b, &beta, out,
@@ -239,7 +242,12 @@ Status Gemm::Launch(Plan& plan, const std::string& what, const void* x, const vo
 
 // Each candidate: one warm-up run, then three runs each after the L2 cache was overwritten, so
 // the weights come from memory as in a decode step. The output is rewritten by the caller.
-Status Gemm::Tune(Plan& plan, const void* x, const void* w, void* out, cudaStream_t stream) {
+Status Gemm::Tune(Plan& plan, const std::string& what, const void* x, const void* w, void* out,
+                  cudaStream_t stream) {
+  static const bool log = [] {
+    const char* v = std::getenv("SPARK_GEMM_TUNE_LOG");
+    return v != nullptr && std::string(v) == "1";
+  }();
   if (flush_ == nullptr) {
     int device = 0, l2 = 0;
     SPARK_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
@@ -271,6 +279,18 @@ Status Gemm::Tune(Plan& plan, const void* x, const void* w, void* out, cudaStrea
       float ms = 0;
       cudaEventElapsedTime(&ms, events[2 * r], events[2 * r + 1]);
       total += ms;
+    }
+    if (log) {
+      int32_t id = 0, tile = 0, splits = 0;
+      size_t written = 0;
+      cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof(id),
+                                           &written);
+      cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof(tile),
+                                           &written);
+      cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits,
+                                           sizeof(splits), &written);
+      std::fprintf(stderr, "gemm tune %s: algo %d tile %d split-k %d: %.2f us\n", what.c_str(), id,
+                   tile, splits, 1e3 * total / kRuns);
     }
     if (best < 0 || total < best) {
       best = total;

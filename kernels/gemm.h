@@ -31,6 +31,7 @@ class Gemm {
     // variants of the first 8, on the first call outside graph capture, each with the GPU's L2
     // cache flushed before every timed run (a decode step streams its weights from memory; a
     // matrix that fits in L2 would otherwise be timed from cache), and keep the fastest.
+    // SPARK_GEMM_TUNE_LOG=1 prints every candidate's time.
     bool autotune = true;
   };
 
@@ -66,7 +67,9 @@ class Gemm {
   // Split-k variants of the plan's first candidates, for Tune (skinny shapes).
   void AddSplitKCandidates(Plan& plan);
   // Times plan's candidates on this call's operands and keeps the fastest in plan->algo.
-  Status Tune(Plan& plan, const void* x, const void* w, void* out, cudaStream_t stream);
+  // SPARK_GEMM_TUNE_LOG=1 in the environment prints each candidate's time to stderr.
+  Status Tune(Plan& plan, const std::string& what, const void* x, const void* w, void* out,
+              cudaStream_t stream);
   // Tunes when due (outside capture), then runs plan->algo.
   Status Launch(Plan& plan, const std::string& what, const void* x, const void* w, void* out,
                 cudaStream_t stream);
