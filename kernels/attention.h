@@ -60,7 +60,10 @@ struct DecodeSplit {
   int split_len = 0;
   size_t workspace_floats = 0;  // fp32 scratch the call needs (0 when splits == 1)
 };
-DecodeSplit PlanDecodeSplit(const DecodeRows& rows, const PagedKvLayout& layout, int sm_count);
+// bf16_cache: the cache holds bf16 (with layout.bf16_tensor_cores the tensor-core kernel reads
+// it, in longer splits).
+DecodeSplit PlanDecodeSplit(const DecodeRows& rows, const PagedKvLayout& layout, int sm_count,
+                            bool bf16_cache);
 
 // q and out are [*, num_heads * head_dim]. `workspace` holds plan.workspace_floats floats.
 // InvalidArgument for an unsupported head_dim.

@@ -30,9 +30,12 @@ constexpr int kWarps = 4;
 template <typename C>
 constexpr int kLanesPerToken = sizeof(C) == 2 ? 16 : 8;
 constexpr int kMaxSplitLen = 512;
-// Shorter splits cost more in launch, merge and combine than they gain in parallelism (batch 1
-// x 4096 tokens on an H200: 64 splits of 64 took 21.5 us, 16 of 256 11.9 us).
+// Shorter splits cost more in launch, merge and combine than they gain in parallelism. The
+// tensor-core kernel over a bf16 cache: batch 1 x 4096 tokens on an H200 took 21.5 us in 64
+// splits of 64, 11.9 us in 16 of 256. The CUDA-core kernels keep splits of 64 (with 256, batch 1
+// over an fp32 cache fell from 204.9 / 204.1 to 193.9 / 193.0 tok/s).
 constexpr int kMinSplitLen = 256;
+constexpr int kMinSplitLenCudaCores = 64;
 // Value-pass steps in flight per warp (16 bytes per lane each).
 template <typename C>
 constexpr int kVUnroll = sizeof(C) == 2 ? 4 : 8;
@@ -334,14 +337,16 @@ Status Combine(const DecodeRows& rows, const PagedKvLayout& layout, const Decode
 }  // namespace
 
 // Enough splits to give every SM a few blocks (none when the grid fills every SM already), at
-// least kMinSplitLen tokens each, and never more than kMaxSplitLen tokens per split (the scores
-// live in shared memory).
-DecodeSplit PlanDecodeSplit(const DecodeRows& rows, const PagedKvLayout& layout, int sm_count) {
+// least kMinSplitLen tokens each (kMinSplitLenCudaCores off tensor cores), and never more than
+// kMaxSplitLen tokens per split (the scores live in shared memory).
+DecodeSplit PlanDecodeSplit(const DecodeRows& rows, const PagedKvLayout& layout, int sm_count,
+                            bool bf16_cache) {
   DecodeSplit plan;
   const int64_t blocks = rows.rows * layout.num_kv_heads * GroupChunks(layout);
   const int max_len = std::max(1, rows.max_kv_len);
   const int64_t fewest = (max_len + kMaxSplitLen - 1) / kMaxSplitLen;
-  const int64_t most = std::max<int64_t>(fewest, (max_len + kMinSplitLen - 1) / kMinSplitLen);
+  const int min_len = bf16_cache && layout.bf16_tensor_cores ? kMinSplitLen : kMinSplitLenCudaCores;
+  const int64_t most = std::max<int64_t>(fewest, (max_len + min_len - 1) / min_len);
   // A grid that already fills every SM gets no split beyond what the context needs: the
   // combine pass would cost more than the parallelism it buys.
   const int64_t want =

@@ -166,7 +166,7 @@ Row BenchDecodeAttention(int batch, int context, int sm_count, double copy_gbs,
   cudaMemcpy(doff, offsets.data(), batch * 4, cudaMemcpyHostToDevice);
   const PagedKvLayout layout{heads, kv_heads, hd, bs, 1.0f / std::sqrt(float(hd)), tensor_cores};
   const DecodeRows rows{nullptr, dl, doff, dt, batch, context};
-  const DecodeSplit plan = PlanDecodeSplit(rows, layout, sm_count);
+  const DecodeSplit plan = PlanDecodeSplit(rows, layout, sm_count, sizeof(C) == 2);
   float* ws = nullptr;
   Cuda(cudaMalloc(&ws, std::max<size_t>(1, plan.workspace_floats) * 4), "cudaMalloc");
   const double ms = TimeMs(

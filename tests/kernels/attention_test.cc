@@ -126,7 +126,7 @@ double RunCase(const Case& c, uint32_t seed, bool tensor_cores = false) {
     DecodeRows rows{
         drows.get(), dlen.get(), doff.get(), dtables.get(), static_cast<int64_t>(row_ids.size()),
         max_len};
-    const DecodeSplit plan = PlanDecodeSplit(rows, layout, 132);
+    const DecodeSplit plan = PlanDecodeSplit(rows, layout, 132, sizeof(C) == 2);
     DeviceArray<float> ws(plan.workspace_floats);
     const Status s = PagedDecodeAttention<T, C>(dq.get(), rows, dk.get(), dv.get(), layout, plan,
                                                 ws.get(), dout.get(), nullptr);

@@ -592,7 +592,8 @@ Status CudaBackend::PagedAttentionImpl(const float* q, std::span<const Attention
     rows.block_tables = d;
     rows.rows = static_cast<int64_t>(row_ids.size());
     rows.max_kv_len = in_graph() ? graph_table_blocks_ * shape.block_size : max_kv_len;
-    const kernels::DecodeSplit plan = kernels::PlanDecodeSplit(rows, layout, sm_count_);
+    const kernels::DecodeSplit plan =
+        kernels::PlanDecodeSplit(rows, layout, sm_count_, cache.dtype == DType::kBF16);
     Buffer workspace;
     if (plan.workspace_floats > 0) {
       SPARK_ASSIGN_OR_RETURN(workspace, Scratch(plan.workspace_floats * sizeof(float)));
