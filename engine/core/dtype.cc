@@ -1,6 +1,7 @@
 #include "engine/core/dtype.h"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -88,7 +89,9 @@ uint16_t FloatToBf16(float value) {
   return static_cast<uint16_t>(bits >> 16);
 }
 
-float F8E4M3ToFloat(uint8_t bits) {
+namespace {
+
+float DecodeF8E4M3(uint8_t bits) {
   const bool negative = bits & 0x80;
   const int exp = (bits >> 3) & 0xF;
   const int mant = bits & 0x7;
@@ -101,6 +104,19 @@ float F8E4M3ToFloat(uint8_t bits) {
     magnitude = std::ldexp(1.0f + static_cast<float>(mant) / 8.0f, exp - 7);
   }
   return negative ? -magnitude : magnitude;
+}
+
+}  // namespace
+
+float F8E4M3ToFloat(uint8_t bits) {
+  // Decoded once: weights widen through here byte by byte (checkpoint loads, the CPU backend's
+  // fp8 Linear).
+  static const std::array<float, 256> table = [] {
+    std::array<float, 256> t{};
+    for (int i = 0; i < 256; ++i) t[i] = DecodeF8E4M3(static_cast<uint8_t>(i));
+    return t;
+  }();
+  return table[bits];
 }
 
 uint8_t FloatToF8E4M3(float value) {

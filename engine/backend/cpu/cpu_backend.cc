@@ -1,13 +1,14 @@
 #include "engine/backend/cpu/cpu_backend.h"
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <span>
 
 #include "engine/backend/cpu/cpu_gemm.h"
+#include "engine/core/block_quant.h"
 #include "engine/core/dtype.h"
 
 namespace spark::engine::backend::cpu {
@@ -15,16 +16,6 @@ namespace {
 
 // Weight rows per tile of Linear: 16 rows x 4096 inputs x 4 B = 256 KiB, about one L2.
 constexpr int kRowTile = 16;
-
-// The value of every E4M3 byte, decoded once.
-float Fp8Value(uint8_t bits) {
-  static const std::array<float, 256> table = [] {
-    std::array<float, 256> t{};
-    for (int i = 0; i < 256; ++i) t[i] = core::F8E4M3ToFloat(static_cast<uint8_t>(i));
-    return t;
-  }();
-  return table[bits];
-}
 
 }  // namespace
 
@@ -114,11 +105,11 @@ void CpuBackend::Linear(const float* x, int64_t rows, int in_features, WeightRef
   // products as over the widened matrix); fp8 values times their block's scale.
   const int64_t tiles = (out_features + kRowTile - 1) / kRowTile;
   const bool narrow = weight.dtype != DType::kF32;
-  const float* scales =
-      weight.dtype == DType::kFP8
-          ? Fp8Scales(weight.data, static_cast<size_t>(out_features) * in_features)
-          : nullptr;
-  const int64_t scale_cols = (in_features + kFp8Block - 1) / kFp8Block;
+  const size_t values = static_cast<size_t>(out_features) * in_features;
+  const std::span<const float> scales =
+      weight.dtype == DType::kFP8 ? std::span<const float>(Fp8Scales(weight.data, values),
+                                                           Fp8ScaleCount(out_features, in_features))
+                                  : std::span<const float>();
   pool_.ParallelFor(tiles, 1, [&](int64_t tile_begin, int64_t tile_end) {
     std::vector<float> widened(narrow ? static_cast<size_t>(kRowTile) * in_features : 0);
     for (int64_t tile = tile_begin; tile < tile_end; ++tile) {
@@ -136,13 +127,10 @@ void CpuBackend::Linear(const float* x, int64_t rows, int in_features, WeightRef
         core::ConvertToFloat(core::DType::kBF16, static_cast<const uint16_t*>(weight.data) + first,
                              count, widened.data());
       } else {
-        const auto* bytes = static_cast<const uint8_t*>(weight.data) + first;
-        for (int o = o_begin; o < o_end; ++o) {
-          const float* s = scales + (o / kFp8Block) * scale_cols;
-          const uint8_t* src = bytes + static_cast<size_t>(o - o_begin) * in_features;
-          float* dst = widened.data() + static_cast<size_t>(o - o_begin) * in_features;
-          for (int c = 0; c < in_features; ++c) dst[c] = Fp8Value(src[c]) * s[c / kFp8Block];
-        }
+        core::ConvertToFloat(core::DType::kF8E4M3, static_cast<const uint8_t*>(weight.data) + first,
+                             count, widened.data());
+        core::ApplyBlockScales({widened.data(), count}, in_features, o_begin, 0, scales,
+                               core::ScaleBlocks(in_features, kFp8Block), {kFp8Block, kFp8Block});
       }
       GemmTile(x, rows, in_features, widened.data(), 0, o_end - o_begin, out + o_begin,
                out_features);
