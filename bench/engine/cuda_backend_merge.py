@@ -20,8 +20,9 @@ fp32_kv = json.load(open(fp32_kv_path)) if os.path.exists(fp32_kv_path) else Non
 fp8_path = f"{parts}/decode_fp8.json"
 fp8 = json.load(open(fp8_path)) if os.path.exists(fp8_path) else None
 
-def run(tp, batch):
-    return next(d for d in decode["decode"] if d["tp"] == tp and d["batch"] == batch)
+def run(tp, batch, part=None):
+    """The decode row of (tp, batch) in `part` (default: decode.json)."""
+    return next(d for d in (part or decode)["decode"] if d["tp"] == tp and d["batch"] == batch)
 
 def kernel(name, shape_start):
     return next(r for r in kernels["results"]
@@ -31,8 +32,7 @@ b1, b32 = run(1, 1), run(1, 32)
 
 
 def fp8_summary(f):
-    r1 = next(d for d in f["decode"] if d["tp"] == 1 and d["batch"] == 1)
-    r32 = next(d for d in f["decode"] if d["tp"] == 1 and d["batch"] == 32)
+    r1, r32 = run(1, 1, f), run(1, 32, f)
     pre, pre16 = f.get("prefill"), decode.get("prefill")
     return {
         "decode_b1_tok_s": r1["tok_s"], "decode_b1_roofline_ratio": r1["roofline_ratio"],

@@ -92,8 +92,7 @@ RandomModel MakeWeights(const core::ModelConfig& c, const model::TpShard& shard,
     if (dtype == DType::kFP8) {
       // Codes uniform over +-448, every block scaled to the same +-0.0346.
       const int64_t blocks = backend::Fp8ScaleCount(rows, cols);
-      auto* scales =
-          reinterpret_cast<float*>(static_cast<char*>(buf.raw()) + backend::Fp8ScaleOffset(count));
+      float* scales = backend::Fp8Scales(buf.raw(), count);
       s = kernels::FillFp8Uniform(static_cast<uint8_t*>(buf.raw()), count, ++seed, -448.0f, 448.0f,
                                   b.stream());
       if (s.ok()) s = kernels::FillUniform(scales, blocks, seed, hi / 448, hi / 448, b.stream());

@@ -267,8 +267,8 @@ double GemmFp8Tflops(Gemm& gemm, int64_t m, int n, int k, double* ms_out) {
   Cuda(cudaMalloc(&w, size_t(n) * k), "cudaMalloc");
   BENCH_CHECK(FillFp8Uniform(x, size_t(m) * k, 21, -448, 448, nullptr));
   BENCH_CHECK(FillFp8Uniform(w, size_t(n) * k, 22, -448, 448, nullptr));
-  float* xs = RandomDevice<float>(size_t(m) * (k / 128), 23);
-  float* ws = RandomDevice<float>(size_t(n / 128) * (k / 128), 24);
+  float* xs = RandomDevice<float>(size_t(m) * (k / kFp8Block), 23);
+  float* ws = RandomDevice<float>(size_t(n / kFp8Block) * (k / kFp8Block), 24);
   float* out = nullptr;
   Cuda(cudaMalloc(&out, size_t(m) * n * 4), "cudaMalloc");
   const int iters = m * double(n) * k > 1e11 ? 10 : 50;
@@ -288,7 +288,8 @@ double GemmFp8Tflops(Gemm& gemm, int64_t m, int n, int k, double* ms_out) {
 // weight bytes read.
 Row BenchGemv(bool fp8, bool silu, int rows, int n, int k, double copy_gbs) {
   constexpr int kCopies = 4;
-  const size_t count = size_t(n) * k, scale_count = size_t((n + 127) / 128) * ((k + 127) / 128);
+  const size_t count = size_t(n) * k, scale_count = size_t((n + kFp8Block - 1) / kFp8Block) *
+                                                    ((k + kFp8Block - 1) / kFp8Block);
   const size_t bytes = fp8 ? count + 4 * scale_count : 2 * count;
   std::vector<void*> w(kCopies);
   std::vector<float*> scales(kCopies);

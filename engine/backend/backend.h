@@ -50,6 +50,9 @@ inline size_t Fp8ScaleOffset(size_t values) { return (values + 255) / 256 * 256;
 inline const float* Fp8Scales(const void* data, size_t values) {
   return reinterpret_cast<const float*>(static_cast<const char*>(data) + Fp8ScaleOffset(values));
 }
+inline float* Fp8Scales(void* data, size_t values) {
+  return reinterpret_cast<float*>(static_cast<char*>(data) + Fp8ScaleOffset(values));
+}
 
 // A read-only weight matrix in backend memory and its element type. fp32 pointers convert
 // implicitly, so call sites with fp32 weights need no change.
