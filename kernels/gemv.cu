@@ -247,12 +247,19 @@ __global__ void __launch_bounds__(kWarps * 32)
     }
 }
 
-// Warps per feature group: enough groups x split warps to keep every SM's memory pipe busy
-// (about 8K warps on an H200), at most a block's worth.
-int SplitFor(int groups) {
-  constexpr int kTargetWarps = 8192;
+// Warps per feature group (1 to a block's 8), for `groups` groups over rows of `chunks` 16-byte
+// chunks: enough groups x split warps to keep every SM's memory pipe busy (about 16K warps on an
+// H200), but each lane still making at least 8 loads per row, as a warp's start (row pointers)
+// and end (sums across lanes and warps) cost the same however little it loads. (Without that
+// floor, fp8's 4-feature groups over 4096-wide rows were split 8 ways: one load per lane and
+// row.)
+int SplitFor(int groups, int chunks) {
+  constexpr int kTargetWarps = 16384, kMinLoads = 8;
   int split = 1;
-  while (split < kWarps && int64_t{groups} * split < kTargetWarps) split *= 2;
+  while (split < kWarps && int64_t{groups} * split < kTargetWarps &&
+         chunks / (32 * split * 2) >= kMinLoads) {
+    split *= 2;
+  }
   return split;
 }
 
@@ -281,7 +288,7 @@ Status Many(const float* x, int64_t rows, int k, const GemvSegments& segments,
   }
   const int groups = segs.begin[segments.count];
   if (groups <= 0) return Status::Ok();
-  const int split = SplitFor(groups);
+  const int split = SplitFor(groups, k / (kFp8 ? 16 : 8));
   const unsigned blocks = static_cast<unsigned>(detail::CeilDiv(groups, kWarps / split));
   void (*const by_rows[])(const float*, int, int, int, Segments) = {
       GemvKernel<1, kFp8>, GemvKernel<2, kFp8>, GemvKernel<3, kFp8>, GemvKernel<4, kFp8>};
@@ -296,7 +303,7 @@ Status SiluMul(const float* x, int64_t rows, int k, const void* w, const float* 
   SPARK_RETURN_IF_ERROR(CheckShape("gemv + silu-mul", rows, k, kFp8 ? 16 : 8));
   if (inter <= 0) return Status::Ok();
   const int groups = static_cast<int>(detail::CeilDiv(inter, kSiluFeatures<kFp8>));
-  const int split = SplitFor(groups);
+  const int split = SplitFor(groups, k / (kFp8 ? 16 : 8));
   const unsigned blocks = static_cast<unsigned>(detail::CeilDiv(groups, kWarps / split));
   void (*const by_rows[])(const float*, int, int, const void*, const float*, int, float*) = {
       GemvSiluMulKernel<1, kFp8>, GemvSiluMulKernel<2, kFp8>, GemvSiluMulKernel<3, kFp8>,

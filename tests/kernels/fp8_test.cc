@@ -6,6 +6,8 @@
 
 #include <cuda_fp8.h>
 
+#include <utility>
+
 #include "kernels/gemm.h"
 #include "kernels/gemv.h"
 #include "tests/kernels/gpu_test_util.h"
@@ -73,23 +75,45 @@ TEST(Fp8Test, GemvMatchesTheBlockScaledProduct) {
   }
 }
 
+// Long rows are split over 2, 4 and 8 warps per feature group (k = 8208, 16400 and 32784 with the
+// planner's minimum of 8 loads per lane), the last 16 columns a partial scale block.
+TEST(Fp8Test, GemvSplitsLongRowsOverWarps) {
+  SPARK_SKIP_WITHOUT_GPU();
+  for (int k : {8192 + 16, 16384 + 16, 32768 + 16}) {
+    const Fp8Matrix w = RandomFp8(37, k, k);
+    DeviceArray<uint8_t> dw(w.codes);
+    DeviceArray<float> ds(w.scales);
+    for (int rows : {1, kGemvMaxRows}) {
+      SCOPED_TRACE(::testing::Message() << "k " << k << ", rows " << rows);
+      const auto x = Random(size_t(rows) * w.k, 73 + rows);
+      DeviceArray<float> dx(x), dout(size_t(rows) * w.n);
+      SPARK_ASSERT_OK(GemvFp8(dx.get(), rows, w.k, dw.get(), ds.get(), w.n, dout.get(), nullptr));
+      EXPECT_LT(RelMax(dout.Host(), Product(x, rows, w)), 1e-5);
+    }
+  }
+}
+
+// 200 features: up rows start inside block row 1; 20 features over k = 32784: 8 warps a group.
 TEST(Fp8Test, GemvSiluMulTakesGateAndUpRowsFromOneGrid) {
   SPARK_SKIP_WITHOUT_GPU();
-  const int inter = 200, rows = 3;
-  const Fp8Matrix w = RandomFp8(2 * inter, 144, 81);  // up rows start inside block row 1
-  const auto x = Random(size_t(rows) * w.k, 82);
-  DeviceArray<uint8_t> dw(w.codes);
-  DeviceArray<float> ds(w.scales), dx(x), dact(size_t(rows) * inter);
-  SPARK_ASSERT_OK(
-      GemvFp8SiluMul(dx.get(), rows, w.k, dw.get(), ds.get(), inter, dact.get(), nullptr));
-  const auto gu = Product(x, rows, w);
-  std::vector<double> want(size_t(rows) * inter);
-  for (int r = 0; r < rows; ++r)
-    for (int f = 0; f < inter; ++f) {
-      const double g = gu[size_t(r) * w.n + f], u = gu[size_t(r) * w.n + inter + f];
-      want[size_t(r) * inter + f] = g / (1.0 + std::exp(-g)) * u;
-    }
-  EXPECT_LT(RelMax(dact.Host(), want), 1e-5);
+  const int rows = 3;
+  for (const auto& [inter, k] : {std::pair{200, 144}, std::pair{20, 32768 + 16}}) {
+    SCOPED_TRACE(k);
+    const Fp8Matrix w = RandomFp8(2 * inter, k, 81);
+    const auto x = Random(size_t(rows) * w.k, 82);
+    DeviceArray<uint8_t> dw(w.codes);
+    DeviceArray<float> ds(w.scales), dx(x), dact(size_t(rows) * inter);
+    SPARK_ASSERT_OK(
+        GemvFp8SiluMul(dx.get(), rows, w.k, dw.get(), ds.get(), inter, dact.get(), nullptr));
+    const auto gu = Product(x, rows, w);
+    std::vector<double> want(size_t(rows) * inter);
+    for (int r = 0; r < rows; ++r)
+      for (int f = 0; f < inter; ++f) {
+        const double g = gu[size_t(r) * w.n + f], u = gu[size_t(r) * w.n + inter + f];
+        want[size_t(r) * inter + f] = g / (1.0 + std::exp(-g)) * u;
+      }
+    EXPECT_LT(RelMax(dact.Host(), want), 1e-5);
+  }
 }
 
 TEST(Fp8Test, GemvManyKeepsEachWeightsScales) {
