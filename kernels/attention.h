@@ -66,7 +66,10 @@ DecodeSplit PlanDecodeSplit(const DecodeRows& rows, const PagedKvLayout& layout,
                             bool bf16_cache);
 
 // q and out are [*, num_heads * head_dim]. `workspace` holds plan.workspace_floats floats.
-// InvalidArgument for an unsupported head_dim.
+// InvalidArgument for an unsupported head_dim. The tensor-core kernel (bf16 cache) reads a row's
+// cache entries before its newest (kv_len - 1), the row metadata and the block tables before it
+// waits for the kernel launched just before it (launch.cuh): that kernel may write q and each
+// row's newest entry (as the decode step's KV write does), nothing else the call reads.
 template <typename T, typename C>
 Status PagedDecodeAttention(const T* q, const DecodeRows& rows, const C* k_cache, const C* v_cache,
                             const PagedKvLayout& layout, const DecodeSplit& plan, float* workspace,

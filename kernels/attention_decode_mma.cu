@@ -6,7 +6,9 @@
 // of the context, which it streams in 64-token tiles through a two-stage cp.async pipeline; warp
 // w owns tokens 16w..16w+15 of every tile with its own online softmax (fp32, base 2), and the
 // warps merge in shared memory at the end. Q and the probabilities are rounded to bf16 (as in the
-// tensor-core prefill kernel).
+// tensor-core prefill kernel). The first two tiles' entries older than the row's newest token
+// are copied before the dependent-launch wait, while the kernel before (the step's KV write)
+// finishes (H200, batch-1 decode: 217.0-217.9 tok/s against 211.8-214.6 in one job).
 #include <atomic>
 #include <cmath>
 
@@ -44,7 +46,6 @@ __global__ void __launch_bounds__(kWarps * 32)
                     const __nv_bfloat16* __restrict__ k_cache,
                     const __nv_bfloat16* __restrict__ v_cache, PagedKvLayout layout, int splits,
                     int split_len, float* __restrict__ partial, T* __restrict__ out) {
-  WaitForPrecedingKernel();
   constexpr int kStride = D + kPad;
   constexpr int kChunks = D / 8;  // 16-byte chunks per row
   constexpr int kRowStep = kWarps * 32 / kChunks;
@@ -71,30 +72,44 @@ __global__ void __launch_bounds__(kWarps * 32)
   for (int j = threadIdx.x; j < n; j += kWarps * 32) {
     slots[j] = static_cast<int32_t>(CacheSlot(table, begin + j, bs));
   }
-  for (int r = chunk_row; r < kRows; r += kRowStep) {
-    const bool valid = r < group;
-    StageBf16x8(qs + r * kStride + chunk_col,
-                q + (q_row * layout.num_heads + h0 + (valid ? r : 0)) * D + chunk_col, valid);
-  }
-  auto stage = [&](int t) {
+  // Copies tile t's rows [from, to) of K and V (rows past n zero-filled).
+  auto copy = [&](int t, int from, int to) {
     __nv_bfloat16* ks = stages + (t % 2) * 2 * kTile * kStride;
     __nv_bfloat16* vs = ks + kTile * kStride;
-    for (int j = chunk_row; j < kTile; j += kRowStep) {
+    for (int j = from + chunk_row; j < to; j += kRowStep) {
       const int rel = t * kTile + j;
       const bool valid = rel < n;
       const int64_t at = valid ? int64_t{slots[rel]} * kv_width + int64_t{kvh} * D : 0;
       CpAsync16(ks + j * kStride + chunk_col, k_cache + at + chunk_col, valid);
       CpAsync16(vs + j * kStride + chunk_col, v_cache + at + chunk_col, valid);
     }
+  };
+  auto stage = [&](int t) {
+    copy(t, 0, kTile);
     CpAsyncCommit();
   };
   const int tiles = (n + kTile - 1) / kTile;
   __syncthreads();  // slots in place
-  if (tiles > 0) {
-    stage(0);
-  } else {
-    CpAsyncWaitAll();  // an empty split: only the Q copies were issued
+  // Before the dependent-launch wait, the first two tiles' rows up to the row's newest token:
+  // older entries were written by earlier steps, only the newest (and q) by the kernel before.
+  const int newest = rows.kv_len[i_row] - 1 - begin;  // within the split (or outside it)
+  const int first = min(tiles, 2);                    // tiles staged before the loop
+  int early[2] = {0, 0};
+  for (int t = 0; t < first; ++t) {
+    early[t] = max(0, min(kTile, newest - t * kTile));
+    copy(t, 0, early[t]);
   }
+  CpAsyncCommit();
+  WaitForPrecedingKernel();
+  for (int r = chunk_row; r < kRows; r += kRowStep) {
+    const bool valid = r < group;
+    StageBf16x8(qs + r * kStride + chunk_col,
+                q + (q_row * layout.num_heads + h0 + (valid ? r : 0)) * D + chunk_col, valid);
+  }
+  // The rest of those tiles, from a multiple of the copy loop's row step below where it stopped.
+  for (int t = 0; t < first; ++t) copy(t, early[t] / kRowStep * kRowStep, kTile);
+  CpAsyncCommit();
+  if (tiles == 0) CpAsyncWaitAll();  // an empty split: only the Q copies were issued
 
   // Rows of this thread's accumulators: lane / 4 and lane / 4 + 8 (query heads h0 + row).
   const float scale_log2 = layout.scale * 1.4426950408889634f;
@@ -104,7 +119,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   for (int i = 0; i < D / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
   float m_a = -INFINITY, m_b = -INFINITY, l_a = 0.0f, l_b = 0.0f;
   for (int t = 0; t < tiles; ++t) {
-    if (t + 1 < tiles) {
+    if (t > 0 && t + 1 < tiles) {  // tiles 0 and 1 were staged above
       stage(t + 1);
       CpAsyncWaitGroup<1>();
     } else {
