@@ -61,31 +61,19 @@ std::vector<double> Product(const std::vector<float>& x, int rows, const Fp8Matr
   return out;
 }
 
+// 300 x 272: 3 x 3 blocks, the last ones partial. 37 rows of k = 8208, 16400 and 32784: split
+// over 2, 4 and 8 warps per feature group (the planner's minimum of 8 loads per lane), the last
+// 16 columns a partial scale block.
 TEST(Fp8Test, GemvMatchesTheBlockScaledProduct) {
   SPARK_SKIP_WITHOUT_GPU();
-  const Fp8Matrix w = RandomFp8(300, 272, 71);  // 3 x 3 blocks, the last ones partial
-  DeviceArray<uint8_t> dw(w.codes);
-  DeviceArray<float> ds(w.scales);
-  for (int rows = 1; rows <= kGemvMaxRows; ++rows) {
-    SCOPED_TRACE(rows);
-    const auto x = Random(size_t(rows) * w.k, 72 + rows);
-    DeviceArray<float> dx(x), dout(size_t(rows) * w.n);
-    SPARK_ASSERT_OK(GemvFp8(dx.get(), rows, w.k, dw.get(), ds.get(), w.n, dout.get(), nullptr));
-    EXPECT_LT(RelMax(dout.Host(), Product(x, rows, w)), 1e-5);
-  }
-}
-
-// Long rows are split over 2, 4 and 8 warps per feature group (k = 8208, 16400 and 32784 with the
-// planner's minimum of 8 loads per lane), the last 16 columns a partial scale block.
-TEST(Fp8Test, GemvSplitsLongRowsOverWarps) {
-  SPARK_SKIP_WITHOUT_GPU();
-  for (int k : {8192 + 16, 16384 + 16, 32768 + 16}) {
-    const Fp8Matrix w = RandomFp8(37, k, k);
+  for (const auto& [n, k] : {std::pair{300, 272}, std::pair{37, 8192 + 16},
+                             std::pair{37, 16384 + 16}, std::pair{37, 32768 + 16}}) {
+    const Fp8Matrix w = RandomFp8(n, k, 71 + k);
     DeviceArray<uint8_t> dw(w.codes);
     DeviceArray<float> ds(w.scales);
-    for (int rows : {1, kGemvMaxRows}) {
+    for (int rows = 1; rows <= kGemvMaxRows; ++rows) {
       SCOPED_TRACE(::testing::Message() << "k " << k << ", rows " << rows);
-      const auto x = Random(size_t(rows) * w.k, 73 + rows);
+      const auto x = Random(size_t(rows) * w.k, 72 + rows);
       DeviceArray<float> dx(x), dout(size_t(rows) * w.n);
       SPARK_ASSERT_OK(GemvFp8(dx.get(), rows, w.k, dw.get(), ds.get(), w.n, dout.get(), nullptr));
       EXPECT_LT(RelMax(dout.Host(), Product(x, rows, w)), 1e-5);
