@@ -8,9 +8,12 @@
 #   3. the peer, ../shared/bench/peer_torch_decode.py (torch.compile, CUDA graphs), same job;
 # then writes bench/results/cuda_backend.json (or the path given) with the ratios and the raw
 # figures behind them. Usage: bench/engine/cuda_backend.sh [OUT.json]
+# Our bf16 decode and the peer run REPEATS times each, alternating (the first round of ours with
+# the prefill, the others decode only); the ratios to the peer are of the medians, as a single
+# run of either moves by a few percent between jobs.
 # Env: SPARK_BUILD_DIR (default build), PEER (the peer script's path), DECODE_ARGS (extra
 # spark-decode-bench flags, e.g. --profile), TP_ARGS (flags of the TP=2 runs),
-# TP_TIMEOUT (seconds, default 300).
+# TP_TIMEOUT (seconds, default 300), REPEATS (rounds of ours and the peer, default 3).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 bin="${SPARK_BUILD_DIR:-build}/bin"
@@ -20,6 +23,8 @@ for b in spark-decode-bench spark-kernel-bench; do
   [ -x "$bin/$b" ] || { echo "cuda_backend.sh: $bin/$b not found; build with CUDA first (SPARK_CUDA=ON ./scripts/build.sh)" >&2; exit 2; }
 done
 [ -f "$peer" ] || { echo "cuda_backend.sh: peer script $peer not found (set PEER)" >&2; exit 2; }
+repeats="${REPEATS:-3}"
+[[ "$repeats" =~ ^[1-9][0-9]*$ ]] || { echo "cuda_backend.sh: REPEATS must be a whole number >= 1 (got '$repeats')" >&2; exit 2; }
 # PARTS keeps the pieces (default: a temporary folder), so a failed step leaves the others.
 tmp="${PARTS:-$(mktemp -d)}"
 mkdir -p "$tmp"
@@ -34,9 +39,15 @@ echo "== engine on one GPU with fp8 weights (E4M3, 128 x 128 block scales; for c
 echo "== kernels (spark-kernel-bench, PyTorch SDPA)" >&2
 "$bin/spark-kernel-bench" --json "$tmp/kernels.json" > "$tmp/kernels.txt"
 python3 bench/kernels/sdpa_peer.py "$tmp/kernels.json"
-echo "== peer ($peer)" >&2
+echo "== peer ($peer), round 1 of $repeats" >&2
 python3 "$peer" "$tmp/peer.json"
-gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
+for i in $(seq 2 "$repeats"); do
+  echo "== engine on one GPU, decode only, round $i of $repeats" >&2
+  "$bin/spark-decode-bench" --tp 1 --prefill 0 --json "$tmp/decode_$i.json" ${DECODE_ARGS:-}
+  echo "== peer, round $i of $repeats" >&2
+  python3 "$peer" "$tmp/peer_$i.json"
+done
+gpus=$(nvidia-smi -L 2>/dev/null | wc -l || true)
 if [ "$gpus" -ge 2 ]; then
   echo "== engine at TP=2 (spark-decode-bench)" >&2
   timeout "${TP_TIMEOUT:-300}" "$bin/spark-decode-bench" --tp 2 --tp-only --prefill 0 ${TP_ARGS:-} \

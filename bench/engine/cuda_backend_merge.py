@@ -1,14 +1,29 @@
-# Merges the parts of bench/engine/cuda_backend.sh (decode.json, decode_fp32_kv.json, decode_fp8.json,
-# decode_tp2.json and decode_tp2_nccl.json from spark-decode-bench, kernels.json from spark-kernel-bench + sdpa_peer.py, peer.json from
-# peer_torch_decode.py) into
-# the results file: the ratios the CUDA backend is judged by, and the raw figures behind each.
+# Merges the parts of bench/engine/cuda_backend.sh (decode.json and its repeats decode_2.json,
+# ..., decode_fp32_kv.json, decode_fp8.json, decode_tp2.json and decode_tp2_nccl.json from
+# spark-decode-bench, kernels.json from spark-kernel-bench + sdpa_peer.py, peer.json and its
+# repeats peer_2.json, ... from peer_torch_decode.py) into the results file: the ratios the CUDA
+# backend is judged by, and the raw figures behind each. Ours and the peer's decode figures are
+# the medians over the rounds (every round's figures are kept in raw.rounds).
 # Usage: python3 cuda_backend_merge.py PARTS_DIR OUT.json
-import datetime, json, os, sys
+import datetime, glob, json, os, re, statistics, sys
 
 parts, out = sys.argv[1], sys.argv[2]
-decode = json.load(open(f"{parts}/decode.json"))
+
+
+def rounds(first, prefix):
+    """first.json's content, then PARTS/prefix_2.json, prefix_3.json, ... in round order."""
+    found = {int(m.group(1)): p for p in glob.glob(f"{parts}/{prefix}_*.json")
+             if (m := re.fullmatch(rf"{re.escape(prefix)}_(\d+)\.json", os.path.basename(p)))}
+    return [first] + [json.load(open(found[i])) for i in sorted(found)]
+
+
+decode_rounds = rounds(json.load(open(f"{parts}/decode.json")), "decode")
+decode = decode_rounds[0]  # the round with the prefill and the copy / GEMM ceilings
 kernels = json.load(open(f"{parts}/kernels.json"))
-peer = json.load(open(f"{parts}/peer.json"))
+peer_rounds = rounds(json.load(open(f"{parts}/peer.json")), "peer")
+peer = dict(peer_rounds[0])
+for key in ("b1_tok_s", "b32_tok_s"):
+    peer[key] = statistics.median_low(p[key] for p in peer_rounds)
 tp2_path = f"{parts}/decode_tp2.json"
 tp2_runs = json.load(open(tp2_path))["decode"] if os.path.exists(tp2_path) else []
 nccl_path = f"{parts}/decode_tp2_nccl.json"
@@ -24,11 +39,18 @@ def run(tp, batch, part=None):
     """The decode row of (tp, batch) in `part` (default: decode.json)."""
     return next(d for d in (part or decode)["decode"] if d["tp"] == tp and d["batch"] == batch)
 
+
+def median_run(tp, batch):
+    """Our decode row of (tp, batch) with the median tokens/s over the rounds (the lower middle
+    one for an even count), a real run's row, so its time and roofline ratio go with it."""
+    rows = sorted((run(tp, batch, d) for d in decode_rounds), key=lambda d: d["tok_s"])
+    return rows[(len(rows) - 1) // 2]
+
 def kernel(name, shape_start):
     return next(r for r in kernels["results"]
                 if r["kernel"] == name and r["shape"].startswith(shape_start))
 
-b1, b32 = run(1, 1), run(1, 32)
+b1, b32 = median_run(1, 1), median_run(1, 32)
 
 
 def fp8_summary(f):
@@ -71,7 +93,14 @@ res = {
         "copy_bandwidth_gbs": decode["copy_bandwidth_gbs"],
         "bf16_matmul_peak_tflops": decode["bf16_matmul_peak_tflops"],
         "weight_bytes_streamed_per_step": decode["weight_bytes_streamed_per_step"],
-        "ours_decode": decode["decode"] + tp2_runs + nccl_runs,
+        "ours_decode": [b1, b32] + tp2_runs + nccl_runs,
+        "rounds": {
+            "note": "each round's decode tokens/s; the ratios use the medians",
+            "ours_b1_tok_s": [run(1, 1, d)["tok_s"] for d in decode_rounds],
+            "ours_b32_tok_s": [run(1, 32, d)["tok_s"] for d in decode_rounds],
+            "peer_b1_tok_s": [p["b1_tok_s"] for p in peer_rounds],
+            "peer_b32_tok_s": [p["b32_tok_s"] for p in peer_rounds],
+        },
         "ours_prefill": decode.get("prefill"),
         "ours_fp32_kv_cache": ({"decode": fp32_kv["decode"], "prefill": fp32_kv.get("prefill")}
                                if fp32_kv else None),
