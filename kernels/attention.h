@@ -60,8 +60,8 @@ struct DecodeSplit {
   int split_len = 0;
   size_t workspace_floats = 0;  // fp32 scratch the call needs (0 when splits == 1)
 };
-// bf16_cache: the cache holds bf16 (with layout.bf16_tensor_cores the tensor-core kernel reads
-// it, in longer splits).
+// bf16_cache: the cache holds bf16 (where the tensor-core kernel takes the layout, it reads the
+// cache in longer splits).
 DecodeSplit PlanDecodeSplit(const DecodeRows& rows, const PagedKvLayout& layout, int sm_count,
                             bool bf16_cache);
 

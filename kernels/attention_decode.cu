@@ -345,7 +345,9 @@ DecodeSplit PlanDecodeSplit(const DecodeRows& rows, const PagedKvLayout& layout,
   const int64_t blocks = rows.rows * layout.num_kv_heads * GroupChunks(layout);
   const int max_len = std::max(1, rows.max_kv_len);
   const int64_t fewest = (max_len + kMaxSplitLen - 1) / kMaxSplitLen;
-  const int min_len = bf16_cache && layout.bf16_tensor_cores ? kMinSplitLen : kMinSplitLenCudaCores;
+  const bool tensor_cores =
+      bf16_cache && layout.bf16_tensor_cores && detail::DecodeMmaShapeSupported(layout);
+  const int min_len = tensor_cores ? kMinSplitLen : kMinSplitLenCudaCores;
   const int64_t most = std::max<int64_t>(fewest, (max_len + min_len - 1) / min_len);
   // A grid that already fills every SM gets no split beyond what the context needs: the
   // combine pass would cost more than the parallelism it buys.

@@ -259,10 +259,14 @@ Status Launch(const T* q, const DecodeRows& rows, const __nv_bfloat16* k_cache,
 
 }  // namespace
 
+bool DecodeMmaShapeSupported(const PagedKvLayout& layout) {
+  return (layout.head_dim == 64 || layout.head_dim == 128) && layout.num_kv_heads > 0 &&
+         layout.num_heads / layout.num_kv_heads <= kRows;
+}
+
 bool DecodeMmaSupports(const PagedKvLayout& layout, const void* q, const void* k_cache,
                        const void* v_cache, const void* out) {
-  return (layout.head_dim == 64 || layout.head_dim == 128) && layout.num_kv_heads > 0 &&
-         layout.num_heads / layout.num_kv_heads <= kRows && Aligned16(q) && Aligned16(k_cache) &&
+  return DecodeMmaShapeSupported(layout) && Aligned16(q) && Aligned16(k_cache) &&
          Aligned16(v_cache) && Aligned16(out);
 }
 

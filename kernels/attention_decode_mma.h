@@ -6,8 +6,9 @@
 
 namespace spark::kernels::detail {
 
-// head_dim 64 or 128, at most 16 query heads per KV head, and q, the caches and out 16-byte
-// aligned.
+// head_dim 64 or 128 and at most 16 query heads per KV head (what the split planner checks).
+bool DecodeMmaShapeSupported(const PagedKvLayout& layout);
+// That shape, and q, the caches and out 16-byte aligned.
 bool DecodeMmaSupports(const PagedKvLayout& layout, const void* q, const void* k_cache,
                        const void* v_cache, const void* out);
 

@@ -20,6 +20,10 @@ namespace {
 
 constexpr int kWarps = 8;
 
+// Weights per 16-byte chunk of a row.
+template <bool kFp8>
+constexpr int kPerChunk = kFp8 ? 16 : 8;
+
 __device__ __forceinline__ void Widen(uint4 packed, float* w) {
   const auto* h = reinterpret_cast<const __nv_bfloat162*>(&packed);
 #pragma unroll
@@ -48,7 +52,7 @@ __device__ __forceinline__ void Dots(const float* __restrict__ x, int k,
                                      const void* const (&w_rows)[W],
                                      const float* const (&s_rows)[W], int start, int stride,
                                      float (&acc)[W][R]) {
-  constexpr int kPer = kFp8 ? 16 : 8;  // weights per 16-byte chunk
+  constexpr int kPer = kPerChunk<kFp8>;
   const int chunks = k / kPer;
 #pragma unroll
   for (int i = 0; i < W; ++i)
@@ -276,7 +280,7 @@ Status CheckShape(const char* what, int64_t rows, int k, int per) {
 template <bool kFp8>
 Status Many(const float* x, int64_t rows, int k, const GemvSegments& segments,
             cudaStream_t stream) {
-  SPARK_RETURN_IF_ERROR(CheckShape("gemv", rows, k, kFp8 ? 16 : 8));
+  SPARK_RETURN_IF_ERROR(CheckShape("gemv", rows, k, kPerChunk<kFp8>));
   if (segments.count < 1 || segments.count > kGemvMaxSegments) {
     return InvalidArgumentError("gemv: 1.." + std::to_string(kGemvMaxSegments) + " weights (got " +
                                 std::to_string(segments.count) + ")");
@@ -288,7 +292,7 @@ Status Many(const float* x, int64_t rows, int k, const GemvSegments& segments,
   }
   const int groups = segs.begin[segments.count];
   if (groups <= 0) return Status::Ok();
-  const int split = SplitFor(groups, k / (kFp8 ? 16 : 8));
+  const int split = SplitFor(groups, k / kPerChunk<kFp8>);
   const unsigned blocks = static_cast<unsigned>(detail::CeilDiv(groups, kWarps / split));
   void (*const by_rows[])(const float*, int, int, int, Segments) = {
       GemvKernel<1, kFp8>, GemvKernel<2, kFp8>, GemvKernel<3, kFp8>, GemvKernel<4, kFp8>};
@@ -300,10 +304,10 @@ Status Many(const float* x, int64_t rows, int k, const GemvSegments& segments,
 template <bool kFp8>
 Status SiluMul(const float* x, int64_t rows, int k, const void* w, const float* scales, int inter,
                float* act, cudaStream_t stream) {
-  SPARK_RETURN_IF_ERROR(CheckShape("gemv + silu-mul", rows, k, kFp8 ? 16 : 8));
+  SPARK_RETURN_IF_ERROR(CheckShape("gemv + silu-mul", rows, k, kPerChunk<kFp8>));
   if (inter <= 0) return Status::Ok();
   const int groups = static_cast<int>(detail::CeilDiv(inter, kSiluFeatures<kFp8>));
-  const int split = SplitFor(groups, k / (kFp8 ? 16 : 8));
+  const int split = SplitFor(groups, k / kPerChunk<kFp8>);
   const unsigned blocks = static_cast<unsigned>(detail::CeilDiv(groups, kWarps / split));
   void (*const by_rows[])(const float*, int, int, const void*, const float*, int, float*) = {
       GemvSiluMulKernel<1, kFp8>, GemvSiluMulKernel<2, kFp8>, GemvSiluMulKernel<3, kFp8>,
