@@ -421,14 +421,28 @@ TEST_F(CudaBackendTest, FusedOpsMatchCpuDefaults) {
           cache_type == DType::kF32 ? slots_total * kv_width : slots_total * kv_width / 2;
       std::vector<float> kc(floats, 0.5f), vc(floats, 0.5f), qc = q, kk = k;
       Buffer gq2 = Put(q), gk = Put(k), gv = Put(v), gkw = Put(kw), gkc = Put(kc), gvc = Put(vc);
-      backend::QkvToCache c{.q = qc.data(), .k = kk.data(), .v = v.data(), .heads = heads,
-                            .kv_heads = kv_heads, .head_dim = hd, .q_norm = qw.data(),
-                            .k_norm = kw.data(), .eps = 1e-6f, .theta = 1e6,
+      backend::QkvToCache c{.q = qc.data(),
+                            .k = kk.data(),
+                            .v = v.data(),
+                            .heads = heads,
+                            .kv_heads = kv_heads,
+                            .head_dim = hd,
+                            .q_norm = qw.data(),
+                            .k_norm = kw.data(),
+                            .eps = 1e-6f,
+                            .theta = 1e6,
                             .cache = {kc.data(), vc.data(), cache_type}};
       cpu_.QkNormRopeWriteKv(c, pos, slots);
-      const backend::QkvToCache g{.q = gq2.data(), .k = gk.data(), .v = gv.data(), .heads = heads,
-                                  .kv_heads = kv_heads, .head_dim = hd, .q_norm = gqw.data(),
-                                  .k_norm = gkw.data(), .eps = 1e-6f, .theta = 1e6,
+      const backend::QkvToCache g{.q = gq2.data(),
+                                  .k = gk.data(),
+                                  .v = gv.data(),
+                                  .heads = heads,
+                                  .kv_heads = kv_heads,
+                                  .head_dim = hd,
+                                  .q_norm = gqw.data(),
+                                  .k_norm = gkw.data(),
+                                  .eps = 1e-6f,
+                                  .theta = 1e6,
                                   .cache = {gkc.data(), gvc.data(), cache_type}};
       gpu_->QkNormRopeWriteKv(g, pos, slots);
       EXPECT_LT(RelL2(Get(gq2), qc), 1e-5) << "q, head_dim " << hd;
