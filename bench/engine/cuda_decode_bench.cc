@@ -277,6 +277,7 @@ struct DecodeResult {
   double graph_tok_s = 0, eager_tok_s = 0;
   double graph_ms_per_step = 0;
   int64_t kv_bytes_per_step = 0;  // K and V read at the mean timed context, all layers
+  bool fused = false;             // the steps ran as one persistent kernel (DecodeLayers)
 };
 
 struct RankSetup {
@@ -329,6 +330,7 @@ DecodeResult RunDecode(RankSetup& r, model::PagedKvCache& cache, int batch_size,
     Check(r.model->ForwardArgMax(b, cache, &next), "decode step");
     ++cached;
   };
+  const int64_t fused_before = r.backend->decode_layers_taken();
   step(false);  // eager first: builds the RoPE table and cuBLAS plans
   for (int i = 1; i < kWarmup; ++i) step(graphs);
   if (r.comm) Check(r.comm->Barrier(), "barrier");
@@ -340,6 +342,7 @@ DecodeResult RunDecode(RankSetup& r, model::PagedKvCache& cache, int batch_size,
   res.kv_bytes_per_step = static_cast<int64_t>(batch_size * mean_ctx) * 2 * c.num_layers *
                           r.model->kv_cache_spec().kv_width *
                           static_cast<int64_t>(backend::DTypeBytes(r.model->kv_cache_spec().dtype));
+  res.fused = r.backend->decode_layers_taken() > fused_before;
   res.graph_tok_s = batch_size * steps / graph_s;
   res.graph_ms_per_step = graph_s * 1e3 / steps;
   // Eager steps (no graph) for comparison; fewer of them.
@@ -356,13 +359,17 @@ DecodeResult RunDecode(RankSetup& r, model::PagedKvCache& cache, int batch_size,
 
 // The KV cache's element type for every run (--kv-dtype; set before the first run).
 DType g_kv_dtype = DType::kBF16;
+// Batch-1 steps as one persistent kernel where the backend can (--fused-decode).
+bool g_fused_decode = false;
 
 // nccl_only: TP collectives through NCCL (eager steps) even where the peer all-reduce works.
 void SetUpRank(RankSetup& r, int rank, int world, int port, bool profile = false,
                bool nccl_only = false) {
   r.config = Take(core::ParseModelConfig(kQwen3_8B, "qwen3-8b-shape/config.json"), "config");
   r.shard = {rank, world};
-  r.backend = Take(CudaBackend::Create({.device = rank, .bf16_attention = true}), "cuda backend");
+  r.backend = Take(
+      CudaBackend::Create({.device = rank, .bf16_attention = true, .fused_decode = g_fused_decode}),
+      "cuda backend");
   if (world > 1) {
     comm::RendezvousOptions ro;
     ro.rank = rank;
@@ -532,7 +539,7 @@ int Main(int argc, char** argv) {
   CLI::App app{"spark-decode-bench: the CUDA backend end to end on a Qwen3-8B-shaped model"};
   std::vector<int> batches{1, 32};
   int steps = 200, tp = 2, prefill = 8192, port = 29517;
-  bool profile = false, tp_nccl = false, tp_only = false;
+  bool profile = false, tp_nccl = false, tp_only = false, fused = false;
   std::string json_path, kv_dtype = "bf16", weight_dtype = "bf16";
   app.add_option("--batch", batches, "decode batch sizes")->delimiter(',');
   app.add_option("--steps", steps, "timed decode steps per batch size")->check(CLI::Range(1, 900));
@@ -549,6 +556,9 @@ int Main(int argc, char** argv) {
                  "Linear weights: bf16 (default; what the peer runs) or fp8 (E4M3 with 128 x 128 "
                  "block scales: half the bytes a decode step streams)");
   app.add_flag("--tp-only", tp_only, "only the TP run (skip the one-GPU decode)");
+  app.add_flag(
+      "--fused-decode", fused,
+      "batch-1 steps as one persistent kernel (kernels/decode_stack.h) instead of op by op");
   app.add_flag("--profile", profile, "also time every op of one eager step per batch size");
   app.add_flag("--tp-nccl", tp_nccl,
                "TP collectives through NCCL with eager steps (default: the peer all-reduce of "
@@ -556,6 +566,7 @@ int Main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   g_kv_dtype = Take(backend::ParseDType(kv_dtype), "--kv-dtype");
   g_weight_dtype = Take(backend::ParseDType(weight_dtype), "--weight-dtype");
+  g_fused_decode = fused;
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // rows show as they finish
   int devices = 0;
   Cuda(cudaGetDeviceCount(&devices), "device count");
@@ -581,18 +592,19 @@ int Main(int argc, char** argv) {
     tp1 = DecodeOnGpus(1, batches, steps, port, false, &streamed, &graphs);
     j["weight_bytes_streamed_per_step"] = streamed;
   }
-  std::printf("%-6s %-4s %12s %12s %10s %12s\n", "tp", "b", "timed tok/s", "eager tok/s", "ms/step",
-              "roofline");
+  std::printf("%-6s %-4s %12s %12s %10s %12s %6s\n", "tp", "b", "timed tok/s", "eager tok/s",
+              "ms/step", "roofline", "fused");
   auto report = [&](int world, const std::vector<DecodeResult>& rs, int64_t bytes, bool graphs) {
     for (const DecodeResult& d : rs) {
       const double step_bytes = static_cast<double>(bytes) + d.kv_bytes_per_step / world;
       const double roofline_ms = step_bytes / (ceil.copy_gbs * 1e9) * 1e3;
       const double ratio = roofline_ms / d.graph_ms_per_step;
-      std::printf("%-6d %-4d %12.1f %12.1f %10.3f %11.1f%%\n", world, d.batch, d.graph_tok_s,
-                  d.eager_tok_s, d.graph_ms_per_step, 100 * ratio);
+      std::printf("%-6d %-4d %12.1f %12.1f %10.3f %11.1f%% %6s\n", world, d.batch, d.graph_tok_s,
+                  d.eager_tok_s, d.graph_ms_per_step, 100 * ratio, d.fused ? "yes" : "no");
       j["decode"].push_back({{"tp", world},
                              {"batch", d.batch},
                              {"graphs", graphs},
+                             {"fused_decode", d.fused},
                              {"tok_s", d.graph_tok_s},
                              {"eager_tok_s", d.eager_tok_s},
                              {"ms_per_step", d.graph_ms_per_step},
