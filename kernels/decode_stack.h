@@ -21,7 +21,7 @@
 // gate and up (act = SiLU(gate) * up) and of down (added into h).
 // Results: fp32 accumulation throughout; attention in fp32 over the bf16 cache (the newest K/V
 // rounded to bf16 as stored); the order of every sum is fixed, so a step is deterministic.
-// Status: correct (within 1e-6 of the layers op by op), but on the H200 still ~7% slower than
+// Status: correct (within 1e-6 of the layers op by op), but on the H200 still 5-7% slower than
 // them (bench/engine/CUDA_BACKEND_NOTES.md), so CudaBackend runs it only when asked.
 //
 // Needs sm_90 or later (bulk copies, transaction barriers), all B blocks resident at once (a

@@ -71,7 +71,7 @@ class CudaBackend : public Backend {
     bool bf16_attention = false;
     // Batch-1 decode of dense bf16 layers over a bf16 cache as one persistent kernel
     // (DecodeLayers, kernels/decode_stack.h) where the device and shapes allow. Off by default:
-    // on the H200 it is still ~7% slower than the layers op by op (bench/engine notes).
+    // on the H200 it is still 5-7% slower than the layers op by op (bench/engine notes).
     bool fused_decode = false;
     // How long Download/Synchronize wait for the stream before DeadlineExceeded (a dead peer
     // rank leaves the collectives queued on it waiting).
