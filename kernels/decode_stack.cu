@@ -405,29 +405,14 @@ template <int kE>
 __device__ __forceinline__ void NormRopeHead(const float* in, const float* weight, float eps,
                                              float pos, const float* inv_freq, float* out,
                                              bool round) {
-  constexpr int kDim = 32 * kE, kHalf = kDim / 2;
   const int lane = threadIdx.x % 32;
   float a[kE];
-  float ss = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kE; ++i) a[i] = __ldcg(in + lane * kE + i);
+  detail::NormRopeLane<kE>(a, weight, eps, pos, inv_freq, lane);
 #pragma unroll
   for (int i = 0; i < kE; ++i) {
-    a[i] = __ldcg(in + lane * kE + i);
-    ss += a[i] * a[i];
-  }
-  ss = detail::WarpSum(ss);
-  const float inv = rsqrtf(ss / kDim + eps);
-#pragma unroll
-  for (int i = 0; i < kE; ++i) a[i] = __ldg(weight + lane * kE + i) * (a[i] * inv);
-  const bool low = lane < 16;
-#pragma unroll
-  for (int i = 0; i < kE; ++i) {
-    const float partner = __shfl_xor_sync(0xffffffffu, a[i], 16);
-    const int pair = (lane * kE + i) % kHalf;
-    float sn, cs;
-    sincosf(pos * __ldg(inv_freq + pair), &sn, &cs);
-    float r = low ? a[i] * cs - partner * sn : a[i] * cs + partner * sn;
-    if (round) r = __bfloat162float(__float2bfloat16_rn(r));
-    out[lane * kE + i] = r;
+    out[lane * kE + i] = round ? __bfloat162float(__float2bfloat16_rn(a[i])) : a[i];
   }
 }
 

@@ -116,6 +116,33 @@ __device__ __forceinline__ float BlockMax(float v, float* scratch) {
   return WarpMax(v);
 }
 
+// Per-head RMSNorm (weight [head_dim]) then RoPE (rotate-half, angle pos * inv_freq[i]) of one
+// head held by one warp in registers: lane l holds elements [kE l, kE l + kE) in a, so the
+// rotation partner of element i (i +- head_dim / 2) sits in lane l ^ 16. Qwen3's q/k path.
+template <int kE>
+__device__ __forceinline__ void NormRopeLane(float (&a)[kE], const float* weight, float eps,
+                                             float pos, const float* __restrict__ inv_freq,
+                                             int lane) {
+  constexpr int kDim = 32 * kE, kHalf = kDim / 2;
+  float ss = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kE; ++i) ss += a[i] * a[i];
+  ss = WarpSum(ss);
+  const float inv = rsqrtf(ss / kDim + eps);
+#pragma unroll
+  for (int i = 0; i < kE; ++i) a[i] = weight[lane * kE + i] * (a[i] * inv);
+  const bool low = lane < 16;
+#pragma unroll
+  for (int i = 0; i < kE; ++i) {
+    const float partner = __shfl_xor_sync(0xffffffffu, a[i], 16);
+    const int pair = (lane * kE + i) % kHalf;
+    float sn, cs;
+    sincosf(pos * inv_freq[pair], &sn, &cs);
+    // low half: a cos - b sin; high half: b cos + a sin (a = low element, b = high element).
+    a[i] = low ? a[i] * cs - partner * sn : a[i] * cs + partner * sn;
+  }
+}
+
 inline unsigned CeilDiv(int64_t a, int64_t b) { return static_cast<unsigned>((a + b - 1) / b); }
 
 }  // namespace spark::kernels::detail

@@ -42,38 +42,21 @@ __global__ void RopeKernel(T* x, const int32_t* __restrict__ positions, int head
   }
 }
 
-// Per-head RMSNorm and RoPE of one head held by one warp: lane l holds elements
-// [kE*l, kE*l + kE) read at `in` and written at `v` (may be the same), so the rotation partner
-// of element i (i +- head_dim/2) sits in lane l ^ 16. `copy`, when set, receives the result too
-// (a KV cache row).
+// Per-head RMSNorm and RoPE of one head held by one warp (NormRopeLane): lane l's elements
+// [kE*l, kE*l + kE) read at `in` and written at `v` (may be the same). `copy`, when set,
+// receives the result too (a KV cache row).
 template <int kE, typename C>
 __device__ __forceinline__ void NormRopeHead(const float* in, float* v, C* copy,
                                              const float* weight, float eps, float pos,
                                              const float* __restrict__ inv_freq, int lane) {
-  constexpr int kDim = 32 * kE, kHalf = kDim / 2;
   float a[kE];
-  float ss = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kE; ++i) a[i] = in[i];
+  detail::NormRopeLane<kE>(a, weight, eps, pos, inv_freq, lane);
 #pragma unroll
   for (int i = 0; i < kE; ++i) {
-    a[i] = in[i];
-    ss += a[i] * a[i];
-  }
-#pragma unroll
-  for (int off = 16; off > 0; off /= 2) ss += __shfl_xor_sync(0xffffffffu, ss, off);
-  const float inv = rsqrtf(ss / kDim + eps);
-#pragma unroll
-  for (int i = 0; i < kE; ++i) a[i] = weight[lane * kE + i] * (a[i] * inv);
-  const bool low = lane < 16;
-#pragma unroll
-  for (int i = 0; i < kE; ++i) {
-    const float partner = __shfl_xor_sync(0xffffffffu, a[i], 16);
-    const int pair = (lane * kE + i) % kHalf;
-    float sn, cs;
-    sincosf(pos * inv_freq[pair], &sn, &cs);
-    // low half: a cos - b sin; high half: b cos + a sin (a = low element, b = high element).
-    const float r = low ? a[i] * cs - partner * sn : a[i] * cs + partner * sn;
-    v[i] = r;
-    if (copy != nullptr) copy[i] = FromFloat<C>(r);
+    v[i] = a[i];
+    if (copy != nullptr) copy[i] = FromFloat<C>(a[i]);
   }
 }
 
