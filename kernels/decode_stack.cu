@@ -149,18 +149,20 @@ __device__ __forceinline__ Rows Share(int n) {
           static_cast<int>(int64_t{n} * (blockIdx.x + 1) / gridDim.x)};
 }
 
-// x = RmsNorm(h) * weight into shared memory (h written in this kernel: read through L2).
+// x = RmsNorm(h) * weight into shared memory (h written in this kernel: read through L2, once;
+// each thread scales the elements it loaded).
 __device__ __forceinline__ void LoadNormed(const float* h, const float* weight, int k, float eps,
                                            Smem& sm) {
   const int units = k / 4;
   float ss = 0.0f;
   for (int u = threadIdx.x; u < units; u += kConsumers) {
     const float4 a = __ldcg(reinterpret_cast<const float4*>(h) + u);
+    reinterpret_cast<float4*>(sm.x)[u] = a;
     ss += a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w;
   }
   const float inv = rsqrtf(ConsumerSum(ss, sm) / static_cast<float>(k) + eps);
   for (int u = threadIdx.x; u < units; u += kConsumers) {
-    const float4 a = __ldcg(reinterpret_cast<const float4*>(h) + u);
+    const float4 a = reinterpret_cast<const float4*>(sm.x)[u];
     const float4 w = __ldg(reinterpret_cast<const float4*>(weight) + u);
     reinterpret_cast<float4*>(sm.x)[u] =
         make_float4(w.x * (a.x * inv), w.y * (a.y * inv), w.z * (a.z * inv), w.w * (a.w * inv));
@@ -685,6 +687,7 @@ Result<DecodeStackPlan> PlanDecodeStack(const DecodeStackShape& s, int max_conte
   if (s.heads % s.kv_heads != 0 || s.heads / s.kv_heads > kMaxGroup) {
     return refuse("more than 8 query heads per KV head");
   }
+  if (1 + s.kv_heads > kControlBytes / 4) return refuse("more than 63 KV heads");
   const int qd = s.heads * s.head_dim;
   for (int k : {s.hidden, qd, s.inter}) {
     if (k % 8 != 0 || k > kMaxK) return refuse("a row length is not a multiple of 8 up to 12288");
@@ -736,9 +739,6 @@ Status DecodeStack(const DecodeStackShape& shape, const DecodeStackStep& step,
   p.ws.attn = reinterpret_cast<float*>(ws + layout.attn);
   p.ws.act = reinterpret_cast<float*>(ws + layout.act);
   p.ws.part = reinterpret_cast<float*>(ws + layout.part);
-  if (1 + shape.kv_heads > kControlBytes / 4) {
-    return InvalidArgumentError("decode stack: too many KV heads");
-  }
   SPARK_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(ws, 0, kControlBytes, stream));
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeCooperative;

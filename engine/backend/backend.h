@@ -186,11 +186,10 @@ struct DenseLayerRefs {
 
 struct DenseStack {
   int hidden = 0;
-  int heads = 0, kv_heads = 0, head_dim = 0;
   int inter = 0;
   float eps = 1e-6f;
   double theta = 10000.0;
-  AttentionShape attention;
+  AttentionShape attention;  // heads, KV heads and head_dim of q/k/v and the cache
   std::span<const DenseLayerRefs> layers;
 };
 

@@ -124,9 +124,6 @@ bool Qwen3Model::DecodeLayers(const ForwardBatch& batch, PagedKvCache& cache, Wo
   const int heads = static_cast<int>(w_.heads.size), kv_heads = static_cast<int>(w_.kv_heads.size);
   backend::DenseStack stack;
   stack.hidden = config_.hidden_size;
-  stack.heads = heads;
-  stack.kv_heads = kv_heads;
-  stack.head_dim = hd;
   stack.inter = w_.dense_inter;
   stack.eps = config_.rms_norm_eps;
   stack.theta = config_.rope_theta;

@@ -21,9 +21,9 @@ kernels::DecodeStackShape ShapeOf(const DenseStack& stack) {
   kernels::DecodeStackShape s;
   s.layers = static_cast<int>(stack.layers.size());
   s.hidden = stack.hidden;
-  s.heads = stack.heads;
-  s.kv_heads = stack.kv_heads;
-  s.head_dim = stack.head_dim;
+  s.heads = stack.attention.num_heads;
+  s.kv_heads = stack.attention.num_kv_heads;
+  s.head_dim = stack.attention.head_dim;
   s.inter = stack.inter;
   s.block_size = stack.attention.block_size;
   s.eps = stack.eps;
@@ -35,9 +35,7 @@ kernels::DecodeStackShape ShapeOf(const DenseStack& stack) {
 
 bool CudaBackend::DecodeLayers(const DenseStack& stack, float* h, const AttentionSequence& seq,
                                int64_t slot) {
-  if (!options_.fused_decode || seq.query_len != 1 || seq.context_len < 1 || stack.layers.empty() ||
-      stack.attention.head_dim != stack.head_dim || stack.attention.num_heads != stack.heads ||
-      stack.attention.num_kv_heads != stack.kv_heads) {
+  if (!options_.fused_decode || seq.query_len != 1 || seq.context_len < 1 || stack.layers.empty()) {
     return false;
   }
   for (const DenseLayerRefs& l : stack.layers) {
@@ -52,9 +50,9 @@ bool CudaBackend::DecodeLayers(const DenseStack& stack, float* h, const Attentio
   const std::vector<int64_t> key{
       shape.layers,   shape.hidden, shape.heads, shape.kv_heads,
       shape.head_dim, shape.inter,  block_size,  int64_t{table_blocks} * block_size};
+  Activate();
   auto it = decode_stack_plans_.find(key);
   if (it == decode_stack_plans_.end()) {
-    Activate();
     it =
         decode_stack_plans_.emplace(key, kernels::PlanDecodeStack(shape, table_blocks * block_size))
             .first;
@@ -64,7 +62,6 @@ bool CudaBackend::DecodeLayers(const DenseStack& stack, float* h, const Attentio
     }
   }
   if (!it->second.ok()) return false;
-  Activate();
   ++decode_layers_taken_;
   Record(DecodeStackImpl(stack, *it->second, h, seq, slot, table_blocks));
   return true;
@@ -73,7 +70,7 @@ bool CudaBackend::DecodeLayers(const DenseStack& stack, float* h, const Attentio
 Status CudaBackend::DecodeStackImpl(const DenseStack& stack, const kernels::DecodeStackPlan& plan,
                                     float* h, const AttentionSequence& seq, int64_t slot,
                                     int table_blocks) {
-  SPARK_ASSIGN_OR_RETURN(const float* inv_freq, InvFreq(stack.head_dim, stack.theta));
+  SPARK_ASSIGN_OR_RETURN(const float* inv_freq, InvFreq(stack.attention.head_dim, stack.theta));
   std::vector<kernels::DecodeStackLayer> layers;
   layers.reserve(stack.layers.size());
   for (const DenseLayerRefs& l : stack.layers) {
@@ -99,7 +96,7 @@ Status CudaBackend::DecodeStackImpl(const DenseStack& stack, const kernels::Deco
   step.meta = static_cast<const int32_t*>(d_meta);
   step.slot = static_cast<const int64_t*>(d_slot);
   step.block_table = static_cast<const int32_t*>(d_table);
-  SPARK_ASSIGN_OR_RETURN(Buffer workspace, Scratch(plan.workspace_bytes, DType::kBF16));
+  SPARK_ASSIGN_OR_RETURN(Buffer workspace, Scratch(plan.workspace_bytes));
   if (!launching()) return Status::Ok();
   return kernels::DecodeStack(ShapeOf(stack), step, plan, h, workspace.raw(), stream_);
 }

@@ -421,29 +421,26 @@ TEST_F(CudaBackendTest, FusedOpsMatchCpuDefaults) {
           cache_type == DType::kF32 ? slots_total * kv_width : slots_total * kv_width / 2;
       std::vector<float> kc(floats, 0.5f), vc(floats, 0.5f), qc = q, kk = k;
       Buffer gq2 = Put(q), gk = Put(k), gv = Put(v), gkw = Put(kw), gkc = Put(kc), gvc = Put(vc);
-      backend::QkvToCache c{.q = qc.data(),
-                            .k = kk.data(),
-                            .v = v.data(),
-                            .heads = heads,
-                            .kv_heads = kv_heads,
-                            .head_dim = hd,
-                            .q_norm = qw.data(),
-                            .k_norm = kw.data(),
-                            .eps = 1e-6f,
-                            .theta = 1e6,
-                            .cache = {kc.data(), vc.data(), cache_type}};
-      cpu_.QkNormRopeWriteKv(c, pos, slots);
-      const backend::QkvToCache g{.q = gq2.data(),
-                                  .k = gk.data(),
-                                  .v = gv.data(),
-                                  .heads = heads,
-                                  .kv_heads = kv_heads,
-                                  .head_dim = hd,
-                                  .q_norm = gqw.data(),
-                                  .k_norm = gkw.data(),
-                                  .eps = 1e-6f,
-                                  .theta = 1e6,
-                                  .cache = {gkc.data(), gvc.data(), cache_type}};
+      // The same layer's arguments over host (CPU backend) or device (GPU) buffers.
+      auto args = [&](float* q_in, float* k_in, const float* v_in, const float* q_norm,
+                      const float* k_norm, float* k_cache, float* v_cache) {
+        return backend::QkvToCache{.q = q_in,
+                                   .k = k_in,
+                                   .v = v_in,
+                                   .heads = heads,
+                                   .kv_heads = kv_heads,
+                                   .head_dim = hd,
+                                   .q_norm = q_norm,
+                                   .k_norm = k_norm,
+                                   .eps = 1e-6f,
+                                   .theta = 1e6,
+                                   .cache = {k_cache, v_cache, cache_type}};
+      };
+      cpu_.QkNormRopeWriteKv(
+          args(qc.data(), kk.data(), v.data(), qw.data(), kw.data(), kc.data(), vc.data()), pos,
+          slots);
+      const backend::QkvToCache g =
+          args(gq2.data(), gk.data(), gv.data(), gqw.data(), gkw.data(), gkc.data(), gvc.data());
       gpu_->QkNormRopeWriteKv(g, pos, slots);
       EXPECT_LT(RelL2(Get(gq2), qc), 1e-5) << "q, head_dim " << hd;
       EXPECT_LT(RelL2(Get(gk), kk), 1e-5) << "k, head_dim " << hd;
