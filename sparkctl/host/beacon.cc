@@ -56,7 +56,9 @@ Result<Link> OpenLink(const std::string& netdev) {
   link.netdev = netdev;
   link.ifindex = static_cast<int>(if_nametoindex(netdev.c_str()));
   if (link.ifindex == 0) return NotFoundError(netdev + ": no such network device");
-  link.fd = socket(AF_PACKET, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC, htons(kBeaconEtherType));
+  // Protocol 0 until bind: a socket opened for the beacon type would queue every interface's
+  // beacons until it is bound, and a twin's frame taken for its sibling's reads as crossed twins.
+  link.fd = socket(AF_PACKET, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (link.fd < 0) {
     return ErrnoError(errno, "raw socket for beacons (needs root / CAP_NET_RAW)");
   }
@@ -99,8 +101,12 @@ void Receive(const Link& link, const BeaconIdentity& self, std::set<std::string>
              BeaconReport* report) {
   char buf[2048];
   while (true) {
-    ssize_t n = recv(link.fd, buf, sizeof(buf), 0);
+    sockaddr_ll from{};
+    socklen_t from_len = sizeof(from);
+    ssize_t n =
+        recvfrom(link.fd, buf, sizeof(buf), 0, reinterpret_cast<sockaddr*>(&from), &from_len);
     if (n <= 14) return;
+    if (from.sll_ifindex != link.ifindex) continue;  // only what this netdev heard
     BeaconSighting s;
     if (!DecodeBeacon(std::string_view(buf + 14, static_cast<size_t>(n - 14)), &s)) continue;
     if (s.peer_machine_id == self.machine_id && s.peer_hostname == self.hostname) continue;
