@@ -1,7 +1,7 @@
-// The persistent batch-1 decode kernel (decode_stack.h): a producer warp per block streams the
-// block's weight rows through a ring of shared-memory slots with bulk async copies; sixteen
-// consumer warps reduce them against the activations held in registers and meet the other blocks
-// at grid barriers between the phases of a layer.
+// The persistent batch-1 decode kernel (decode_stack.h): one producer thread per block streams
+// the block's weight rows through a ring of shared-memory slots with bulk async copies; sixteen
+// consumer warps reduce them against the activations held in shared memory and meet the other
+// blocks at grid barriers between the phases of a layer.
 #include <algorithm>
 #include <atomic>
 
@@ -24,7 +24,6 @@ constexpr int kMaxHeadDim = 128;
 constexpr int kItemTokens = 64;     // tokens of one attention item
 constexpr int kControlBytes = 256;  // barrier counter + per-KV-head merge counters
 
-// Shared memory besides the ring.
 // An attention item's shared memory (while no weights are multiplied).
 struct AttentionSmem {
   float ml[kMaxGroup][2];                                   // softmax max and sum per query head
@@ -35,6 +34,7 @@ struct AttentionSmem {
   alignas(16) __nv_bfloat16 vt[kItemTokens * kMaxHeadDim];  // and V rows
 };
 
+// Shared memory besides the ring.
 struct Smem {
   union alignas(16) {
     float x[kMaxK];  // the activations the weights multiply
@@ -192,19 +192,24 @@ __device__ __forceinline__ float Dot8(uint4 w, const float* x, int u, float acc)
   return acc;
 }
 
-// The ring as the consumers see it: piece g of the block's stream sits in slot g % slots and is
-// complete once full[slot] finishes phase g / slots.
-// A consumer may reach a piece more than a ring round ahead of the producer, when the slot's
-// transaction barrier still runs an older round (whose parity would read as complete): it first
-// waits for the producer to publish the piece number in seq[slot].
-struct Ring {
+// The ring of one block: piece g of the block's stream sits in slot g % slots; full[slot]
+// completes when its bytes have landed, empty[slot] when its warp has read them, and seq[slot]
+// holds the piece number the producer put there last. The producer and the consumers each keep
+// a copy, with their own `next`.
+struct RingSlots {
   char* data;
   uint64_t* full;
   uint64_t* empty;
   uint32_t* seq;
   int slots;
-  uint32_t next;  // the first piece of the next segment
+  uint32_t next;  // consumers: the first piece of the next segment; producer: the next to issue
+};
 
+// The ring as the consumers see it: piece g is complete once full[slot] finishes phase g / slots.
+// A consumer may reach a piece more than a ring round ahead of the producer, when the slot's
+// transaction barrier still runs an older round (whose parity would read as complete): it first
+// waits for the producer to publish the piece number in seq[slot].
+struct Ring : RingSlots {
   __device__ __forceinline__ void Wait(uint32_t g) const {
     const uint32_t slot = g % slots;
     while (*static_cast<volatile uint32_t*>(seq + slot) != g) {
@@ -324,14 +329,7 @@ __device__ __forceinline__ void StreamRows(Ring& ring, int rows, int k, Smem& sm
 }
 
 // The producer's side of StreamRows: the same segment's pieces, in order.
-struct Producer {
-  char* data;
-  uint64_t* full;
-  uint64_t* empty;
-  uint32_t* seq;
-  int slots;
-  uint32_t next;
-
+struct Producer : RingSlots {
   __device__ __forceinline__ void Piece(const char* src, uint32_t n) {
     const uint32_t slot = next % slots;
     if (next >= static_cast<uint32_t>(slots)) BarrierWait(&empty[slot], (next / slots - 1) & 1);
@@ -634,12 +632,12 @@ __global__ void __launch_bounds__(kThreads, 1) DecodeStackKernel(Params p) {
   __syncthreads();
   if (threadIdx.x >= kConsumers) {
     if (threadIdx.x == kConsumers) {
-      Producer prod{ring_data, full, empty, seq, p.ring_slots, 0};
+      Producer prod{{ring_data, full, empty, seq, p.ring_slots, 0}};
       Produce(p, prod);
     }
     return;
   }
-  Ring ring{ring_data, full, empty, seq, p.ring_slots, 0};
+  Ring ring{{ring_data, full, empty, seq, p.ring_slots, 0}};
   Consume<kHd>(p, ring, sm);
 #else
   __trap();

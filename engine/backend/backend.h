@@ -296,6 +296,8 @@ class Backend {
     (void)stack, (void)h, (void)seq, (void)slot;
     return false;
   }
+  // False when DecodeLayers declines every stack (so a caller need not build one each step).
+  virtual bool may_decode_layers() const { return false; }
 
   // out[rows, hidden] = sum over the top-k experts (softmax of router_logits) held by this rank
   // of weight * down(silu(gate) * up)(x).

@@ -106,8 +106,14 @@ Status Qwen3Model::Hidden(const ForwardBatch& batch, PagedKvCache& cache, Worksp
   return Status::Ok();
 }
 
+backend::AttentionShape Qwen3Model::AttentionShapeOf(const PagedKvCache& cache) const {
+  const int hd = config_.head_dim;
+  return {static_cast<int>(w_.heads.size), static_cast<int>(w_.kv_heads.size), hd,
+          cache.block_size(), 1.0f / std::sqrt(static_cast<float>(hd))};
+}
+
 bool Qwen3Model::DecodeLayers(const ForwardBatch& batch, PagedKvCache& cache, Workspace& ws) {
-  if (batch.num_tokens() != 1 || batch.sequences.size() != 1 || options_.shard.size != 1 ||
+  if (!backend_.may_decode_layers() || batch.num_tokens() != 1 || batch.sequences.size() != 1 || options_.shard.size != 1 ||
       batch.sequences[0].query_len != 1) {
     return false;
   }
@@ -120,15 +126,12 @@ bool Qwen3Model::DecodeLayers(const ForwardBatch& batch, PagedKvCache& cache, Wo
                       l.q_norm.data(), l.k_norm.data(), l.o.weight(), l.post_attention_norm.data(),
                       l.gate_up.weight(), l.down.weight(), cache.layer(layer)});
   }
-  const int hd = config_.head_dim;
-  const int heads = static_cast<int>(w_.heads.size), kv_heads = static_cast<int>(w_.kv_heads.size);
   backend::DenseStack stack;
   stack.hidden = config_.hidden_size;
   stack.inter = w_.dense_inter;
   stack.eps = config_.rms_norm_eps;
   stack.theta = config_.rope_theta;
-  stack.attention = {heads, kv_heads, hd, cache.block_size(),
-                     1.0f / std::sqrt(static_cast<float>(hd))};
+  stack.attention = AttentionShapeOf(cache);
   stack.layers = layers;
   const BatchSequence& s = batch.sequences[0];
   return backend_.DecodeLayers(stack, ws.h.data(), {0, 1, s.context_len, s.block_table},
@@ -168,9 +171,8 @@ Status Qwen3Model::Attention(int layer, const ForwardBatch& batch, PagedKvCache&
     seqs.push_back({start, s.query_len, s.context_len, s.block_table});
     start += s.query_len;
   }
-  const backend::AttentionShape shape{heads, kv_heads, hd, cache.block_size(),
-                                      1.0f / std::sqrt(static_cast<float>(hd))};
-  backend_.PagedAttention(ws.q.data(), seqs, cache.layer(layer), shape, ws.attn.data());
+  backend_.PagedAttention(ws.q.data(), seqs, cache.layer(layer), AttentionShapeOf(cache),
+                          ws.attn.data());
   backend_.Linear(ws.attn.data(), n, heads * hd, l.o.weight(), hidden, ws.tmp.data());
   SPARK_RETURN_IF_ERROR(AllReduce(ws.tmp.data(), n * hidden));
   backend_.AddRmsNorm(ws.h.data(), ws.tmp.data(), l.post_attention_norm.data(), n, hidden,

@@ -43,6 +43,8 @@ class Qwen3Model : public Model {
   // Batch-1 decode through every layer as one backend op (Backend::DecodeLayers); false when
   // the batch, the sharding or the backend does not allow it (the layers then run op by op).
   bool DecodeLayers(const ForwardBatch& batch, PagedKvCache& cache, Workspace& ws);
+  // This rank's attention heads over `cache` (scale 1 / sqrt(head_dim)).
+  backend::AttentionShape AttentionShapeOf(const PagedKvCache& cache) const;
   Status Attention(int layer, const ForwardBatch& batch, PagedKvCache& cache, Workspace& ws);
   Status Mlp(int layer, int64_t n, Workspace& ws);
   Status Logits(const ForwardBatch& batch, Workspace& ws, std::vector<float>* logits);

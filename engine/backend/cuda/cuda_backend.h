@@ -129,6 +129,7 @@ class CudaBackend : public Backend {
            const MoeExperts& experts, float* out) override;
   bool DecodeLayers(const DenseStack& stack, float* h, const AttentionSequence& seq,
                     int64_t slot) override;
+  bool may_decode_layers() const override { return options_.fused_decode; }
 
   // Starts a graph step (see above). FailedPrecondition inside a step or after an error.
   Status BeginGraph(const std::string& key, int table_blocks);
@@ -179,7 +180,8 @@ class CudaBackend : public Backend {
                  const MoeExperts& experts, float* out);
   Result<const float*> InvFreq(int head_dim, double theta);
   // DecodeLayers once it has taken the step (cuda_backend_decode_stack.cc).
-  Status DecodeStackImpl(const DenseStack& stack, const kernels::DecodeStackPlan& plan, float* h,
+  Status DecodeStackImpl(const DenseStack& stack, const kernels::DecodeStackShape& shape,
+                         const kernels::DecodeStackPlan& plan, float* h,
                          const AttentionSequence& seq, int64_t slot, int table_blocks);
   Status LinearImpl(const float* x, int64_t rows, int in_features, WeightRef w, int out_features,
                     float* out);

@@ -2,6 +2,7 @@
 // persistent kernel (kernels/decode_stack.h). Everything the kernel reads per step (context
 // length, slot, block table, the layers' pointers) is staged, so a graph replays it with the
 // step's values; the plan depends only on the shapes and the graph's table size.
+#include <algorithm>
 #include <vector>
 
 #include "base/logging.h"
@@ -63,13 +64,14 @@ bool CudaBackend::DecodeLayers(const DenseStack& stack, float* h, const Attentio
   }
   if (!it->second.ok()) return false;
   ++decode_layers_taken_;
-  Record(DecodeStackImpl(stack, *it->second, h, seq, slot, table_blocks));
+  Record(DecodeStackImpl(stack, shape, *it->second, h, seq, slot, table_blocks));
   return true;
 }
 
-Status CudaBackend::DecodeStackImpl(const DenseStack& stack, const kernels::DecodeStackPlan& plan,
-                                    float* h, const AttentionSequence& seq, int64_t slot,
-                                    int table_blocks) {
+Status CudaBackend::DecodeStackImpl(const DenseStack& stack,
+                                    const kernels::DecodeStackShape& shape,
+                                    const kernels::DecodeStackPlan& plan, float* h,
+                                    const AttentionSequence& seq, int64_t slot, int table_blocks) {
   SPARK_ASSIGN_OR_RETURN(const float* inv_freq, InvFreq(stack.attention.head_dim, stack.theta));
   std::vector<kernels::DecodeStackLayer> layers;
   layers.reserve(stack.layers.size());
@@ -81,8 +83,10 @@ Status CudaBackend::DecodeStackImpl(const DenseStack& stack, const kernels::Deco
                       static_cast<Bf16>(l.down.data), static_cast<__nv_bfloat16*>(l.cache.k),
                       static_cast<__nv_bfloat16*>(l.cache.v)});
   }
-  std::vector<int32_t> table(seq.block_table.begin(), seq.block_table.begin() + table_blocks);
-  if (static_cast<int>(seq.block_table.size()) < table_blocks) table.resize(table_blocks, 0);
+  // A graph's table size may exceed the sequence's table: padded, as PagedAttention pads it.
+  const size_t held = std::min(seq.block_table.size(), static_cast<size_t>(table_blocks));
+  std::vector<int32_t> table(seq.block_table.begin(), seq.block_table.begin() + held);
+  table.resize(table_blocks, 0);
   const int32_t meta[1] = {static_cast<int32_t>(seq.context_len)};
   const int64_t slots[1] = {slot};
   kernels::DecodeStackStep step;
@@ -98,7 +102,7 @@ Status CudaBackend::DecodeStackImpl(const DenseStack& stack, const kernels::Deco
   step.block_table = static_cast<const int32_t*>(d_table);
   SPARK_ASSIGN_OR_RETURN(Buffer workspace, Scratch(plan.workspace_bytes));
   if (!launching()) return Status::Ok();
-  return kernels::DecodeStack(ShapeOf(stack), step, plan, h, workspace.raw(), stream_);
+  return kernels::DecodeStack(shape, step, plan, h, workspace.raw(), stream_);
 }
 
 }  // namespace spark::engine::backend::cuda

@@ -190,6 +190,7 @@ TEST_P(DecodeStackTest, MatchesTheLayersOpByOp) {
               c.shape.name, c.prompt + 1, c.prompt + kSteps, worst);
   // The same steps in CUDA graphs (replays with the next step's context, slot and table).
   const DecodeRun graphs = Decode(model, *gpu_, config.vocab_size, c.prompt, kSteps, true, true);
+  EXPECT_EQ(gpu_->decode_layers_taken(), 2 * kSteps) << "graph steps ran the layers op by op";
   EXPECT_EQ(graphs.argmax, fused.argmax);
   EXPECT_GE(gpu_->graph_count(), 1u);
 }
