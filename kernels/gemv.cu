@@ -44,6 +44,18 @@ __device__ __forceinline__ void WidenFp8(uint4 packed, float* w) {
   }
 }
 
+// A 16-byte chunk of a weight row, not kept in L1: each chunk is read once per step, and L1
+// stays for x, which every warp of the SM re-reads for each of its chunks (H200,
+// batch-1 decode: +1.2-1.5% bf16 and +3-4% fp8 against __ldg; an L2 evict-first policy or a
+// 256-byte L2 prefetch on top lost 1-4%; bench/engine/CUDA_BACKEND_NOTES.md, runs 54-57).
+__device__ __forceinline__ uint4 LoadWeightChunk(const uint4* p) {
+  uint4 v;
+  asm("ld.global.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p));
+  return v;
+}
+
 // acc[i][r] = x[r] . w_rows[i] over the 16-byte chunks start, start + stride, ... for R rows of
 // x and W weight rows of k elements each (bf16, or fp8 with the scale row of each weight row in
 // s_rows), summed over the warp (every lane gets the sums). The W rows' loads share one loop.
@@ -63,7 +75,7 @@ __device__ __forceinline__ void Dots(const float* __restrict__ x, int k,
     float wf[W][kPer];
 #pragma unroll
     for (int i = 0; i < W; ++i) {
-      const uint4 packed = __ldg(reinterpret_cast<const uint4*>(w_rows[i]) + c);
+      const uint4 packed = LoadWeightChunk(reinterpret_cast<const uint4*>(w_rows[i]) + c);
       if constexpr (kFp8) {
         WidenFp8(packed, wf[i]);
       } else {
