@@ -396,11 +396,13 @@ int Main(int argc, char** argv) {
     rows.push_back(BenchPrefillAttention<float, __nv_bfloat16>(seq, true, peak));
     rows.push_back(BenchPrefillAttention<float>(seq, false, peak));
   }
-  if (want("gemv")) {  // Qwen3-8B's gate_up (SiLU-mul) and down at batch 1 and 4
+  if (want("gemv")) {  // Qwen3-8B's gate_up (SiLU-mul), down, q/k/v and o at batch 1 and 4
     for (bool fp8 : {false, true})
       for (int b : {1, 4}) {
         rows.push_back(BenchGemv(fp8, true, b, 24576, 4096, copy_gbs));
         rows.push_back(BenchGemv(fp8, false, b, 4096, 12288, copy_gbs));
+        rows.push_back(BenchGemv(fp8, false, b, 6144, 4096, copy_gbs));
+        rows.push_back(BenchGemv(fp8, false, b, 4096, 4096, copy_gbs));
       }
   }
   // Qwen3-8B-shaped GEMMs: an 8K-token prefill's projections and batch-32 decode.
