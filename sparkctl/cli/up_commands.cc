@@ -269,6 +269,10 @@ int StatusOnce(Cluster& c, const StatusOptions& o) {
   }
   auto probes = up::ProbeNodes(*c.transport, state->plan, /*metrics_samples=*/2);
   up::ClusterHealth h = up::Assess(state->plan, probes);
+  // The restart count as of now, not as of before the probe (which takes a second or more): the
+  // monitor records a restart before it starts any rank, so ranks that probed ready after a
+  // restart come with that restart counted.
+  if (auto fresh = up::LoadState(c.state_dir); fresh.ok()) state->restarts = fresh->restarts;
   if (o.common.json) {
     ordered_json j = up::StatusJson(state->plan, probes, h);
     j["restarts"] = state->restarts;

@@ -119,13 +119,17 @@ Result<int> SpawnMonitor(const std::vector<std::string>& argv, const std::string
 }
 
 Status RestartModel(ssh::Transport& transport, const std::string& state_dir, UpState* state) {
+  // The restart is on record before any rank stops or starts: whoever sees the new ranks ready
+  // (sparkctl status, which reads the state after probing) sees it counted, and an attempt that
+  // fails counts too.
+  state->restarts++;
+  SPARK_RETURN_IF_ERROR(SaveState(state_dir, *state));
   SPARK_RETURN_IF_ERROR(StopRanks(transport, state->plan));
   SPARK_ASSIGN_OR_RETURN(auto started, StartRanks(transport, state->plan));
   for (const auto& s : started) {
     state->pids[s.rank] = s.pid;
     state->systemd[s.rank] = s.systemd;
   }
-  state->restarts++;
   state->started = Now();
   return SaveState(state_dir, *state);
 }

@@ -4,7 +4,9 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <functional>
 #include <mutex>
+#include <vector>
 
 #include "sparkctl/ssh/testing/fake_transport.h"
 #include "sparkctl/up/launcher.h"
@@ -39,6 +41,11 @@ class FakeRanks {
     std::lock_guard<std::mutex> l(mu_);
     return starts_;
   }
+  // Called (outside the lock) as each rank starts.
+  void OnStart(std::function<void(int rank)> f) {
+    std::lock_guard<std::mutex> l(mu_);
+    on_start_ = std::move(f);
+  }
 
  private:
   using Method = ssh::CommandResult (FakeRanks::*)(int);
@@ -55,12 +62,15 @@ class FakeRanks {
   }
   ssh::CommandResult Start(int rank) {
     int pid;
+    std::function<void(int)> on_start;
     {
       std::lock_guard<std::mutex> l(mu_);
       pid = pid_[rank] = next_pid_++;
       alive_[rank] = true;
       ++starts_;
+      on_start = on_start_;
     }
+    if (on_start) on_start(rank);
     fake_.SetFile("spark-" + std::to_string(rank),
                   "/run/sparkctl/up/demo/rank" + std::to_string(rank) + ".pid",
                   std::to_string(pid) + "\n");
@@ -85,6 +95,7 @@ class FakeRanks {
   bool alive_[4] = {false, false, false, false};
   int next_pid_ = 100;
   int starts_ = 0;
+  std::function<void(int)> on_start_;
 };
 
 class LauncherTest : public ::testing::Test {
@@ -174,6 +185,34 @@ TEST_F(LauncherTest, MonitorRestartsTheWholeModelWhenARankDies) {
   EXPECT_NE(all.find("degraded: rank 2 (spark-2)"), std::string::npos) << all;
   EXPECT_NE(all.find("restarting the whole model"), std::string::npos) << all;
   EXPECT_NE(all.find("recovered"), std::string::npos) << all;
+}
+
+// sparkctl status reads the restart count after probing; a rank that is up again must never
+// be seen before its restart is on record (up_e2e_test saw "ready" with 0 restarts otherwise).
+TEST_F(LauncherTest, MonitorRecordsTheRestartBeforeAnyRankStartsAgain) {
+  auto started = StartRanks(fake_, plan_);
+  ASSERT_TRUE(started.ok());
+  UpState state;
+  state.plan = plan_;
+  for (const auto& s : *started) state.pids[s.rank] = s.pid;
+  ASSERT_TRUE(SaveState(dir_, state).ok());
+  std::mutex mu;
+  std::vector<int> seen;  // the recorded restart count as each rank starts again
+  ranks_.OnStart([&](int) {
+    auto now = LoadState(dir_);
+    std::lock_guard<std::mutex> l(mu);
+    seen.push_back(now.ok() ? now->restarts : -1);
+  });
+  ranks_.Kill(2);
+  MonitorOptions m;
+  m.poll = std::chrono::milliseconds(10);
+  m.grace = std::chrono::milliseconds(0);
+  m.max_polls = 6;
+  m.log = [](const std::string&) {};
+  ASSERT_TRUE(RunMonitor(fake_, dir_, m).ok());
+  ASSERT_EQ(seen.size(), 4u) << "every rank started once more";
+  for (int restarts : seen) EXPECT_EQ(restarts, 1) << "the restart is on record before the start";
+  EXPECT_EQ(LoadState(dir_)->restarts, 1);
 }
 
 TEST_F(LauncherTest, MonitorLeavesADegradedModelAloneWithoutAutoRecovery) {
