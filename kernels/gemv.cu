@@ -18,7 +18,9 @@
 namespace spark::kernels {
 namespace {
 
-constexpr int kWarps = 8;
+// Warps per block: with 4, batch-1 decode ran 1.6% faster than with 8 (bf16; fp8 1.2-1.7%);
+// 2 gained 1.0% and 16 lost 3.6% (H200; bench/engine/CUDA_BACKEND_NOTES.md, runs 65-66).
+constexpr int kWarps = 4;
 
 // Weights per 16-byte chunk of a row.
 template <bool kFp8>
@@ -263,7 +265,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     }
 }
 
-// Warps per feature group (1 to a block's 8), for `groups` groups over rows of `chunks` 16-byte
+// Warps per feature group (1 to a block's 4), for `groups` groups over rows of `chunks` 16-byte
 // chunks: enough groups x split warps to keep every SM's memory pipe busy (about 16K warps on an
 // H200), but each lane still making at least 8 loads per row, as a warp's start (row pointers)
 // and end (sums across lanes and warps) cost the same however little it loads. (Without that

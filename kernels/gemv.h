@@ -1,7 +1,7 @@
 // Skinny GEMMs for decode: out[r, n] = x[r, k] * w[n, k]^T for a handful of fp32 rows x and bf16
 // or fp8 (fp8.h: E4M3 with 128 x 128 block scales) weights w [n, k] row-major (a Linear layer's
 // layout). A decode step is a pass over the weights, so the kernel streams each weight row once
-// with 16-byte loads (a group of 1-8 warps per output feature, or per four with fp8, all rows at
+// with 16-byte loads (a group of 1-4 warps per output feature, or per four with fp8, all rows at
 // once) and accumulates in fp32; x stays fp32 (no rounding of the activations, unlike a bf16
 // tensor-core GEMM).
 #pragma once
