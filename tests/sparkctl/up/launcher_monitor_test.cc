@@ -108,6 +108,25 @@ class LauncherTest : public ::testing::Test {
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
+  // Starts every rank and records them in the state, as up does.
+  void StartAndRecord() {
+    auto started = StartRanks(fake_, plan_);
+    ASSERT_TRUE(started.ok()) << started.status().ToString();
+    UpState state;
+    state.plan = plan_;
+    for (const auto& s : *started) state.pids[s.rank] = s.pid;
+    ASSERT_TRUE(SaveState(dir_, state).ok());
+  }
+  // A monitor that restarts at once and polls a few times, fast.
+  static MonitorOptions QuickMonitor(std::function<void(const std::string&)> log) {
+    MonitorOptions m;
+    m.poll = std::chrono::milliseconds(10);
+    m.grace = std::chrono::milliseconds(0);
+    m.max_polls = 6;
+    m.log = std::move(log);
+    return m;
+  }
+
   ssh::testing::FakeTransport fake_;
   FakeRanks ranks_{fake_};
   LaunchPlan plan_;
@@ -159,21 +178,12 @@ TEST_F(LauncherTest, UnreachableNodeFailsTheStartNamingIt) {
 }
 
 TEST_F(LauncherTest, MonitorRestartsTheWholeModelWhenARankDies) {
-  auto started = StartRanks(fake_, plan_);
-  ASSERT_TRUE(started.ok());
-  UpState state;
-  state.plan = plan_;
-  for (const auto& s : *started) state.pids[s.rank] = s.pid;
-  ASSERT_TRUE(SaveState(dir_, state).ok());
+  ASSERT_NO_FATAL_FAILURE(StartAndRecord());
   const int before = ranks_.pid(0);
   ranks_.Kill(2);
   std::vector<std::string> log;
-  MonitorOptions m;
-  m.poll = std::chrono::milliseconds(10);
-  m.grace = std::chrono::milliseconds(0);
-  m.max_polls = 6;
-  m.log = [&](const std::string& l) { log.push_back(l); };
-  ASSERT_TRUE(RunMonitor(fake_, dir_, m).ok());
+  ASSERT_TRUE(
+      RunMonitor(fake_, dir_, QuickMonitor([&](const std::string& l) { log.push_back(l); })).ok());
   auto after = LoadState(dir_);
   ASSERT_TRUE(after.ok());
   EXPECT_EQ(after->restarts, 1) << "one restart, then ready again";
@@ -190,12 +200,7 @@ TEST_F(LauncherTest, MonitorRestartsTheWholeModelWhenARankDies) {
 // sparkctl status reads the restart count after probing; a rank that is up again must never
 // be seen before its restart is on record (up_e2e_test saw "ready" with 0 restarts otherwise).
 TEST_F(LauncherTest, MonitorRecordsTheRestartBeforeAnyRankStartsAgain) {
-  auto started = StartRanks(fake_, plan_);
-  ASSERT_TRUE(started.ok());
-  UpState state;
-  state.plan = plan_;
-  for (const auto& s : *started) state.pids[s.rank] = s.pid;
-  ASSERT_TRUE(SaveState(dir_, state).ok());
+  ASSERT_NO_FATAL_FAILURE(StartAndRecord());
   std::mutex mu;
   std::vector<int> seen;  // the recorded restart count as each rank starts again
   ranks_.OnStart([&](int) {
@@ -204,12 +209,7 @@ TEST_F(LauncherTest, MonitorRecordsTheRestartBeforeAnyRankStartsAgain) {
     seen.push_back(now.ok() ? now->restarts : -1);
   });
   ranks_.Kill(2);
-  MonitorOptions m;
-  m.poll = std::chrono::milliseconds(10);
-  m.grace = std::chrono::milliseconds(0);
-  m.max_polls = 6;
-  m.log = [](const std::string&) {};
-  ASSERT_TRUE(RunMonitor(fake_, dir_, m).ok());
+  ASSERT_TRUE(RunMonitor(fake_, dir_, QuickMonitor([](const std::string&) {})).ok());
   ASSERT_EQ(seen.size(), 4u) << "every rank started once more";
   for (int restarts : seen) EXPECT_EQ(restarts, 1) << "the restart is on record before the start";
   EXPECT_EQ(LoadState(dir_)->restarts, 1);
