@@ -8,9 +8,12 @@
 #include "kernels/decode_stack.h"
 #include "kernels/device_math.cuh"
 #include "kernels/launch.cuh"
+#include "kernels/mma.cuh"
 
 namespace spark::kernels {
 namespace {
+
+using detail::SharedAddress;
 
 constexpr int kConsumerWarps = 16;
 constexpr int kConsumers = 32 * kConsumerWarps;
@@ -64,17 +67,13 @@ struct Params {
   Workspace ws;
 };
 
-__device__ __forceinline__ uint32_t SmemAddr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
 __device__ __forceinline__ void ConsumerSync() {
   asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumers) : "memory");
 }
 
 // Transaction barriers and bulk copies (sm_90).
 __device__ __forceinline__ void BarrierInit(uint64_t* bar, uint32_t count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(SmemAddr(bar)), "r"(count)
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(SharedAddress(bar)), "r"(count)
                : "memory");
 }
 
@@ -84,7 +83,7 @@ __device__ __forceinline__ bool BarrierTryWait(uint64_t* bar, uint32_t parity) {
       "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
       " selp.u32 %0, 1, 0, p;\n}\n"
       : "=r"(done)
-      : "r"(SmemAddr(bar)), "r"(parity)
+      : "r"(SharedAddress(bar)), "r"(parity)
       : "memory");
   return done != 0;
 }
@@ -95,11 +94,11 @@ __device__ __forceinline__ void BarrierWait(uint64_t* bar, uint32_t parity) {
 }
 
 __device__ __forceinline__ void BarrierArrive(uint64_t* bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(SmemAddr(bar)) : "memory");
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(SharedAddress(bar)) : "memory");
 }
 
 __device__ __forceinline__ void BarrierExpect(uint64_t* bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(SmemAddr(bar)),
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(SharedAddress(bar)),
                "r"(bytes)
                : "memory");
 }
@@ -108,8 +107,8 @@ __device__ __forceinline__ void BulkCopy(void* dst, const void* src, uint32_t by
                                          uint64_t* bar) {
   asm volatile(
       "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::
-          "r"(SmemAddr(dst)),
-      "l"(src), "r"(bytes), "r"(SmemAddr(bar))
+          "r"(SharedAddress(dst)),
+      "l"(src), "r"(bytes), "r"(SharedAddress(bar))
       : "memory");
 }
 
@@ -416,11 +415,6 @@ __device__ __forceinline__ void NormRopeHead(const float* in, const float* weigh
   }
 }
 
-__device__ __forceinline__ void CopyAsync16(void* dst, const void* src) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(SmemAddr(dst)), "l"(src)
-               : "memory");
-}
-
 // One attention item: the query heads of KV head g over tokens [64 s, min(ctx, 64 (s + 1))).
 // Its K and V rows are copied to shared memory first (the newest token's from the q/k/v rows,
 // which this item also writes to the cache when it holds that token).
@@ -439,10 +433,10 @@ __device__ void AttentionItem(const Params& p, const DecodeStackLayer& L, int g,
   for (int c = t; c < cached * kChunks; c += kConsumers) {
     const int i = c / kChunks, ch = c % kChunks;
     const int64_t at = slot_of(t0 + i) * kvw + g * kHd + ch * 8;
-    CopyAsync16(sm.a.kt + i * kHd + ch * 8, L.k_cache + at);
-    CopyAsync16(sm.a.vt + i * kHd + ch * 8, L.v_cache + at);
+    detail::CpAsync16(sm.a.kt + i * kHd + ch * 8, L.k_cache + at, true);
+    detail::CpAsync16(sm.a.vt + i * kHd + ch * 8, L.v_cache + at, true);
   }
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
+  detail::CpAsyncCommit();
   const float pos = static_cast<float>(ctx - 1);
   const float* qkv = p.ws.qkv;
   if (warp < group) {
@@ -464,7 +458,7 @@ __device__ void AttentionItem(const Params& p, const DecodeStackLayer& L, int g,
       sm.a.vt[(n - 1) * kHd + e] = v;
     }
   }
-  asm volatile("cp.async.wait_all;\n" ::: "memory");
+  detail::CpAsyncWaitAll();
   ConsumerSync();
   // Scores: a warp per token, a lane per kE elements of every query head of the group.
   {

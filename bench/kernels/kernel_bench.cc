@@ -411,11 +411,13 @@ int Main(int argc, char** argv) {
     int n, k;
     const char* what;
   };
-  const std::vector<Shape> shapes = {
-      {8192, 6144, 4096, "prefill qkv"},    {8192, 24576, 4096, "prefill gate_up"},
-      {8192, 4096, 12288, "prefill down"},  {32, 24576, 4096, "decode b32 gate_up"},
-      {32, 4096, 12288, "decode b32 down"}, {32, 4096, 4096, "decode b32 o"},
-      {1, 24576, 4096, "decode b1 gate_up"}};
+  const std::vector<Shape> shapes = {{8192, 6144, 4096, "prefill qkv"},
+                                     {8192, 24576, 4096, "prefill gate_up"},
+                                     {8192, 4096, 12288, "prefill down"},
+                                     {32, 24576, 4096, "decode b32 gate_up"},
+                                     {32, 4096, 12288, "decode b32 down"},
+                                     {32, 4096, 4096, "decode b32 o"},
+                                     {1, 24576, 4096, "decode b1 gate_up"}};
   for (const Shape& s : shapes) {
     if ((quick && s.m > 1024) || !want("gemm")) continue;
     const double t = GemmTflops(**gemm, s.m, s.n, s.k, GemmType::kBF16, &ms);

@@ -391,10 +391,11 @@ Result<std::unique_ptr<RankSession>> StartRank(const RankOptions& options) {
   const model::KvCacheSpec kv = s->model_->kv_cache_spec();
   const double kv_gib = static_cast<double>(shape[0]) * static_cast<double>(shape[1]) *
                         static_cast<double>(kv.bytes_per_token()) / (1024.0 * 1024.0 * 1024.0);
-  log->info("rank {}/{}: {} loaded ({} weights), KV cache {} blocks x {} tokens ({}, {:.2f} GiB), "
-            "{} threads",
-            options.rank, options.tp, options.model_dir, backend::DTypeName(weight_dtype),
-            shape[0], shape[1], backend::DTypeName(kv.dtype), kv_gib, threads);
+  log->info(
+      "rank {}/{}: {} loaded ({} weights), KV cache {} blocks x {} tokens ({}, {:.2f} GiB), "
+      "{} threads",
+      options.rank, options.tp, options.model_dir, backend::DTypeName(weight_dtype), shape[0],
+      shape[1], backend::DTypeName(kv.dtype), kv_gib, threads);
   return s;
 }
 

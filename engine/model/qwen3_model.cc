@@ -113,8 +113,9 @@ backend::AttentionShape Qwen3Model::AttentionShapeOf(const PagedKvCache& cache) 
 }
 
 bool Qwen3Model::DecodeLayers(const ForwardBatch& batch, PagedKvCache& cache, Workspace& ws) {
-  if (!backend_.may_decode_layers() || batch.num_tokens() != 1 || batch.sequences.size() != 1 || options_.shard.size != 1 ||
-      batch.sequences[0].query_len != 1) {
+  // One sequence with one token (so its query_len is 1), without tensor parallelism.
+  if (!backend_.may_decode_layers() || batch.num_tokens() != 1 || batch.sequences.size() != 1 ||
+      options_.shard.size != 1) {
     return false;
   }
   std::vector<backend::DenseLayerRefs> layers;

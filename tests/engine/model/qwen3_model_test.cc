@@ -348,13 +348,12 @@ TEST(LoadModelTest, DecodeGraphsNeedCapturableCollectivesUnderTensorParallelism)
     int tp;
     bool graphs;
   };
-  for (const Want& w : {Want{"qwen3-tiny", nullptr, 1, true},
-                        Want{"qwen3-tiny", group[0].get(), 2, false},
-                        Want{"qwen3-tiny", &capturable, 2, true},
-                        Want{"qwen3-moe-tiny", nullptr, 1, false},
-                        Want{"qwen3-moe-tiny", &capturable, 2, false}}) {
-    auto model = LoadModel(models + w.fixture, backend, w.comm,
-                           {{0, w.tp}, MoeSharding::kInsideExperts});
+  for (const Want& w :
+       {Want{"qwen3-tiny", nullptr, 1, true}, Want{"qwen3-tiny", group[0].get(), 2, false},
+        Want{"qwen3-tiny", &capturable, 2, true}, Want{"qwen3-moe-tiny", nullptr, 1, false},
+        Want{"qwen3-moe-tiny", &capturable, 2, false}}) {
+    auto model =
+        LoadModel(models + w.fixture, backend, w.comm, {{0, w.tp}, MoeSharding::kInsideExperts});
     ASSERT_TRUE(model.ok()) << model.status().message();
     EXPECT_EQ((*model)->decode_graphs_ok(), w.graphs)
         << w.fixture << " tp " << w.tp << (w.comm == &capturable ? " capturable" : "");
