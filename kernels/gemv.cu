@@ -1,6 +1,6 @@
 // Decode GEMV: a group of warps computes one output feature (bf16) or four (fp8); each lane
 // loads 16 bytes of weights per row and step (8 bf16 or 16 fp8) and multiplies them into every
-// row's accumulator. Eight warps per block; a group is 1 to 8 of them, each over a slice of k, so
+// row's accumulator. Four warps per block; a group is 1 to 4 of them, each over a slice of k, so
 // short, wide matrices (few features) still keep enough loads in flight.
 // fp8: each lane's 16 weights lie in one 128-column block, so their dot product is taken first
 // and multiplied by the block's scale once.
