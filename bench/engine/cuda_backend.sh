@@ -13,7 +13,7 @@
 # run of either moves by a few percent between jobs.
 # Env: SPARK_BUILD_DIR (default build), PEER (the peer script's path), DECODE_ARGS (extra
 # spark-decode-bench flags, e.g. --profile), TP_ARGS (flags of the TP=2 runs),
-# TP_TIMEOUT (seconds, default 300), REPEATS (rounds of ours and the peer, default 3).
+# TP_TIMEOUT (seconds, default 300), REPEATS (rounds of ours and the peer, default 5).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 bin="${SPARK_BUILD_DIR:-build}/bin"
@@ -23,7 +23,7 @@ for b in spark-decode-bench spark-kernel-bench; do
   [ -x "$bin/$b" ] || { echo "cuda_backend.sh: $bin/$b not found; build with CUDA first (SPARK_CUDA=ON ./scripts/build.sh)" >&2; exit 2; }
 done
 [ -f "$peer" ] || { echo "cuda_backend.sh: peer script $peer not found (set PEER)" >&2; exit 2; }
-repeats="${REPEATS:-3}"
+repeats="${REPEATS:-5}"
 [[ "$repeats" =~ ^[1-9][0-9]*$ ]] || { echo "cuda_backend.sh: REPEATS must be a whole number >= 1 (got '$repeats')" >&2; exit 2; }
 # PARTS keeps the pieces (default: a temporary folder), so a failed step leaves the others.
 tmp="${PARTS:-$(mktemp -d)}"
