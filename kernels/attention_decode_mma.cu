@@ -3,12 +3,15 @@
 // 2 * head_dim / 8 MMAs instead of a multiply-add per element and query head: the CUDA-core
 // kernel issues about as many instructions per bf16 token as per fp32 one and cannot stream a
 // bf16 cache at memory speed. A block (4 warps) takes one decode row, one KV head and one split
-// of the context, which it streams in 64-token tiles through a two-stage cp.async pipeline; warp
+// of the context, which it streams in 64-token tiles through a cp.async pipeline of S stages; warp
 // w owns tokens 16w..16w+15 of every tile with its own online softmax (fp32, base 2), and the
 // warps merge in shared memory at the end. Q and the probabilities are rounded to bf16 (as in the
-// tensor-core prefill kernel). The first two tiles' entries older than the row's newest token
+// tensor-core prefill kernel). The first S tiles' entries older than the row's newest token
 // are copied before the dependent-launch wait, while the kernel before (the step's KV write)
-// finishes (H200, batch-1 decode: 217.0-217.9 tok/s against 211.8-214.6 in one job).
+// finishes (H200, batch-1 decode with two stages: 217.0-217.9 tok/s against 211.8-214.6 in one
+// job). Where an
+// SM holds two blocks of three stages (H200) and the grid fills every SM (a batch of decode
+// rows), the pipeline has three, so a context of up to 192 tokens comes in one round trip.
 #include <atomic>
 #include <cmath>
 
@@ -28,11 +31,11 @@ constexpr int kPad = 8;    // bf16 per shared row: 16 bytes, so ldmatrix is free
 
 constexpr int kMaxSplitLen = 512;  // tokens per block (the split planner's bound)
 
-// The Q tile, two stages of K and V tiles (the warps' merge reuses them) and the split's cache
+// The Q tile, S stages of K and V tiles (the warps' merge reuses them) and the split's cache
 // slots.
-template <int D>
+template <int D, int S>
 constexpr size_t SharedBytes() {
-  return size_t{kRows + 4 * kTile} * (D + kPad) * sizeof(__nv_bfloat16) +
+  return size_t{kRows + 2 * S * kTile} * (D + kPad) * sizeof(__nv_bfloat16) +
          kMaxSplitLen * sizeof(int32_t);
 }
 template <int D>
@@ -40,7 +43,18 @@ constexpr size_t MergeBytes() {
   return size_t{kWarps} * kRows * (D + 2) * sizeof(float);
 }
 
-template <typename T, int D>
+// Waits until at most n (0..2) committed cp.async groups are still in flight.
+__device__ __forceinline__ void CpAsyncWaitAtMost(int n) {
+  if (n <= 0) {
+    CpAsyncWaitGroup<0>();
+  } else if (n == 1) {
+    CpAsyncWaitGroup<1>();
+  } else {
+    CpAsyncWaitGroup<2>();
+  }
+}
+
+template <typename T, int D, int S>
 __global__ void __launch_bounds__(kWarps * 32)
     DecodeMmaKernel(const T* __restrict__ q, DecodeRows rows,
                     const __nv_bfloat16* __restrict__ k_cache,
@@ -51,8 +65,8 @@ __global__ void __launch_bounds__(kWarps * 32)
   constexpr int kRowStep = kWarps * 32 / kChunks;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   auto* qs = reinterpret_cast<__nv_bfloat16*>(smem_raw);  // [kRows][kStride]
-  __nv_bfloat16* stages = qs + kRows * kStride;           // [2][K tile, V tile][kTile][kStride]
-  auto* slots = reinterpret_cast<int32_t*>(stages + 4 * kTile * kStride);  // [kMaxSplitLen]
+  __nv_bfloat16* stages = qs + kRows * kStride;           // [S][K tile, V tile][kTile][kStride]
+  auto* slots = reinterpret_cast<int32_t*>(stages + 2 * S * kTile * kStride);  // [kMaxSplitLen]
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int kvh = blockIdx.x;
@@ -74,7 +88,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
   // Copies tile t's rows [from, to) of K and V (rows past n zero-filled).
   auto copy = [&](int t, int from, int to) {
-    __nv_bfloat16* ks = stages + (t % 2) * 2 * kTile * kStride;
+    __nv_bfloat16* ks = stages + (t % S) * 2 * kTile * kStride;
     __nv_bfloat16* vs = ks + kTile * kStride;
     for (int j = from + chunk_row; j < to; j += kRowStep) {
       const int rel = t * kTile + j;
@@ -90,11 +104,11 @@ __global__ void __launch_bounds__(kWarps * 32)
   };
   const int tiles = (n + kTile - 1) / kTile;
   __syncthreads();  // slots in place
-  // Before the dependent-launch wait, the first two tiles' rows up to the row's newest token:
+  // Before the dependent-launch wait, the first S tiles' rows up to the row's newest token:
   // older entries were written by earlier steps, only the newest (and q) by the kernel before.
   const int newest = rows.kv_len[i_row] - 1 - begin;  // within the split (or outside it)
-  const int first = min(tiles, 2);                    // tiles staged before the loop
-  int early[2] = {0, 0};
+  const int first = min(tiles, S);                    // tiles staged before the loop
+  int early[S] = {};
   for (int t = 0; t < first; ++t) {
     early[t] = max(0, min(kTile, newest - t * kTile));
     copy(t, 0, early[t]);
@@ -119,12 +133,10 @@ __global__ void __launch_bounds__(kWarps * 32)
   for (int i = 0; i < D / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
   float m_a = -INFINITY, m_b = -INFINITY, l_a = 0.0f, l_b = 0.0f;
   for (int t = 0; t < tiles; ++t) {
-    if (t > 0 && t + 1 < tiles) {  // tiles 0 and 1 were staged above
-      stage(t + 1);
-      CpAsyncWaitGroup<1>();
-    } else {
-      CpAsyncWaitGroup<0>();
-    }
+    // Tiles 0..S-1 were staged above; tile t + S - 1 goes into the stage tile t - 1 left. The
+    // groups committed after tile t's own: those of iterations max(1, t - S + 2)..t that staged.
+    if (t > 0 && t + S - 1 < tiles) stage(t + S - 1);
+    CpAsyncWaitAtMost(min(t, tiles - S) - max(1, t - S + 2) + 1);
     __syncthreads();  // tile t (and Q) in shared memory for every warp
     if (t == 0) {
 #pragma unroll
@@ -133,7 +145,7 @@ __global__ void __launch_bounds__(kWarps * 32)
         LdMatrixX4(qf[kc], SharedAddress(qs + r * kStride + kc * 16 + (lane / 16) * 8));
       }
     }
-    const __nv_bfloat16* ks = stages + (t % 2) * 2 * kTile * kStride;
+    const __nv_bfloat16* ks = stages + (t % S) * 2 * kTile * kStride;
     const __nv_bfloat16* vs = ks + kTile * kStride;
     float s[2][4] = {};
 #pragma unroll
@@ -174,7 +186,7 @@ __global__ void __launch_bounds__(kWarps * 32)
       MmaBf16(o[2 * dp], p, b[0], b[1]);
       MmaBf16(o[2 * dp + 1], p, b[2], b[3]);
     }
-    __syncthreads();  // every warp is done with this stage before tile t + 2 refills it
+    __syncthreads();  // every warp is done with this stage before tile t + S refills it
   }
 
   // Merge the warps: per row, M = max of the warps' maxima, L and O their sums rescaled to M.
@@ -236,14 +248,14 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 }
 
-template <typename T, int D>
+template <typename T, int D, int S>
 Status Launch(const T* q, const DecodeRows& rows, const __nv_bfloat16* k_cache,
               const __nv_bfloat16* v_cache, const PagedKvLayout& layout, const DecodeSplit& plan,
               float* workspace, T* out, cudaStream_t stream) {
-  constexpr size_t kSmem = SharedBytes<D>();
+  constexpr size_t kSmem = SharedBytes<D, S>();
   static std::atomic<uint64_t> configured{0};
-  SPARK_RETURN_IF_ERROR(AllowSharedMemory(DecodeMmaKernel<T, D>, kSmem, configured));
-  static_assert(MergeBytes<D>() <= size_t{4 * kTile} * (D + kPad) * sizeof(__nv_bfloat16),
+  SPARK_RETURN_IF_ERROR(AllowSharedMemory(DecodeMmaKernel<T, D, S>, kSmem, configured));
+  static_assert(MergeBytes<D>() <= size_t{2 * S * kTile} * (D + kPad) * sizeof(__nv_bfloat16),
                 "the warps' merge fits in the pipeline stages");
   if (plan.split_len > kMaxSplitLen) {
     return InvalidArgumentError("tensor-core decode attention: splits of " +
@@ -251,10 +263,32 @@ Status Launch(const T* q, const DecodeRows& rows, const __nv_bfloat16* k_cache,
                                 std::to_string(kMaxSplitLen) + ")");
   }
   const dim3 grid(layout.num_kv_heads, static_cast<unsigned>(rows.rows), plan.splits);
-  SPARK_CUDA_RETURN_IF_ERROR(LaunchDependent(DecodeMmaKernel<T, D>, grid, kWarps * 32, kSmem,
+  SPARK_CUDA_RETURN_IF_ERROR(LaunchDependent(DecodeMmaKernel<T, D, S>, grid, kWarps * 32, kSmem,
                                              stream, q, rows, k_cache, v_cache, layout, plan.splits,
                                              plan.split_len, workspace, out));
   return Status::Ok();
+}
+
+// Three stages where an SM keeps two blocks of them (H200's 228 KB; GB10's ~100 KB keeps two)
+// and the grid fills every SM: at batch 1 (8-16 blocks) the third tile's copies, issued before
+// the dependent-launch wait, slowed the step (H200, run 72, means of three alternating runs:
+// batch 1 220.7 against 222.6 tok/s with two stages, batch 32 5,711 against 5,633). Decided from
+// the current device's limits once per process (its GPUs are of one kind).
+bool ThreeStages(int64_t blocks) {
+  static const int sm_count = [] {
+    int device = 0, per_sm = 0, per_block = 0, sms = 0;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device) !=
+            cudaSuccess ||
+        cudaDeviceGetAttribute(&per_block, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) !=
+            cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+      return 0;
+    }
+    constexpr size_t kBytes = SharedBytes<128, 3>();
+    return size_t(per_block) >= kBytes && size_t(per_sm) >= 2 * (kBytes + 1024) ? sms : 0;
+  }();
+  return sm_count > 0 && blocks >= sm_count;
 }
 
 }  // namespace
@@ -275,11 +309,16 @@ Status PagedDecodeAttentionMma(const T* q, const DecodeRows& rows, const __nv_bf
                                const __nv_bfloat16* v_cache, const PagedKvLayout& layout,
                                const DecodeSplit& plan, float* workspace, T* out,
                                cudaStream_t stream) {
+  const bool three = ThreeStages(int64_t{layout.num_kv_heads} * rows.rows * plan.splits);
   if (layout.head_dim == 64) {
-    return Launch<T, 64>(q, rows, k_cache, v_cache, layout, plan, workspace, out, stream);
+    return three
+               ? Launch<T, 64, 3>(q, rows, k_cache, v_cache, layout, plan, workspace, out, stream)
+               : Launch<T, 64, 2>(q, rows, k_cache, v_cache, layout, plan, workspace, out, stream);
   }
   if (layout.head_dim == 128) {
-    return Launch<T, 128>(q, rows, k_cache, v_cache, layout, plan, workspace, out, stream);
+    return three
+               ? Launch<T, 128, 3>(q, rows, k_cache, v_cache, layout, plan, workspace, out, stream)
+               : Launch<T, 128, 2>(q, rows, k_cache, v_cache, layout, plan, workspace, out, stream);
   }
   return InvalidArgumentError("tensor-core decode attention: head_dim " +
                               std::to_string(layout.head_dim) + " is not supported (64 or 128)");

@@ -146,6 +146,15 @@ double RunCase(const Case& c, uint32_t seed, bool tensor_cores = false) {
   return RelL2(got, want);
 }
 
+// A decode batch whose grid fills an H200 (70 rows x 2 KV heads = 140 blocks, no split), where
+// the tensor-core kernel runs three pipeline stages: contexts of 1 to 450 tokens (1 to 8 tiles).
+Case ManyDecodeRows() {
+  Case c{8, 2, 128, 16, {}};
+  const int lens[] = {1, 64, 65, 130, 200, 257, 300, 450};
+  for (int i = 0; i < 70; ++i) c.seqs.push_back({1, lens[i % 8]});
+  return c;
+}
+
 class AttentionTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(AttentionTest, Fp32MatchesReference) {
@@ -207,7 +216,9 @@ INSTANTIATE_TEST_SUITE_P(
         Case{8, 2, 128, 16, {{200, 200}, {70, 200}, {1, 90}, {65, 65}, {136, 136}}},
         // head_dim 64, MQA group 6, block size 32: prefills of exactly one tile, half a tile
         // (only the first row group of each warp has rows) and one tile plus two rows.
-        Case{6, 1, 64, 32, {{128, 128}, {64, 64}, {130, 300}}}));
+        Case{6, 1, 64, 32, {{128, 128}, {64, 64}, {130, 300}}},
+        // Decode rows enough to fill every SM (three pipeline stages on the H200).
+        ManyDecodeRows()));
 
 }  // namespace
 }  // namespace spark::kernels
