@@ -59,6 +59,7 @@ struct DecodeSplit {
   int splits = 1;
   int split_len = 0;
   size_t workspace_floats = 0;  // fp32 scratch the call needs (0 when splits == 1)
+  bool full_grid = false;       // the rows' blocks fill every SM before any split
 };
 // bf16_cache: the cache holds bf16 (where the tensor-core kernel takes the layout, it reads the
 // cache in longer splits).

@@ -351,8 +351,9 @@ DecodeSplit PlanDecodeSplit(const DecodeRows& rows, const PagedKvLayout& layout,
   const int64_t most = std::max<int64_t>(fewest, (max_len + min_len - 1) / min_len);
   // A grid that already fills every SM gets no split beyond what the context needs: the
   // combine pass would cost more than the parallelism it buys.
+  plan.full_grid = blocks >= sm_count;
   const int64_t want =
-      blocks >= sm_count ? 1 : (4 * int64_t{sm_count} + blocks - 1) / std::max<int64_t>(1, blocks);
+      plan.full_grid ? 1 : (4 * int64_t{sm_count} + blocks - 1) / std::max<int64_t>(1, blocks);
   plan.splits = static_cast<int>(std::clamp<int64_t>(want, fewest, most));
   plan.split_len = (max_len + plan.splits - 1) / plan.splits;
   plan.workspace_floats = plan.splits == 1 ? 0

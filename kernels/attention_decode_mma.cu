@@ -9,9 +9,9 @@
 // tensor-core prefill kernel). The first S tiles' entries older than the row's newest token
 // are copied before the dependent-launch wait, while the kernel before (the step's KV write)
 // finishes (H200, batch-1 decode with two stages: 217.0-217.9 tok/s against 211.8-214.6 in one
-// job). Where an
-// SM holds two blocks of three stages (H200) and the grid fills every SM (a batch of decode
-// rows), the pipeline has three, so a context of up to 192 tokens comes in one round trip.
+// job). Where an SM holds two blocks of three stages (H200) and the rows' blocks fill every SM
+// before any split (DecodeSplit::full_grid: a batch of decode rows), the pipeline has three, so
+// a context of up to 192 tokens comes in one round trip.
 #include <atomic>
 #include <cmath>
 
@@ -269,26 +269,28 @@ Status Launch(const T* q, const DecodeRows& rows, const __nv_bfloat16* k_cache,
   return Status::Ok();
 }
 
-// Three stages where an SM keeps two blocks of them (H200's 228 KB; GB10's ~100 KB keeps two)
-// and the grid fills every SM: at batch 1 (8-16 blocks) the third tile's copies, issued before
-// the dependent-launch wait, slowed the step (H200, run 72, means of three alternating runs:
-// batch 1 220.7 against 222.6 tok/s with two stages, batch 32 5,711 against 5,633). Decided from
-// the current device's limits once per process (its GPUs are of one kind).
-bool ThreeStages(int64_t blocks) {
-  static const int sm_count = [] {
-    int device = 0, per_sm = 0, per_block = 0, sms = 0;
+// Three stages for a plan whose rows fill every SM, where an SM keeps two blocks of them (H200's
+// 228 KB; GB10's ~100 KB keeps two stages). Batch 1 (8-16 blocks) keeps two: there the third
+// tile's copies, issued before the dependent-launch wait, slowed the step (H200, run 72, means
+// of three alternating runs: batch 1 220.7 against 222.6 tok/s with two stages, batch 32 5,711
+// against 5,633). The fit is decided from the current device once per process (its GPUs are of
+// one kind).
+bool ThreeStages(const DecodeSplit& plan) {
+  static const bool fits = [] {
+    int device = 0, per_sm = 0, per_block = 0, reserved = 0;
     if (cudaGetDevice(&device) != cudaSuccess ||
         cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device) !=
             cudaSuccess ||
         cudaDeviceGetAttribute(&per_block, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) !=
             cudaSuccess ||
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
-      return 0;
+        cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, device) !=
+            cudaSuccess) {
+      return false;
     }
     constexpr size_t kBytes = SharedBytes<128, 3>();
-    return size_t(per_block) >= kBytes && size_t(per_sm) >= 2 * (kBytes + 1024) ? sms : 0;
+    return size_t(per_block) >= kBytes && size_t(per_sm) >= 2 * (kBytes + size_t(reserved));
   }();
-  return sm_count > 0 && blocks >= sm_count;
+  return plan.full_grid && fits;
 }
 
 }  // namespace
@@ -309,7 +311,7 @@ Status PagedDecodeAttentionMma(const T* q, const DecodeRows& rows, const __nv_bf
                                const __nv_bfloat16* v_cache, const PagedKvLayout& layout,
                                const DecodeSplit& plan, float* workspace, T* out,
                                cudaStream_t stream) {
-  const bool three = ThreeStages(int64_t{layout.num_kv_heads} * rows.rows * plan.splits);
+  const bool three = ThreeStages(plan);
   if (layout.head_dim == 64) {
     return three
                ? Launch<T, 64, 3>(q, rows, k_cache, v_cache, layout, plan, workspace, out, stream)

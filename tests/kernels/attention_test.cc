@@ -146,8 +146,9 @@ double RunCase(const Case& c, uint32_t seed, bool tensor_cores = false) {
   return RelL2(got, want);
 }
 
-// A decode batch whose grid fills an H200 (70 rows x 2 KV heads = 140 blocks, no split), where
-// the tensor-core kernel runs three pipeline stages: contexts of 1 to 450 tokens (1 to 8 tiles).
+// A decode batch whose blocks fill the 132 SMs the test plans for (70 rows x 2 KV heads = 140,
+// no split), where the tensor-core kernel runs three pipeline stages on GPUs with the shared
+// memory (H200): contexts of 1 to 450 tokens (1 to 8 tiles).
 Case ManyDecodeRows() {
   Case c{8, 2, 128, 16, {}};
   const int lens[] = {1, 64, 65, 130, 200, 257, 300, 450};
@@ -185,6 +186,23 @@ TEST_P(AttentionTest, TensorCorePrefillFp32CacheMatchesReference) {
 TEST_P(AttentionTest, TensorCoresBf16CacheMatchReference) {
   SPARK_SKIP_WITHOUT_GPU();
   EXPECT_LT(RunCase<__nv_bfloat16>(GetParam(), 34, /*tensor_cores=*/true), 1e-2);
+}
+
+// The planner marks a batch whose blocks fill the SMs before any split (the tensor-core decode
+// kernel's cue for three stages, which ManyDecodeRows above must reach), and not batch 1.
+TEST(DecodeSplitTest, FullGridOnlyWhenTheRowsFillEverySm) {
+  const PagedKvLayout layout{8, 2, 128, 16, 1.0f, /*bf16_tensor_cores=*/true};
+  DecodeRows many;
+  many.rows = 70;
+  many.max_kv_len = 450;
+  const DecodeSplit full = PlanDecodeSplit(many, layout, 132, /*bf16_cache=*/true);
+  EXPECT_TRUE(full.full_grid);
+  EXPECT_EQ(full.splits, 1);
+  DecodeRows one = many;
+  one.rows = 1;
+  const DecodeSplit single = PlanDecodeSplit(one, layout, 132, /*bf16_cache=*/true);
+  EXPECT_FALSE(single.full_grid);
+  EXPECT_GT(single.splits, 1);
 }
 
 // The kernel's shared-memory opt-in is per device: the tensor-core path on every GPU.
