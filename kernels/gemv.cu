@@ -58,9 +58,69 @@ __device__ __forceinline__ uint4 LoadWeightChunk(const uint4* p) {
   return v;
 }
 
+// acc[i][r] += x[r] . the W weight chunks `packed` (chunk c of each of the W rows) for R rows of
+// x of k elements each (fp8: with the scale rows s_rows).
+template <int R, int W, bool kFp8>
+__device__ __forceinline__ void Accumulate(const float* __restrict__ x, int k,
+                                           const uint4 (&packed)[W],
+                                           const float* const (&s_rows)[W], int c,
+                                           float (&acc)[W][R]) {
+  constexpr int kPer = kPerChunk<kFp8>;
+  float wf[W][kPer];
+#pragma unroll
+  for (int i = 0; i < W; ++i) {
+    if constexpr (kFp8) {
+      WidenFp8(packed[i], wf[i]);
+    } else {
+      Widen(packed[i], wf[i]);
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const float4* xr =
+        reinterpret_cast<const float4*>(x + static_cast<int64_t>(r) * k) + (kPer / 4) * c;
+    if constexpr (kFp8) {
+      float4 a[4];
+#pragma unroll
+      for (int q = 0; q < 4; ++q) a[q] = xr[q];
+#pragma unroll
+      for (int i = 0; i < W; ++i) {
+        float d = 0.0f;
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          d += wf[i][4 * q] * a[q].x + wf[i][4 * q + 1] * a[q].y + wf[i][4 * q + 2] * a[q].z +
+               wf[i][4 * q + 3] * a[q].w;
+        }
+        acc[i][r] += d * s_rows[i][c * 16 / kFp8Block];
+      }
+    } else {
+      const float4 a = xr[0], b = xr[1];
+#pragma unroll
+      for (int i = 0; i < W; ++i) {
+        acc[i][r] += wf[i][0] * a.x + wf[i][1] * a.y + wf[i][2] * a.z + wf[i][3] * a.w +
+                     wf[i][4] * b.x + wf[i][5] * b.y + wf[i][6] * b.z + wf[i][7] * b.w;
+      }
+    }
+  }
+}
+
+// Weight chunks a lane loads before it waits for the preceding kernel (the weights do not depend
+// on it, so these loads overlap the kernel before instead of following it): one for bf16, two
+// for fp8 (fp8 with one lost 6%). More cost registers, and blocks per SM with them: bf16 with 2
+// or 4 lost 1.5% and 11% at batch 1, fp8 with 4 took 137 registers (H200; bench/engine/
+// CUDA_BACKEND_NOTES.md, runs 74-76).
+template <bool kFp8>
+constexpr int kEarlyChunks = kFp8 ? 2 : 1;
+
 // acc[i][r] = x[r] . w_rows[i] over the 16-byte chunks start, start + stride, ... for R rows of
 // x and W weight rows of k elements each (bf16, or fp8 with the scale row of each weight row in
 // s_rows), summed over the warp (every lane gets the sums). The W rows' loads share one loop.
+// Waits for the preceding kernel after the first kEarlyChunks chunks' loads and before anything
+// reads x or the scales (so the weights must not be written by the kernel just before on the
+// stream), and lets the successor launch only once its loop is done: the successor's blocks and
+// their early loads then fill the SMs and memory as this kernel drains, instead of taking warp
+// slots and bandwidth from its start (batch 1: +1.0% bf16 and +3% fp8 alone, +2.4% and +7.6% with
+// the early loads; later, after the sums across warps, or at exit: less; runs 75-77).
 template <int R, int W, bool kFp8>
 __device__ __forceinline__ void Dots(const float* __restrict__ x, int k,
                                      const void* const (&w_rows)[W],
@@ -72,46 +132,32 @@ __device__ __forceinline__ void Dots(const float* __restrict__ x, int k,
   for (int i = 0; i < W; ++i)
 #pragma unroll
     for (int r = 0; r < R; ++r) acc[i][r] = 0.0f;
-#pragma unroll 4
-  for (int c = start; c < chunks; c += stride) {
-    float wf[W][kPer];
+  constexpr int kEarly = kEarlyChunks<kFp8>;
+  uint4 early[kEarly][W];
+#pragma unroll
+  for (int u = 0; u < kEarly; ++u) {
+    const int c = start + u * stride;
 #pragma unroll
     for (int i = 0; i < W; ++i) {
-      const uint4 packed = LoadWeightChunk(reinterpret_cast<const uint4*>(w_rows[i]) + c);
-      if constexpr (kFp8) {
-        WidenFp8(packed, wf[i]);
-      } else {
-        Widen(packed, wf[i]);
-      }
-    }
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-      const float4* xr =
-          reinterpret_cast<const float4*>(x + static_cast<int64_t>(r) * k) + (kPer / 4) * c;
-      if constexpr (kFp8) {
-        float4 a[4];
-#pragma unroll
-        for (int q = 0; q < 4; ++q) a[q] = xr[q];
-#pragma unroll
-        for (int i = 0; i < W; ++i) {
-          float d = 0.0f;
-#pragma unroll
-          for (int q = 0; q < 4; ++q) {
-            d += wf[i][4 * q] * a[q].x + wf[i][4 * q + 1] * a[q].y + wf[i][4 * q + 2] * a[q].z +
-                 wf[i][4 * q + 3] * a[q].w;
-          }
-          acc[i][r] += d * s_rows[i][c * 16 / kFp8Block];
-        }
-      } else {
-        const float4 a = xr[0], b = xr[1];
-#pragma unroll
-        for (int i = 0; i < W; ++i) {
-          acc[i][r] += wf[i][0] * a.x + wf[i][1] * a.y + wf[i][2] * a.z + wf[i][3] * a.w +
-                       wf[i][4] * b.x + wf[i][5] * b.y + wf[i][6] * b.z + wf[i][7] * b.w;
-        }
-      }
+      if (c < chunks) early[u][i] = LoadWeightChunk(reinterpret_cast<const uint4*>(w_rows[i]) + c);
     }
   }
+  detail::WaitOnlyForPrecedingKernel();
+#pragma unroll
+  for (int u = 0; u < kEarly; ++u) {
+    const int c = start + u * stride;
+    if (c < chunks) Accumulate<R, W, kFp8>(x, k, early[u], s_rows, c, acc);
+  }
+#pragma unroll 4
+  for (int c = start + kEarly * stride; c < chunks; c += stride) {
+    uint4 packed[W];
+#pragma unroll
+    for (int i = 0; i < W; ++i) {
+      packed[i] = LoadWeightChunk(reinterpret_cast<const uint4*>(w_rows[i]) + c);
+    }
+    Accumulate<R, W, kFp8>(x, k, packed, s_rows, c, acc);
+  }
+  detail::LetSuccessorLaunch();
 #pragma unroll
   for (int i = 0; i < W; ++i)
 #pragma unroll
@@ -188,7 +234,6 @@ __global__ void __launch_bounds__(kWarps * 32)
     GemvKernel(const float* __restrict__ x, int k, int groups, int split, Segments segs) {
   constexpr int F = kFeatures<kFp8>;
   __shared__ float part[kWarps][F * R];
-  detail::WaitForPrecedingKernel();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const WarpGroup g = GroupOf(groups, split);
   const int global = g.group;
@@ -237,7 +282,6 @@ __global__ void __launch_bounds__(kWarps * 32)
                       const float* __restrict__ scales, int split, float* __restrict__ act) {
   constexpr int F = kSiluFeatures<kFp8>;
   __shared__ float part[kWarps][2 * F * R];
-  detail::WaitForPrecedingKernel();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const WarpGroup g = GroupOf((inter + F - 1) / F, split);
   const int first = g.group * F;

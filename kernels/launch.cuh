@@ -5,11 +5,12 @@
 // decode step. A kernel launched with LaunchDependent may be placed on the GPU while the kernel
 // before it on the stream is still finishing, so its launch and start-up overlap that kernel's
 // tail instead of following it; in CUDA graphs the edge is kept. Every such kernel must call
-// WaitForPrecedingKernel() before it touches memory (it returns once the preceding kernel has
-// finished and its writes are visible) and then lets its own successor be placed
-// (griddepcontrol.launch_dependents), one kernel deep. SPARK_PDL=0 in the environment turns the
-// attribute off (plain stream order), for comparisons.
-// Included only by .cu files.
+// WaitForPrecedingKernel() before it touches memory the kernel before may write (it returns once
+// the preceding kernel has finished and its writes are visible; what no kernel writes, like the
+// GEMVs' weights and decode attention's older K/V entries, may be loaded before it) and then lets
+// its own successor be placed (griddepcontrol.launch_dependents), one kernel deep. SPARK_PDL=0 in
+// the environment turns the attribute off (plain stream order), for comparisons. Included only by
+// .cu files.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -28,6 +29,20 @@ bool DependentLaunchEnabled();
 __device__ __forceinline__ void WaitForPrecedingKernel() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
+// The two halves of WaitForPrecedingKernel, for a kernel that lets its successor launch later
+// than right after its wait (the GEMVs: once their loads are done, see gemv.cu). Every thread
+// calls both, or the successor launches only when this kernel's blocks exit.
+__device__ __forceinline__ void WaitOnlyForPrecedingKernel() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void LetSuccessorLaunch() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #endif
 }
