@@ -119,8 +119,8 @@ constexpr int kEarlyChunks = kFp8 ? 2 : 1;
 // reads x or the scales (so the weights must not be written by the kernel just before on the
 // stream), and lets the successor launch only once its loop is done: the successor's blocks and
 // their early loads then fill the SMs and memory as this kernel drains, instead of taking warp
-// slots and bandwidth from its start (batch 1: +1.0% bf16 and +3% fp8 alone, +2.4% and +7.6% with
-// the early loads; later, after the sums across warps, or at exit: less; runs 75-77).
+// slots and bandwidth from its start (batch 1: +1.0% bf16 and +3.6% fp8 alone, +1.4-2.4% and
+// +7.0-7.6% with the early loads; earlier or later placements gained less; runs 75-78).
 template <int R, int W, bool kFp8>
 __device__ __forceinline__ void Dots(const float* __restrict__ x, int k,
                                      const void* const (&w_rows)[W],
