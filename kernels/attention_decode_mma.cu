@@ -114,7 +114,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     copy(t, 0, early[t]);
   }
   CpAsyncCommit();
-  WaitForPrecedingKernel();
+  detail::LetSuccessorLaunchThenWait();
   for (int r = chunk_row; r < kRows; r += kRowStep) {
     const bool valid = r < group;
     StageBf16x8(qs + r * kStride + chunk_col,

@@ -17,7 +17,7 @@ using detail::Vec;
 template <typename T, int kVec>
 __global__ void RmsNormKernel(const T* __restrict__ x, T* residual, const T* __restrict__ weight,
                               int dim, float eps, T* out, __nv_bfloat16* out_bf16) {
-  detail::WaitForPrecedingKernel();
+  detail::LetSuccessorLaunchThenWait();
   __shared__ float scratch[32];
   const int64_t row = blockIdx.x;
   const int chunks = dim / kVec;

@@ -66,7 +66,7 @@ template <int kE, typename C>
 __global__ void QkNormRopeWriteKvKernel(QkvHeads p, const int32_t* __restrict__ positions,
                                         const int64_t* __restrict__ slots, int64_t tokens,
                                         float eps, const float* __restrict__ inv_freq) {
-  detail::WaitForPrecedingKernel();
+  detail::LetSuccessorLaunchThenWait();
   constexpr int kDim = 32 * kE;
   const int lane = threadIdx.x % 32;
   const int per_token = p.heads + 2 * p.kv_heads;
