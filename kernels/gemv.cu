@@ -107,7 +107,7 @@ __device__ __forceinline__ void Accumulate(const float* __restrict__ x, int k,
 // Weight chunks a lane loads before it waits for the preceding kernel (the weights do not depend
 // on it, so these loads overlap the kernel before instead of following it): one for bf16, two
 // for fp8 (fp8 with one lost 6%). More cost registers, and blocks per SM with them: bf16 with 2
-// or 4 lost 1.5% and 11% at batch 1, fp8 with 4 took 137 registers (H200; bench/engine/
+// or 4 lost 2.4% and 11% at batch 1, fp8 with 4 took 137 registers (H200; bench/engine/
 // CUDA_BACKEND_NOTES.md, runs 74-76).
 template <bool kFp8>
 constexpr int kEarlyChunks = kFp8 ? 2 : 1;

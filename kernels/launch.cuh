@@ -9,9 +9,8 @@
 // the preceding kernel has finished and its writes are visible; what no kernel writes, like the
 // GEMVs' weights and decode attention's older K/V entries, may be loaded before it) and then lets
 // its own successor be placed (griddepcontrol.launch_dependents). The GEMVs let it later, the
-// small kernels between them earlier (the helpers below). SPARK_PDL=0 in
-// the environment turns the attribute off (plain stream order), for comparisons. Included only by
-// .cu files.
+// small kernels between them earlier (the helpers below). SPARK_PDL=0 in the environment turns
+// the attribute off (plain stream order), for comparisons. Included only by .cu files.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -27,16 +26,9 @@ namespace spark::kernels::detail {
 // Whether launches carry the attribute (reads SPARK_PDL once; see cuda_check.cc).
 bool DependentLaunchEnabled();
 
-__device__ __forceinline__ void WaitForPrecedingKernel() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-#endif
-}
-
-// The two halves of WaitForPrecedingKernel, for a kernel that lets its successor launch later
-// than right after its wait (the GEMVs: once their loads are done, see gemv.cu). Every thread
-// calls both, or the successor launches only when this kernel's blocks exit.
+// The two dependent-launch steps. Every thread of a kernel calls both (in one of the orders
+// below, or the GEMVs' own, see gemv.cu); a block that never lets its successor launch does so
+// only when it exits.
 __device__ __forceinline__ void WaitOnlyForPrecedingKernel() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
@@ -48,18 +40,22 @@ __device__ __forceinline__ void LetSuccessorLaunch() {
 #endif
 }
 
-// WaitForPrecedingKernel's two steps the other way round, for the small kernels between the
-// GEMVs (the RMSNorms, the q/k norm + RoPE + KV write, the tensor-core decode attention): the
-// successor may be placed while this kernel still waits for the one before, so the next GEMV's
-// blocks and first weight loads join earlier. Order still holds: a kernel's wait returns only
-// once the kernel before has finished, which it could only do after its own wait. Batch 1 on
-// the H200 +0.4-1.0%, batch 32 +1.0-1.4% (bench/engine/CUDA_BACKEND_NOTES.md, runs 80-81); every
-// kernel doing it, the GEMVs included, lost 9% (run 27).
+// Wait, then let the successor be placed: one kernel deep.
+__device__ __forceinline__ void WaitForPrecedingKernel() {
+  WaitOnlyForPrecedingKernel();
+  LetSuccessorLaunch();
+}
+
+// The other way round, for the small kernels between the GEMVs (the RMSNorms, the q/k norm +
+// RoPE + KV write, the tensor-core decode attention): the successor may be placed while this
+// kernel still waits for the one before, so the next GEMV's blocks and first weight loads join
+// earlier. Order still holds: a kernel's wait returns only once the kernel before has finished,
+// which it could only do after its own wait. Batch 1 on the H200 +0.4-1.0%, batch 32 +1.0-1.4%
+// (bench/engine/CUDA_BACKEND_NOTES.md, runs 80-81); every kernel doing it, the GEMVs included,
+// lost 9% (run 27).
 __device__ __forceinline__ void LetSuccessorLaunchThenWait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
-#endif
+  LetSuccessorLaunch();
+  WaitOnlyForPrecedingKernel();
 }
 
 template <typename... Params, typename... Args>
