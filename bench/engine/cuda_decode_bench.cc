@@ -5,7 +5,11 @@
 // prefill. Ceilings measured in the same run on GPU 0:
 // device-to-device copy bandwidth and cuBLASLt's bf16 GEMM throughput at 8192^3.
 // Decode follows ../shared/bench/peer_torch_decode.py: a 64-token prompt per sequence, 16
-// warm-up steps, then --steps timed steps (wall clock, host work included).
+// warm-up steps, then --steps timed steps (wall clock, host work included), twice: with the host
+// waiting for each step's ids ("waits"), and launched ahead of it ("ahead": Model::LaunchArgMax,
+// the ids fed on the GPU, as the peer's loop never reads its tokens). The graphs of every
+// context bucket are captured before timing; "gpu ms" and "gap us" split a step into the GPU's
+// time and the GPU's wait for the host before it (CUDA events).
 // Prints a table; --json writes every figure (bench/engine/cuda_backend.sh merges it).
 #include <cuda_runtime.h>
 
@@ -14,6 +18,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -276,6 +281,14 @@ struct DecodeResult {
   int batch = 0;
   double graph_tok_s = 0, eager_tok_s = 0;
   double graph_ms_per_step = 0;
+  // Of a timed graph step: the GPU's time from the step's first work to its end, and the gap
+  // before it where the GPU waited for the host (CudaBackend::GraphStepTimes).
+  double gpu_ms_per_step = 0, host_gap_us_per_step = 0;
+  // The same steps launched ahead of the host (Model::LaunchArgMax with ids_from_last: the
+  // host stages and launches step i + 1 before it takes step i's ids, as the peer's loop never
+  // waits for its tokens); 0 when the steps did not run in graphs.
+  double ahead_tok_s = 0, ahead_ms_per_step = 0;
+  double ahead_gpu_ms_per_step = 0, ahead_gap_us_per_step = 0;
   int64_t kv_bytes_per_step = 0;  // K and V read at the mean timed context, all layers
   bool fused = false;             // the steps ran as one persistent kernel (DecodeLayers)
 };
@@ -319,25 +332,52 @@ DecodeResult RunDecode(RankSetup& r, model::PagedKvCache& cache, int batch_size,
   std::vector<int32_t> next;
   Check(r.model->ForwardArgMax(prompt, cache, &next), "prefill prompt");
   int64_t cached = kPrompt;
+  // Graphs per batch size and context bucket (the decode split is planned for the bucket).
+  auto bucket_of = [](int64_t cached_before) {
+    int bucket = 4;
+    while (bucket * kBlockSize < cached_before + 1) bucket *= 2;
+    return bucket;
+  };
+  // A key names one op sequence: steps launched ahead (LaunchArgMax) take their own, and those
+  // fed the step before's ids another.
+  auto begin_graph = [&](const char* kind) {
+    Check(r.backend->BeginGraph(kind + std::to_string(batch_size), bucket_of(cached)), "graph");
+  };
+  // Captures every graph that `steps` steps from `from` will use before they are timed: a few
+  // steps (run_some) at `from` and wherever a step enters a new context bucket (their K/V is
+  // written again by the timed steps); `cached` is back at `from` afterwards.
+  auto capture_buckets = [&](int64_t from, const std::function<void()>& run_some) {
+    for (int64_t at = from; at < from + steps; ++at) {
+      if (at != from && bucket_of(at) == bucket_of(at - 1)) continue;
+      cached = at;
+      run_some();
+    }
+    cached = from;
+  };
   auto step = [&](bool graph) {
     model::ForwardBatch b = DecodeBatch(next, cached);
-    // Graphs per batch size and context bucket (the decode split is planned for the bucket).
-    int bucket = 4;
-    while (bucket * kBlockSize < cached + 1) bucket *= 2;
-    if (graph) {
-      Check(r.backend->BeginGraph("decode-b" + std::to_string(batch_size), bucket), "graph");
-    }
+    if (graph) begin_graph("decode-b");
     Check(r.model->ForwardArgMax(b, cache, &next), "decode step");
     ++cached;
   };
   const int64_t fused_before = r.backend->decode_layers_taken();
   step(false);  // eager first: builds the RoPE table and cuBLAS plans
   for (int i = 1; i < kWarmup; ++i) step(graphs);
-  if (r.comm) Check(r.comm->Barrier(), "barrier");
   const int64_t first_ctx = cached + 1;
+  if (graphs) {
+    capture_buckets(cached, [&] {
+      step(true);
+      step(true);
+    });
+  }
+  if (r.comm) Check(r.comm->Barrier(), "barrier");
+  r.backend->ResetGraphStepTimes();
   auto t0 = Clock::now();
   for (int i = 0; i < steps; ++i) step(graphs);
   const double graph_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  const CudaBackend::GraphStepTimes& times = r.backend->graph_step_times();
+  if (times.steps > 0) res.gpu_ms_per_step = times.gpu_ms / times.steps;
+  if (times.gaps > 0) res.host_gap_us_per_step = times.gap_ms * 1e3 / times.gaps;
   const double mean_ctx = first_ctx + (steps - 1) / 2.0;
   res.kv_bytes_per_step = static_cast<int64_t>(batch_size * mean_ctx) * 2 * c.num_layers *
                           r.model->kv_cache_spec().kv_width *
@@ -345,7 +385,39 @@ DecodeResult RunDecode(RankSetup& r, model::PagedKvCache& cache, int batch_size,
   res.fused = r.backend->decode_layers_taken() > fused_before;
   res.graph_tok_s = batch_size * steps / graph_s;
   res.graph_ms_per_step = graph_s * 1e3 / steps;
+  if (graphs) {
+    // The same positions again (their K/V overwritten), each step launched before the host
+    // takes the one before it (two steps in flight: graphs for both host areas).
+    const int64_t ahead_from = first_ctx - 1;
+    auto launch = [&](bool from_last) {
+      model::ForwardBatch b = DecodeBatch(next, cached);  // ids unread with from_last
+      begin_graph(from_last ? "decode-fed-b" : "decode-first-b");
+      Check(r.model->LaunchArgMax(b, cache, from_last), "launch step");
+      ++cached;
+    };
+    auto run_ahead = [&](int n) {
+      launch(false);
+      for (int i = 1; i < n; ++i) {
+        launch(true);
+        Check(r.model->TakeArgMax(&next), "take step");
+      }
+      Check(r.model->TakeArgMax(&next), "take step");
+    };
+    cached = ahead_from - kWarmup;
+    run_ahead(kWarmup);
+    capture_buckets(ahead_from, [&] { run_ahead(3); });  // fed steps in both host areas
+    if (r.comm) Check(r.comm->Barrier(), "barrier");
+    r.backend->ResetGraphStepTimes();
+    t0 = Clock::now();
+    run_ahead(steps);
+    const double ahead_s = std::chrono::duration<double>(Clock::now() - t0).count();
+    res.ahead_tok_s = batch_size * steps / ahead_s;
+    res.ahead_ms_per_step = ahead_s * 1e3 / steps;
+    if (times.steps > 0) res.ahead_gpu_ms_per_step = times.gpu_ms / times.steps;
+    if (times.gaps > 0) res.ahead_gap_us_per_step = times.gap_ms * 1e3 / times.gaps;
+  }
   // Eager steps (no graph) for comparison; fewer of them.
+  cached = first_ctx - 1 + steps;
   const int eager_steps = std::max(1, steps / 5);
   if (cached + eager_steps < kMaxLen) {
     if (r.comm) Check(r.comm->Barrier(), "barrier");
@@ -367,9 +439,11 @@ void SetUpRank(RankSetup& r, int rank, int world, int port, bool profile = false
                bool nccl_only = false) {
   r.config = Take(core::ParseModelConfig(kQwen3_8B, "qwen3-8b-shape/config.json"), "config");
   r.shard = {rank, world};
-  r.backend = Take(
-      CudaBackend::Create({.device = rank, .bf16_attention = true, .fused_decode = g_fused_decode}),
-      "cuda backend");
+  r.backend = Take(CudaBackend::Create({.device = rank,
+                                        .bf16_attention = true,
+                                        .fused_decode = g_fused_decode,
+                                        .time_graph_steps = true}),
+                   "cuda backend");
   if (world > 1) {
     comm::RendezvousOptions ro;
     ro.rank = rank;
@@ -592,15 +666,22 @@ int Main(int argc, char** argv) {
     tp1 = DecodeOnGpus(1, batches, steps, port, false, &streamed, &graphs);
     j["weight_bytes_streamed_per_step"] = streamed;
   }
-  std::printf("%-6s %-4s %12s %12s %10s %12s %6s\n", "tp", "b", "timed tok/s", "eager tok/s",
-              "ms/step", "roofline", "fused");
+  std::printf("%-6s %-4s %-6s %12s %12s %10s %12s %6s %10s %8s\n", "tp", "b", "host", "timed tok/s",
+              "eager tok/s", "ms/step", "roofline", "fused", "gpu ms", "gap us");
   auto report = [&](int world, const std::vector<DecodeResult>& rs, int64_t bytes, bool graphs) {
     for (const DecodeResult& d : rs) {
       const double step_bytes = static_cast<double>(bytes) + d.kv_bytes_per_step / world;
       const double roofline_ms = step_bytes / (ceil.copy_gbs * 1e9) * 1e3;
       const double ratio = roofline_ms / d.graph_ms_per_step;
-      std::printf("%-6d %-4d %12.1f %12.1f %10.3f %11.1f%% %6s\n", world, d.batch, d.graph_tok_s,
-                  d.eager_tok_s, d.graph_ms_per_step, 100 * ratio, d.fused ? "yes" : "no");
+      std::printf("%-6d %-4d %-6s %12.1f %12.1f %10.3f %11.1f%% %6s %10.3f %8.1f\n", world, d.batch,
+                  "waits", d.graph_tok_s, d.eager_tok_s, d.graph_ms_per_step, 100 * ratio,
+                  d.fused ? "yes" : "no", d.gpu_ms_per_step, d.host_gap_us_per_step);
+      const double ahead_ratio = d.ahead_ms_per_step > 0 ? roofline_ms / d.ahead_ms_per_step : 0;
+      if (d.ahead_ms_per_step > 0) {
+        std::printf("%-6d %-4d %-6s %12.1f %12s %10.3f %11.1f%% %6s %10.3f %8.1f\n", world, d.batch,
+                    "ahead", d.ahead_tok_s, "-", d.ahead_ms_per_step, 100 * ahead_ratio,
+                    d.fused ? "yes" : "no", d.ahead_gpu_ms_per_step, d.ahead_gap_us_per_step);
+      }
       j["decode"].push_back({{"tp", world},
                              {"batch", d.batch},
                              {"graphs", graphs},
@@ -608,6 +689,13 @@ int Main(int argc, char** argv) {
                              {"tok_s", d.graph_tok_s},
                              {"eager_tok_s", d.eager_tok_s},
                              {"ms_per_step", d.graph_ms_per_step},
+                             {"gpu_ms_per_step", d.gpu_ms_per_step},
+                             {"host_gap_us_per_step", d.host_gap_us_per_step},
+                             {"ahead_tok_s", d.ahead_tok_s},
+                             {"ahead_ms_per_step", d.ahead_ms_per_step},
+                             {"ahead_gpu_ms_per_step", d.ahead_gpu_ms_per_step},
+                             {"ahead_host_gap_us_per_step", d.ahead_gap_us_per_step},
+                             {"ahead_roofline_ratio", ahead_ratio},
                              {"bytes_per_step_per_gpu", step_bytes},
                              {"roofline_ms_per_step", roofline_ms},
                              {"roofline_ratio", ratio}});

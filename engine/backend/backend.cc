@@ -1,5 +1,6 @@
 #include "engine/backend/backend.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -41,6 +42,41 @@ Result<DType> ParseDType(const std::string& text) {
 }
 
 DType KvDTypeFor(DType weights) { return weights == DType::kFP8 ? DType::kBF16 : weights; }
+
+Status Backend::DownloadLater(const float* src, size_t count) {
+  if (downloaded_later_.size() >= kMaxDownloadsLater) {
+    return FailedPreconditionError(name() + " backend: " + std::to_string(kMaxDownloadsLater) +
+                                   " downloads queued already (take one first)");
+  }
+  std::vector<float> host(count);
+  Download(src, host);
+  SPARK_RETURN_IF_ERROR(status());
+  downloaded_later_.push_back(std::move(host));
+  return Status::Ok();
+}
+
+Status Backend::TakeDownload(std::span<float> host) {
+  if (downloaded_later_.empty()) {
+    return FailedPreconditionError(name() + " backend: no download queued to take");
+  }
+  if (host.size() != downloaded_later_.front().size()) {
+    return InvalidArgumentError(name() + " backend: the queued download holds " +
+                                std::to_string(downloaded_later_.front().size()) + " floats, not " +
+                                std::to_string(host.size()));
+  }
+  std::copy(downloaded_later_.front().begin(), downloaded_later_.front().end(), host.begin());
+  downloaded_later_.pop_front();
+  return Status::Ok();
+}
+
+void Backend::EmbeddingOfArgMax(const float* table, int64_t row_begin, int64_t rows, int hidden,
+                                const float* pairs, int parts, int64_t tokens, float* out) {
+  std::vector<float> host(static_cast<size_t>(parts) * tokens * 2);
+  Download(pairs, host);
+  Result<std::vector<int32_t>> ids = MergeArgMax(host, parts, tokens);
+  Embedding(table, row_begin, rows, hidden,
+            ids.ok() ? *ids : std::vector<int32_t>(static_cast<size_t>(tokens), 0), out);
+}
 
 Result<Buffer> Backend::AllocateWeights(size_t count, DType dtype) {
   if (dtype != DType::kF32) {

@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <span>
@@ -215,6 +216,15 @@ class Backend {
   virtual Result<Buffer> Allocate(size_t count) = 0;
   virtual void Upload(std::span<const float> host, float* dst) = 0;
   virtual void Download(const float* src, std::span<float> host) = 0;
+  // Steps that run ahead of the host (Model::LaunchArgMax). DownloadLater is Download without
+  // the wait: it ends the step as Download does and queues `count` floats of `src` for
+  // TakeDownload, which waits for the oldest queued download and copies it into `host`
+  // (InvalidArgument unless host.size() is its count; FailedPrecondition when none is queued).
+  // At most kMaxDownloadsLater queued (FailedPrecondition). The default downloads at once; a
+  // graph backend launches the step and lets the host go on to stage the next.
+  static constexpr size_t kMaxDownloadsLater = 2;
+  virtual Status DownloadLater(const float* src, size_t count);
+  virtual Status TakeDownload(std::span<float> host);
   // Weight storage of `count` elements of `dtype` and its upload from fp32 host values (bf16:
   // rounded to nearest even). The defaults serve fp32 only; InvalidArgument for other types
   // (and for fp8, which needs AllocateMatrix).
@@ -235,6 +245,12 @@ class Backend {
   // (vocabulary-parallel embedding: the all-reduce afterwards fills in the other ranks' rows).
   virtual void Embedding(const float* table, int64_t row_begin, int64_t rows, int hidden,
                          std::span<const int32_t> ids, float* out) = 0;
+  // The same for the ids that ArgMax pairs in backend memory choose: pairs [parts][tokens][2]
+  // of (value, id) per vocabulary part, merged as MergeArgMax does. The default downloads them
+  // (ending a graph step: graph backends override it); a row that holds NaN or +inf embeds
+  // id 0 there, and the host sees the error when it merges the same pairs.
+  virtual void EmbeddingOfArgMax(const float* table, int64_t row_begin, int64_t rows, int hidden,
+                                 const float* pairs, int parts, int64_t tokens, float* out);
   // out[r] = x[r] / sqrt(mean(x[r]^2) + eps) * weight, for `rows` rows of `dim`; out may be x.
   virtual void RmsNorm(const float* x, const float* weight, int64_t rows, int dim, float eps,
                        float* out) = 0;
@@ -303,6 +319,9 @@ class Backend {
   // of weight * down(silu(gate) * up)(x).
   virtual void Moe(const float* x, int64_t rows, int hidden, const float* router_logits,
                    const MoeExperts& experts, float* out) = 0;
+
+ private:
+  std::deque<std::vector<float>> downloaded_later_;  // the default DownloadLater's queue
 };
 
 // Backend::ArgMax's pairs computed on the host (the CPU backend's ArgMax, and the default

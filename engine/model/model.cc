@@ -73,4 +73,48 @@ Status Model::ForwardArgMax(const ForwardBatch& batch, PagedKvCache& cache,
   return Status::Ok();
 }
 
+Status Model::CheckLaunch(const ForwardBatch& batch, bool ids_from_last) const {
+  if (launched_rows_.size() >= kMaxLaunched) {
+    return FailedPreconditionError(std::to_string(launched_rows_.size()) +
+                                   " steps launched and not taken (TakeArgMax first)");
+  }
+  if (!ids_from_last) return Status::Ok();
+  if (last_launched_rows_ < 0) {
+    return InvalidArgumentError("ids_from_last: no step was launched before this one");
+  }
+  if (batch.num_tokens() != static_cast<int64_t>(batch.sequences.size()) ||
+      batch.num_tokens() != last_launched_rows_) {
+    return InvalidArgumentError(
+        "ids_from_last: needs one token per sequence and the last launched step's " +
+        std::to_string(last_launched_rows_) + " rows (got " + std::to_string(batch.num_tokens()) +
+        " tokens in " + std::to_string(batch.sequences.size()) + " sequences)");
+  }
+  return Status::Ok();
+}
+
+Status Model::LaunchArgMax(const ForwardBatch& batch, PagedKvCache& cache, bool ids_from_last) {
+  SPARK_RETURN_IF_ERROR(CheckLaunch(batch, ids_from_last));
+  std::vector<int32_t> ids;
+  if (ids_from_last) {
+    ForwardBatch fed = batch;
+    fed.token_ids = last_ids_;
+    SPARK_RETURN_IF_ERROR(ForwardArgMax(fed, cache, &ids));
+  } else {
+    SPARK_RETURN_IF_ERROR(ForwardArgMax(batch, cache, &ids));
+  }
+  last_ids_ = ids;
+  last_launched_rows_ = static_cast<int64_t>(ids.size());
+  launched_rows_.push_back(last_launched_rows_);
+  launched_ids_.push_back(std::move(ids));
+  return Status::Ok();
+}
+
+Status Model::TakeArgMax(std::vector<int32_t>* ids) {
+  if (launched_ids_.empty()) return FailedPreconditionError("TakeArgMax: no step launched");
+  *ids = std::move(launched_ids_.front());
+  launched_ids_.pop_front();
+  launched_rows_.pop_front();
+  return Status::Ok();
+}
+
 }  // namespace spark::engine::model

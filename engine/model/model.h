@@ -8,6 +8,7 @@
 // Thread-safety: a Model is used by one thread (its rank's engine thread).
 #pragma once
 
+#include <deque>
 #include <functional>
 #include <memory>
 #include <string>
@@ -60,10 +61,34 @@ class Model {
   // and move two floats per row; the default goes through Forward.
   virtual Status ForwardArgMax(const ForwardBatch& batch, PagedKvCache& cache,
                                std::vector<int32_t>* ids);
+  // Greedy steps that run ahead of the host: LaunchArgMax enqueues a step and returns (on a
+  // graph backend inside a graph step, before the GPU has run it: Backend::DownloadLater);
+  // TakeArgMax waits for the oldest launched step and returns its ids. With ids_from_last,
+  // row r's token is the id the previous LaunchArgMax chose for its row r, read where it was
+  // computed (batch.token_ids must still hold valid ids; they are not read), so a sequence
+  // continues without the host seeing its last token. At most kMaxLaunched launched and not
+  // taken (FailedPrecondition). InvalidArgument for ids_from_last without a launched step
+  // before, or with another row count or more than one token per sequence. The default runs
+  // ForwardArgMax at once.
+  static constexpr size_t kMaxLaunched = backend::Backend::kMaxDownloadsLater;
+  virtual Status LaunchArgMax(const ForwardBatch& batch, PagedKvCache& cache, bool ids_from_last);
+  virtual Status TakeArgMax(std::vector<int32_t>* ids);
   // Whether a decode step of this model may run as a backend graph (Backend::BeginDecodeGraph):
   // no host read-backs, and collectives only through a communicator whose collectives may be
   // captured (Communicator::collectives_in_graphs). Default: no.
   virtual bool decode_graphs_ok() const { return false; }
+
+ protected:
+  // LaunchArgMax's checks: at most kMaxLaunched steps, and for ids_from_last one token per
+  // sequence and the previous launched step's row count.
+  Status CheckLaunch(const ForwardBatch& batch, bool ids_from_last) const;
+
+  std::deque<int64_t> launched_rows_;  // rows of each launched step not yet taken
+  int64_t last_launched_rows_ = -1;    // rows of the last launched step (-1: none)
+
+ private:
+  std::deque<std::vector<int32_t>> launched_ids_;  // the default LaunchArgMax's results
+  std::vector<int32_t> last_ids_;
 };
 
 // Reads config.json and this rank's shards from `dir` and returns the model for its

@@ -17,7 +17,8 @@ Qwen3Model::Qwen3Model(core::ModelConfig config, Qwen3Weights weights, backend::
       w_(std::move(weights)),
       backend_(backend),
       comm_(comm),
-      options_(options) {}
+      options_(options),
+      feed_(backend.Allocate(static_cast<size_t>(options.shard.size) * kMaxLaunchRows * 2)) {}
 
 KvCacheSpec Qwen3Model::kv_cache_spec() const {
   return {config_.num_layers, static_cast<int>(w_.kv_heads.size) * config_.head_dim,
@@ -49,29 +50,67 @@ Status Qwen3Model::ForwardArgMax(const ForwardBatch& batch, PagedKvCache& cache,
                                  std::vector<int32_t>* ids) {
   Workspace ws;
   SPARK_RETURN_IF_ERROR(Hidden(batch, cache, ws));
-  const int64_t rows = FinalNorm(batch, ws);
   const int world = options_.shard.size;
-  SPARK_ASSIGN_OR_RETURN(backend::Buffer pairs, backend_.Allocate(rows * 2));
+  const int64_t rows = FinalNorm(batch, ws);
+  SPARK_ASSIGN_OR_RETURN(backend::Buffer pairs, backend_.Allocate(world * rows * 2));
+  SPARK_RETURN_IF_ERROR(ArgMaxPairs(rows, ws, pairs.data()));
+  std::vector<float> host(world * rows * 2);
+  backend_.Download(pairs.data(), host);
+  SPARK_ASSIGN_OR_RETURN(*ids, backend::MergeArgMax(host, world, rows));
+  return Status::Ok();
+}
+
+Status Qwen3Model::LaunchArgMax(const ForwardBatch& batch, PagedKvCache& cache,
+                                bool ids_from_last) {
+  SPARK_RETURN_IF_ERROR(CheckLaunch(batch, ids_from_last));
+  const int world = options_.shard.size;
+  const int64_t rows = batch.num_logit_rows();
+  if (!feed_.ok()) return feed_.status();
+  if (rows > kMaxLaunchRows) {
+    return InvalidArgumentError("LaunchArgMax: at most " + std::to_string(kMaxLaunchRows) +
+                                " rows a step (got " + std::to_string(rows) + ")");
+  }
+  Workspace ws;
+  SPARK_RETURN_IF_ERROR(Hidden(batch, cache, ws, ids_from_last ? feed_->data() : nullptr));
+  // The next step's embedding reads these pairs where they are (ids_from_last), after the
+  // download of this step has copied them out: both follow this step on the backend's stream.
+  SPARK_RETURN_IF_ERROR(ArgMaxPairs(FinalNorm(batch, ws), ws, feed_->data()));
+  SPARK_RETURN_IF_ERROR(backend_.DownloadLater(feed_->data(), world * rows * 2));
+  last_launched_rows_ = rows;
+  launched_rows_.push_back(rows);
+  return Status::Ok();
+}
+
+Status Qwen3Model::TakeArgMax(std::vector<int32_t>* ids) {
+  if (launched_rows_.empty()) return FailedPreconditionError("TakeArgMax: no step launched");
+  const int world = options_.shard.size;
+  const int64_t rows = launched_rows_.front();
+  launched_rows_.pop_front();
+  std::vector<float> host(world * rows * 2);
+  SPARK_RETURN_IF_ERROR(backend_.TakeDownload(host));
+  SPARK_ASSIGN_OR_RETURN(*ids, backend::MergeArgMax(host, world, rows));
+  return Status::Ok();
+}
+
+Status Qwen3Model::ArgMaxPairs(int64_t rows, Workspace& ws, float* out) {
+  const int world = options_.shard.size;
   SPARK_ASSIGN_OR_RETURN(backend::Buffer local, backend_.Allocate(rows * w_.vocab.size));
   if (w_.vocab.size > 0) {
     backend_.Linear(ws.x.data(), rows, config_.hidden_size, w_.lm_head_weight(),
                     static_cast<int>(w_.vocab.size), local.data());
   }
+  if (world == 1) {
+    backend_.ArgMax(local.data(), rows, static_cast<int>(w_.vocab.size), w_.vocab.begin, out);
+    return Status::Ok();
+  }
+  SPARK_ASSIGN_OR_RETURN(backend::Buffer pairs, backend_.Allocate(rows * 2));
   backend_.ArgMax(local.data(), rows, static_cast<int>(w_.vocab.size), w_.vocab.begin,
                   pairs.data());
-  std::vector<float> host(world * rows * 2);
-  if (world == 1) {
-    backend_.Download(pairs.data(), host);
-  } else {
-    SPARK_ASSIGN_OR_RETURN(backend::Buffer gathered, backend_.Allocate(world * rows * 2));
-    SPARK_RETURN_IF_ERROR(comm_->AllGather(pairs.data(), rows * 2, gathered.data()));
-    backend_.Download(gathered.data(), host);
-  }
-  SPARK_ASSIGN_OR_RETURN(*ids, backend::MergeArgMax(host, world, rows));
-  return Status::Ok();
+  return comm_->AllGather(pairs.data(), rows * 2, out);
 }
 
-Status Qwen3Model::Hidden(const ForwardBatch& batch, PagedKvCache& cache, Workspace& ws) {
+Status Qwen3Model::Hidden(const ForwardBatch& batch, PagedKvCache& cache, Workspace& ws,
+                          const float* fed_pairs) {
   SPARK_RETURN_IF_ERROR(batch.Validate(cache.block_size(), cache.num_blocks(), config_.vocab_size));
   if (cache.spec().kv_width != kv_cache_spec().kv_width ||
       cache.spec().num_layers != config_.num_layers) {
@@ -95,8 +134,13 @@ Status Qwen3Model::Hidden(const ForwardBatch& batch, PagedKvCache& cache, Worksp
                                {&ws.router, int64_t{config_.moe.num_experts}}}) {
     SPARK_ASSIGN_OR_RETURN(*buffer, backend_.Allocate(static_cast<size_t>(n * width)));
   }
-  backend_.Embedding(w_.embed.data(), w_.vocab.begin, w_.vocab.size, config_.hidden_size,
-                     batch.token_ids, ws.h.data());
+  if (fed_pairs != nullptr) {
+    backend_.EmbeddingOfArgMax(w_.embed.data(), w_.vocab.begin, w_.vocab.size, config_.hidden_size,
+                               fed_pairs, options_.shard.size, n, ws.h.data());
+  } else {
+    backend_.Embedding(w_.embed.data(), w_.vocab.begin, w_.vocab.size, config_.hidden_size,
+                       batch.token_ids, ws.h.data());
+  }
   SPARK_RETURN_IF_ERROR(AllReduce(ws.h.data(), n * hidden));
   if (DecodeLayers(batch, cache, ws)) return Status::Ok();
   for (int layer = 0; layer < config_.num_layers; ++layer) {
@@ -155,16 +199,16 @@ Status Qwen3Model::Attention(int layer, const ForwardBatch& batch, PagedKvCache&
                                     {l.v.weight(), kv_heads * hd, ws.v.data()}};
   backend_.LinearMany(ws.x.data(), n, hidden, qkv);
   const backend::QkvToCache to_cache{.q = ws.q.data(),
-                                      .k = ws.k.data(),
-                                      .v = ws.v.data(),
-                                      .heads = heads,
-                                      .kv_heads = kv_heads,
-                                      .head_dim = hd,
-                                      .q_norm = l.q_norm.data(),
-                                      .k_norm = l.k_norm.data(),
-                                      .eps = config_.rms_norm_eps,
-                                      .theta = config_.rope_theta,
-                                      .cache = cache.layer(layer)};
+                                     .k = ws.k.data(),
+                                     .v = ws.v.data(),
+                                     .heads = heads,
+                                     .kv_heads = kv_heads,
+                                     .head_dim = hd,
+                                     .q_norm = l.q_norm.data(),
+                                     .k_norm = l.k_norm.data(),
+                                     .eps = config_.rms_norm_eps,
+                                     .theta = config_.rope_theta,
+                                     .cache = cache.layer(layer)};
   backend_.QkNormRopeWriteKv(to_cache, batch.positions, batch.slots);
   std::vector<backend::AttentionSequence> seqs;
   int64_t start = 0;

@@ -28,6 +28,11 @@ class Qwen3Model : public Model {
                  std::vector<float>* logits) override;
   Status ForwardArgMax(const ForwardBatch& batch, PagedKvCache& cache,
                        std::vector<int32_t>* ids) override;
+  // On the backend: each step's pairs stay in backend memory for the next step's embedding
+  // (ids_from_last), and leave it through Backend::DownloadLater. At most kMaxLaunchRows rows.
+  static constexpr int64_t kMaxLaunchRows = 4096;
+  Status LaunchArgMax(const ForwardBatch& batch, PagedKvCache& cache, bool ids_from_last) override;
+  Status TakeArgMax(std::vector<int32_t>* ids) override;
   // Dense layers only (MoE reads expert counts back) and one rank (no collectives).
   bool decode_graphs_ok() const override;
 
@@ -35,8 +40,13 @@ class Qwen3Model : public Model {
   struct Workspace;
 
   Status AllReduce(float* data, size_t count);
-  // Embedding and every layer: the last hidden states in ws.h.
-  Status Hidden(const ForwardBatch& batch, PagedKvCache& cache, Workspace& ws);
+  // Embedding and every layer: the last hidden states in ws.h. The ids come from the batch, or
+  // with fed_pairs from ArgMax pairs in backend memory ([world][tokens][2]).
+  Status Hidden(const ForwardBatch& batch, PagedKvCache& cache, Workspace& ws,
+                const float* fed_pairs = nullptr);
+  // lm_head over the `rows` rows FinalNorm left in ws.x, and their ArgMax pairs (all-gathered
+  // over the ranks) into out [world][rows][2].
+  Status ArgMaxPairs(int64_t rows, Workspace& ws, float* out);
   // Final norm of the rows that need logits (every token, or each sequence's last) into ws.x;
   // returns their count.
   int64_t FinalNorm(const ForwardBatch& batch, Workspace& ws);
@@ -54,6 +64,9 @@ class Qwen3Model : public Model {
   backend::Backend& backend_;
   comm::Communicator* comm_;
   ModelOptions options_;
+  // LaunchArgMax's pairs, [world][kMaxLaunchRows][2] (allocated with the model, outside any
+  // graph step, as they outlive steps).
+  Result<backend::Buffer> feed_;
 };
 
 }  // namespace spark::engine::model

@@ -44,11 +44,20 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::Create(const Options& options)
       cudaDeviceGetAttribute(&b->sm_count_, cudaDevAttrMultiProcessorCount, options.device));
   SPARK_ASSIGN_OR_RETURN(b->gemm_, kernels::Gemm::Create({.allow_tf32 = options.allow_tf32}));
   b->staging_bytes_ = kInitialStaging;
-  SPARK_CUDA_RETURN_IF_ERROR(cudaMallocHost(&b->staging_host_, b->staging_bytes_));
+  SPARK_CUDA_RETURN_IF_ERROR(cudaMallocHost(&b->staging_host_, 2 * b->staging_bytes_));
   SPARK_CUDA_RETURN_IF_ERROR(cudaMalloc(&b->staging_device_, b->staging_bytes_));
   SPARK_CUDA_RETURN_IF_ERROR(cudaMallocHost(&b->counts_host_, kMaxLocalExperts * sizeof(int32_t)));
   b->graph_out_bytes_ = kGraphOutBytes;
-  SPARK_CUDA_RETURN_IF_ERROR(cudaMallocHost(&b->graph_out_host_, b->graph_out_bytes_));
+  SPARK_CUDA_RETURN_IF_ERROR(cudaMallocHost(&b->graph_out_host_, 2 * b->graph_out_bytes_));
+  for (cudaEvent_t& e : b->step_done_) {
+    SPARK_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  }
+  if (options.time_graph_steps) {
+    for (int i = 0; i < kTimedSlots; ++i) {
+      SPARK_CUDA_RETURN_IF_ERROR(cudaEventCreate(&b->step_begin_[i]));
+      SPARK_CUDA_RETURN_IF_ERROR(cudaEventCreate(&b->step_end_[i]));
+    }
+  }
   return b;
 }
 
@@ -61,13 +70,22 @@ CudaBackend::~CudaBackend() {
   if (staging_device_ != nullptr) cudaFree(staging_device_);
   if (counts_host_ != nullptr) cudaFreeHost(counts_host_);
   if (graph_out_host_ != nullptr) cudaFreeHost(graph_out_host_);
-  for (auto& [key, graph] : graphs_) cudaGraphExecDestroy(graph.first);
+  for (auto& [key, graph] : graphs_) cudaGraphExecDestroy(graph.exec);
   for (auto& [chunk, bytes] : arena_) cudaFree(chunk);
+  for (int i = 0; i < kTimedSlots; ++i) {
+    if (step_begin_[i] != nullptr) cudaEventDestroy(step_begin_[i]);
+    if (step_end_[i] != nullptr) cudaEventDestroy(step_end_[i]);
+  }
+  for (cudaEvent_t e : step_done_) {
+    if (e != nullptr) cudaEventDestroy(e);
+  }
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
 }
 
 void CudaBackend::Activate(bool keep_bf16_copy, bool keep_split) {
   cudaSetDevice(options_.device);
+  if (mode_ == Mode::kEager) eager_since_graph_ = true;
+  if (in_graph()) ++graph_ops_;
   if (!keep_bf16_copy) bf16_copy_ = {};
   if (!keep_split) RunPendingSplit();
 }
@@ -128,7 +146,7 @@ void CudaBackend::ResetStaging() {
 Result<void*> CudaBackend::StageShared(const void* host, size_t bytes) {
   for (const Staged& st : staged_) {
     if (st.host == host && st.bytes == bytes &&
-        (bytes == 0 || std::memcmp(staging_host_ + st.offset, host, bytes) == 0)) {
+        (bytes == 0 || std::memcmp(StagingHost() + st.offset, host, bytes) == 0)) {
       return staging_device_ + st.offset;
     }
   }
@@ -144,20 +162,27 @@ Result<void*> CudaBackend::Stage(const void* host, size_t bytes) {
                                    "' stages more than " + std::to_string(staging_bytes_) +
                                    " bytes of inputs");
   }
+  if (!in_graph() && !launched_.empty()) {
+    // A step launched ahead may not have copied its inputs (the same host area) yet.
+    SPARK_RETURN_IF_ERROR(WaitStream(options_.step_timeout));
+  }
   if (staging_used_ + need > staging_bytes_) {
     // Everything staged so far may still be read by queued work: wait, then start over.
     SPARK_RETURN_IF_ERROR(WaitStream(options_.step_timeout));
     ResetStaging();
     if (need > staging_bytes_) {
+      // The captured graphs copy from the old areas: they go, and steps capture anew.
+      for (auto& [key, graph] : graphs_) cudaGraphExecDestroy(graph.exec);
+      graphs_.clear();
       cudaFreeHost(staging_host_);
       cudaFree(staging_device_);
       staging_host_ = staging_device_ = nullptr;
       staging_bytes_ = std::max(need, 2 * staging_bytes_);
-      SPARK_CUDA_RETURN_IF_ERROR(cudaMallocHost(&staging_host_, staging_bytes_));
+      SPARK_CUDA_RETURN_IF_ERROR(cudaMallocHost(&staging_host_, 2 * staging_bytes_));
       SPARK_CUDA_RETURN_IF_ERROR(cudaMalloc(&staging_device_, staging_bytes_));
     }
   }
-  char* h = staging_host_ + staging_used_;
+  char* h = StagingHost() + staging_used_;
   char* d = staging_device_ + staging_used_;
   staging_used_ += need;
   if (bytes > 0) {
@@ -684,15 +709,30 @@ Status CudaBackend::MoeImpl(const float* x, int64_t rows, int hidden, const floa
 }
 
 Status CudaBackend::BeginGraph(const std::string& key, int table_blocks) {
+  const bool eager_since_graph = eager_since_graph_;  // Activate sets it
   Activate();
   if (in_graph()) {
     return FailedPreconditionError("cuda backend: graph step '" + graph_key_ +
                                    "' has not ended (no Download yet)");
   }
   if (table_blocks <= 0) return InvalidArgumentError("cuda backend: table_blocks must be > 0");
-  SPARK_RETURN_IF_ERROR(Synchronize());  // eager work done: staging and arena are free
-  graph_key_ = key + "/t" + std::to_string(table_blocks);
+  if (launched_.size() >= kMaxDownloadsLater) {
+    return FailedPreconditionError("cuda backend: " + std::to_string(launched_.size()) +
+                                   " graph steps launched ahead and not taken (TakeDownload)");
+  }
+  if (launched_.empty() || eager_since_graph) {
+    SPARK_RETURN_IF_ERROR(Synchronize());  // eager work done: staging and arena are free
+  } else {
+    // Only graph steps are queued: they copied their inputs from the other host area, and
+    // this step's kernels follow theirs on the stream.
+    SPARK_RETURN_IF_ERROR(status_);
+  }
+  eager_since_graph_ = eager_since_graph;
+  // A step launched ahead still has its inputs and output in one host area: take the other.
+  parity_ = launched_.empty() ? 0 : 1 - launched_.back().parity;
+  graph_key_ = key + "/t" + std::to_string(table_blocks) + (parity_ == 0 ? "" : "/p1");
   graph_table_blocks_ = table_blocks;
+  graph_ops_ = 0;
   arena_chunk_ = arena_used_ = 0;
   ResetStaging();
   if (graphs_.count(graph_key_) > 0) {
@@ -739,10 +779,10 @@ Result<void*> CudaBackend::ArenaAllocate(size_t bytes) {
   return p;
 }
 
-Status CudaBackend::WaitStream(std::chrono::milliseconds timeout) {
+Status CudaBackend::WaitStream(std::chrono::milliseconds timeout, cudaEvent_t event) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (true) {
-    const cudaError_t e = cudaStreamQuery(stream_);
+    const cudaError_t e = event != nullptr ? cudaEventQuery(event) : cudaStreamQuery(stream_);
     if (e == cudaSuccess) return Status::Ok();
     if (e != cudaErrorNotReady) SPARK_CUDA_RETURN_IF_ERROR(e);
     if (std::chrono::steady_clock::now() > deadline) {
@@ -754,18 +794,32 @@ Status CudaBackend::WaitStream(std::chrono::milliseconds timeout) {
   }
 }
 
-Status CudaBackend::FinishGraph(const float* src, std::span<float> host) {
+Status CudaBackend::AddStepTime(int slot, bool after_graph) {
+  float ms = 0;
+  SPARK_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, step_begin_[slot], step_end_[slot]));
+  step_times_.gpu_ms += ms;
+  ++step_times_.steps;
+  if (after_graph) {
+    const int before = (slot + kTimedSlots - 1) % kTimedSlots;
+    SPARK_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, step_end_[before], step_begin_[slot]));
+    step_times_.gap_ms += ms;
+    ++step_times_.gaps;
+  }
+  return Status::Ok();
+}
+
+Result<CudaBackend::Launched> CudaBackend::LaunchGraph(const float* src, size_t bytes) {
   const Mode mode = mode_;
   mode_ = Mode::kEager;
+  char* out_host = graph_out_host_ + parity_ * graph_out_bytes_;
   if (mode == Mode::kCapture) {
     Status captured = status_;
-    if (captured.ok() && host.size_bytes() > graph_out_bytes_) {
+    if (captured.ok() && bytes > graph_out_bytes_) {
       captured = InvalidArgumentError("cuda backend: a graph step's output is limited to " +
                                       std::to_string(graph_out_bytes_) + " bytes");
     }
     if (captured.ok()) {
-      const cudaError_t e =
-          cudaMemcpyAsync(graph_out_host_, src, host.size_bytes(), cudaMemcpyDeviceToHost, stream_);
+      const cudaError_t e = cudaMemcpyAsync(out_host, src, bytes, cudaMemcpyDeviceToHost, stream_);
       if (e != cudaSuccess)
         captured = InternalError(std::string("cudaMemcpyAsync: ") + cudaGetErrorString(e));
     }
@@ -777,19 +831,99 @@ Status CudaBackend::FinishGraph(const float* src, std::span<float> host) {
     const cudaError_t inst = cudaGraphInstantiate(&exec, graph, 0);
     cudaGraphDestroy(graph);
     SPARK_CUDA_RETURN_IF_ERROR(inst);
-    graphs_[graph_key_] = {exec, host.size_bytes()};
+    graphs_[graph_key_] = {exec, bytes, graph_ops_, staging_used_, arena_chunk_, arena_used_};
   }
-  const auto& [exec, bytes] = graphs_.at(graph_key_);
-  if (bytes != host.size_bytes()) {
-    return InternalError("cuda backend: graph step '" + graph_key_ + "' downloads " +
-                         std::to_string(host.size_bytes()) + " bytes, captured with " +
-                         std::to_string(bytes));
+  const CapturedGraph& g = graphs_.at(graph_key_);
+  if (g.out_bytes != bytes || g.ops != graph_ops_ || g.staged != staging_used_ ||
+      g.arena_chunk != arena_chunk_ || g.arena_used != arena_used_) {
+    const Status refused = InternalError(
+        "cuda backend: graph step '" + graph_key_ + "' ran " + std::to_string(graph_ops_) +
+        " ops staging " + std::to_string(staging_used_) + " bytes and downloading " +
+        std::to_string(bytes) + ", but was captured with " + std::to_string(g.ops) + ", " +
+        std::to_string(g.staged) + " and " + std::to_string(g.out_bytes) +
+        " (or other workspace): a key must name one op sequence; not launched");
+    ResetStaging();
+    return refused;
+  }
+  cudaGraphExec_t exec = g.exec;
+  Launched step{parity_, -1, !eager_since_graph_, bytes};
+  if (options_.time_graph_steps) {
+    step.timed_slot = static_cast<int>(steps_launched_ % kTimedSlots);
+    SPARK_CUDA_RETURN_IF_ERROR(cudaEventRecord(step_begin_[step.timed_slot], stream_));
   }
   SPARK_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(exec, stream_));
-  SPARK_RETURN_IF_ERROR(WaitStream(options_.step_timeout));
+  if (step.timed_slot >= 0) {
+    SPARK_CUDA_RETURN_IF_ERROR(cudaEventRecord(step_end_[step.timed_slot], stream_));
+  }
+  SPARK_CUDA_RETURN_IF_ERROR(cudaEventRecord(step_done_[parity_], stream_));
+  // The staged inputs stay in their host area until the graph has copied them; the next step
+  // stages into the other one (or waits, when eager).
   ResetStaging();
-  std::memcpy(host.data(), graph_out_host_, host.size_bytes());
+  ++steps_launched_;
+  eager_since_graph_ = false;
+  return step;
+}
+
+Status CudaBackend::FinishLaunched(const Launched& step, std::span<float> host) {
+  SPARK_RETURN_IF_ERROR(WaitStream(options_.step_timeout, step_done_[step.parity]));
+  if (step.timed_slot >= 0) {
+    SPARK_RETURN_IF_ERROR(AddStepTime(step.timed_slot, step.after_graph));
+  }
+  std::memcpy(host.data(), graph_out_host_ + step.parity * graph_out_bytes_, step.bytes);
+  return status_;
+}
+
+Status CudaBackend::FinishGraph(const float* src, std::span<float> host) {
+  SPARK_ASSIGN_OR_RETURN(const Launched step, LaunchGraph(src, host.size_bytes()));
+  return FinishLaunched(step, host);
+}
+
+Status CudaBackend::DownloadLater(const float* src, size_t count) {
+  Activate();
+  if (launched_.size() >= kMaxDownloadsLater) {
+    return FailedPreconditionError("cuda backend: " + std::to_string(launched_.size()) +
+                                   " downloads queued already (TakeDownload first)");
+  }
+  if (!in_graph()) {  // eager: the work is queued already; download it now
+    Launched step{0, -1, false, count * sizeof(float), true};
+    step.ready.resize(count);
+    Download(src, step.ready);
+    SPARK_RETURN_IF_ERROR(status_);
+    launched_.push_back(std::move(step));
+    return Status::Ok();
+  }
+  SPARK_ASSIGN_OR_RETURN(Launched step, LaunchGraph(src, count * sizeof(float)));
+  launched_.push_back(std::move(step));
   return Status::Ok();
+}
+
+Status CudaBackend::TakeDownload(std::span<float> host) {
+  cudaSetDevice(options_.device);  // not Activate: taking a result is no eager work
+  if (launched_.empty()) {
+    return FailedPreconditionError("cuda backend: no download queued to take");
+  }
+  const Launched& step = launched_.front();
+  if (host.size_bytes() != step.bytes) {
+    return InvalidArgumentError("cuda backend: the queued download holds " +
+                                std::to_string(step.bytes / sizeof(float)) + " floats, not " +
+                                std::to_string(host.size()));
+  }
+  Status s = Status::Ok();
+  if (step.downloaded) {
+    std::copy(step.ready.begin(), step.ready.end(), host.begin());
+  } else {
+    s = FinishLaunched(step, host);
+  }
+  launched_.pop_front();
+  return s;
+}
+
+void CudaBackend::EmbeddingOfArgMax(const float* table, int64_t row_begin, int64_t rows, int hidden,
+                                    const float* pairs, int parts, int64_t tokens, float* out) {
+  Activate();
+  if (!launching()) return;
+  Record(kernels::EmbeddingOfArgMax(table, row_begin, rows, hidden, pairs, parts, tokens, out,
+                                    stream_));
 }
 
 }  // namespace spark::engine::backend::cuda

@@ -47,6 +47,7 @@
 #include <cuda_runtime.h>
 
 #include <chrono>
+#include <deque>
 #include <map>
 #include <memory>
 #include <string>
@@ -76,6 +77,18 @@ class CudaBackend : public Backend {
     // How long Download/Synchronize wait for the stream before DeadlineExceeded (a dead peer
     // rank leaves the collectives queued on it waiting).
     std::chrono::milliseconds step_timeout{60000};
+    // Time every graph step with CUDA events (graph_step_times()); for benchmarks.
+    bool time_graph_steps = false;
+  };
+
+  // Graph steps timed so far (Options::time_graph_steps). gpu_ms: from the step's first work
+  // on the stream (enqueued once the host has staged the step) to the graph's end. gap_ms:
+  // from the end of the graph step before to that first work, where the GPU waits for the host
+  // (noticing the end, the caller's own work, the next step's staging); counted only between
+  // consecutive graph steps.
+  struct GraphStepTimes {
+    int64_t steps = 0, gaps = 0;
+    double gpu_ms = 0, gap_ms = 0;
   };
 
   // Unavailable when the device does not exist (the message gives the count); Internal for
@@ -99,11 +112,18 @@ class CudaBackend : public Backend {
   Result<Buffer> Allocate(size_t count) override;
   void Upload(std::span<const float> host, float* dst) override;
   void Download(const float* src, std::span<float> host) override;
+  // In a graph step: launches the graph and returns; the host may stage and launch one more
+  // step (its inputs and output take the other of two pinned host areas, so each key captures
+  // up to two graphs) before TakeDownload waits for the first. Eager: downloads at once.
+  Status DownloadLater(const float* src, size_t count) override;
+  Status TakeDownload(std::span<float> host) override;
   Result<Buffer> AllocateWeights(size_t count, DType dtype) override;
   void UploadWeights(std::span<const float> host, Buffer& dst) override;
 
   void Embedding(const float* table, int64_t row_begin, int64_t rows, int hidden,
                  std::span<const int32_t> ids, float* out) override;
+  void EmbeddingOfArgMax(const float* table, int64_t row_begin, int64_t rows, int hidden,
+                         const float* pairs, int parts, int64_t tokens, float* out) override;
   void RmsNorm(const float* x, const float* weight, int64_t rows, int dim, float eps,
                float* out) override;
   void Linear(const float* x, int64_t rows, int in_features, WeightRef w, int out_features,
@@ -142,6 +162,9 @@ class CudaBackend : public Backend {
   // many steps DecodeLayers has taken so far (for tests and benchmarks).
   void set_fused_decode(bool on) { options_.fused_decode = on; }
   int64_t decode_layers_taken() const { return decode_layers_taken_; }
+  const GraphStepTimes& graph_step_times() const { return step_times_; }
+  // Zeroes the sums (the gap before the next step still counts from the last step's end).
+  void ResetGraphStepTimes() { step_times_ = {}; }
 
  private:
   enum class Mode { kEager, kCapture, kReplay };
@@ -204,7 +227,28 @@ class CudaBackend : public Backend {
   Result<void*> ArenaAllocate(size_t bytes);
   // Ends the step at its Download: capture/instantiate or replay, launch, wait, copy out.
   Status FinishGraph(const float* src, std::span<float> host);
-  Status WaitStream(std::chrono::milliseconds timeout);
+  // Waits for the stream, or for `event` when given.
+  Status WaitStream(std::chrono::milliseconds timeout, cudaEvent_t event = nullptr);
+  // A graph step launched: its host area (parity), its timing slot (-1: untimed), whether the
+  // step before it was a graph step with no eager work between, and its output (bytes; for an
+  // eager DownloadLater, the values downloaded already).
+  struct Launched {
+    int parity = 0;
+    int timed_slot = -1;
+    bool after_graph = false;
+    size_t bytes = 0;
+    bool downloaded = false;
+    std::vector<float> ready;
+  };
+  // Ends the graph step (capturing it first time), launches it with its output copy into the
+  // parity's host area, and returns without waiting.
+  Result<Launched> LaunchGraph(const float* src, size_t bytes);
+  // Waits for a launched step and copies its output into `host`.
+  Status FinishLaunched(const Launched& step, std::span<float> host);
+  // Adds the timed step in `slot` to step_times_, and its gap when after_graph.
+  Status AddStepTime(int slot, bool after_graph);
+  // The pinned host area that Stage writes: a graph step's parity, area 0 when eager.
+  char* StagingHost() const { return staging_host_ + (in_graph() ? parity_ : 0) * staging_bytes_; }
   void ResetStaging();
 
   Options options_;
@@ -213,7 +257,8 @@ class CudaBackend : public Backend {
   Status status_;
   DeviceAllocator allocator_;
   std::unique_ptr<kernels::Gemm> gemm_;
-  // Staging: pinned host and device areas of staging_bytes_, used up to staging_used_.
+  // Staging: two pinned host areas (graph steps alternate when one runs ahead; eager work
+  // takes the first) and one device area, each of staging_bytes_, used up to staging_used_.
   char* staging_host_ = nullptr;
   char* staging_device_ = nullptr;
   size_t staging_bytes_ = 0;
@@ -247,11 +292,30 @@ class CudaBackend : public Backend {
   Mode mode_ = Mode::kEager;
   std::string graph_key_;
   int graph_table_blocks_ = 0;
-  std::map<std::string, std::pair<cudaGraphExec_t, size_t>> graphs_;  // key -> (exec, out bytes)
-  std::vector<std::pair<char*, size_t>> arena_;                       // chunks
+  // A captured step: its graph, output bytes, and what its host pass came to (ops, staged
+  // bytes, arena used), which a replay under the same key must repeat.
+  struct CapturedGraph {
+    cudaGraphExec_t exec = nullptr;
+    size_t out_bytes = 0;
+    int64_t ops = 0;
+    size_t staged = 0, arena_chunk = 0, arena_used = 0;
+  };
+  std::map<std::string, CapturedGraph> graphs_;
+  int64_t graph_ops_ = 0;                        // ops of this graph step so far
+  std::vector<std::pair<char*, size_t>> arena_;  // chunks
   size_t arena_chunk_ = 0, arena_used_ = 0;
-  char* graph_out_host_ = nullptr;  // pinned; a graph's Download lands here
+  char* graph_out_host_ = nullptr;  // pinned, two areas of graph_out_bytes_: graph outputs
   size_t graph_out_bytes_ = 0;
+  int parity_ = 0;                 // this graph step's host areas
+  std::deque<Launched> launched_;  // DownloadLater's steps not yet taken, oldest first
+  cudaEvent_t step_done_[2] = {nullptr, nullptr};  // the last step of each parity ended
+  bool eager_since_graph_ = true;  // eager work (or none at all) since the last graph launch
+  int64_t steps_launched_ = 0;
+  // Options::time_graph_steps: each step's first work and end, in slots by launch count (three:
+  // two steps in flight and the end of the one before them).
+  static constexpr int kTimedSlots = 3;
+  cudaEvent_t step_begin_[kTimedSlots] = {}, step_end_[kTimedSlots] = {};
+  GraphStepTimes step_times_;
 };
 
 }  // namespace spark::engine::backend::cuda

@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <deque>
 #include <numeric>
 #include <random>
 
@@ -514,6 +516,87 @@ TEST_F(CudaBackendTest, GraphStepsReplayWithNewInputs) {
   std::vector<float> got(hidden);
   gpu_->Download(out->data(), got);
   EXPECT_TRUE(gpu_->status().ok()) << gpu_->status().message();
+}
+
+// Graph steps launched ahead (DownloadLater): two in flight, the second staging its ids into
+// the other host area while the first may still run; each result taken is its own step's, and
+// the two areas take a graph each. A third step in flight, a take of the wrong size and a take
+// with none queued are refused.
+TEST_F(CudaBackendTest, GraphStepsLaunchedAheadKeepTheirOwnInputs) {
+  const int hidden = 64, rows = 50;
+  const auto table = Random(rows * hidden, 41);
+  Buffer gt = Put(table);
+  std::deque<std::vector<float>> wants;
+  auto launch = [&](int step) {
+    const std::vector<int32_t> ids = {step * 3 % rows, (step * 7 + 1) % rows};
+    ASSERT_TRUE(gpu_->BeginGraph("ahead", 1).ok());
+    auto out = gpu_->Allocate(2 * hidden);
+    ASSERT_TRUE(out.ok());
+    gpu_->Embedding(gt.data(), 0, rows, hidden, ids, out->data());
+    const Status s = gpu_->DownloadLater(out->data(), 2 * hidden);
+    ASSERT_TRUE(s.ok()) << s.message();
+    wants.emplace_back(2 * hidden);
+    cpu_.Embedding(table.data(), 0, rows, hidden, ids, wants.back().data());
+  };
+  auto take = [&](int step) {
+    std::vector<float> got(2 * hidden);
+    const Status s = gpu_->TakeDownload(got);
+    ASSERT_TRUE(s.ok()) << s.message();
+    EXPECT_EQ(got, wants.front()) << "step " << step;
+    wants.pop_front();
+  };
+  launch(0);
+  for (int step = 1; step < 8; ++step) {
+    launch(step);
+    take(step - 1);
+  }
+  take(7);
+  EXPECT_EQ(gpu_->graph_count(), 2u);
+  std::vector<float> none(2 * hidden), wrong(hidden);
+  EXPECT_EQ(gpu_->TakeDownload(none).code(), StatusCode::kFailedPrecondition);
+  launch(8);
+  launch(9);
+  EXPECT_EQ(gpu_->BeginGraph("ahead", 1).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(gpu_->TakeDownload(wrong).code(), StatusCode::kInvalidArgument);
+  take(8);
+  take(9);
+  // A replay whose host pass differs from the capture under its key is refused, not launched.
+  ASSERT_TRUE(gpu_->BeginGraph("ahead", 1).ok());
+  auto out = gpu_->Allocate(2 * hidden);
+  ASSERT_TRUE(out.ok());
+  gpu_->Embedding(gt.data(), 0, rows, hidden, std::vector<int32_t>{1, 2}, out->data());
+  gpu_->Embedding(gt.data(), 0, rows, hidden, std::vector<int32_t>{3, 4}, out->data());
+  const Status other = gpu_->DownloadLater(out->data(), 2 * hidden);
+  EXPECT_EQ(other.code(), StatusCode::kInternal) << other.message();
+  EXPECT_NE(other.message().find("one op sequence"), std::string::npos) << other.message();
+  EXPECT_TRUE(gpu_->status().ok()) << gpu_->status().message();
+}
+
+// EmbeddingOfArgMax merges ArgMax pairs of two vocabulary parts on the GPU (the larger value,
+// ties to the lower id) and embeds the id, as the CPU backend does through MergeArgMax.
+TEST_F(CudaBackendTest, EmbeddingOfArgMaxMergesPartsLikeTheHost) {
+  const int hidden = 48, rows = 40, tokens = 3;
+  const auto table = Random(rows * hidden, 42);
+  Buffer gt = Put(table);
+  // [parts][tokens][2]: token 0 from part 1, token 1 a tie (the lower id, part 0's 7),
+  // token 2 from part 0.
+  const std::vector<float> pairs = {1.0f, 3.0f,  2.0f, 7.0f,  5.0f,  11.0f,
+                                    4.0f, 25.0f, 2.0f, 30.0f, -1.0f, 39.0f};
+  Buffer gp = Put(pairs);
+  auto out = gpu_->Allocate(tokens * hidden);
+  ASSERT_TRUE(out.ok());
+  gpu_->EmbeddingOfArgMax(gt.data(), 0, rows, hidden, gp.data(), 2, tokens, out->data());
+  std::vector<float> got(tokens * hidden), want(tokens * hidden);
+  gpu_->Download(out->data(), got);
+  ASSERT_TRUE(gpu_->status().ok()) << gpu_->status().message();
+  cpu_.EmbeddingOfArgMax(table.data(), 0, rows, hidden, pairs.data(), 2, tokens, want.data());
+  EXPECT_EQ(got, want);
+  for (int t = 0; t < tokens; ++t) {
+    const int id = std::array{25, 7, 11}[t];
+    EXPECT_TRUE(std::equal(got.begin() + t * hidden, got.begin() + (t + 1) * hidden,
+                           table.begin() + id * hidden))
+        << "token " << t;
+  }
 }
 
 // Prefill of three sequences (one continuing a cached prefix), then a decode step of each

@@ -72,6 +72,33 @@ TEST_P(CudaModelTest, ArgMaxAndGraphDecodeGiveTransformersTokens) {
   EXPECT_LT(gpu->graph_count(), static_cast<size_t>(steps));  // replays happened
 }
 
+// Greedy steps launched ahead (Model::LaunchArgMax: each step's ids go to the next step's
+// embedding on the GPU, two steps in flight), eagerly and — for the dense model — in CUDA graphs,
+// where the two steps in flight take the two host areas (a graph each). All must give
+// transformers' tokens.
+TEST_P(CudaModelTest, LaunchedStepsGiveTransformersTokens) {
+  auto expect = [&](const std::vector<std::vector<int32_t>>& got, const char* how) {
+    for (size_t i = 0; i < cases.size(); ++i) {
+      ASSERT_GE(got[i].size(), 4u) << how;
+      const std::vector<int32_t> want(cases[i].greedy.begin(),
+                                      cases[i].greedy.begin() + got[i].size());
+      EXPECT_EQ(got[i], want) << how << " case " << i;
+    }
+  };
+  expect(RunLaunched(dir, *gpu, cases), "eager");
+  if (GetParam() != "qwen3-tiny") return;  // MoE layers stay eager
+  const size_t graphs_before = gpu->graph_count();
+  expect(RunLaunched(dir, *gpu, cases,
+                     [&](size_t step) {
+                       if (step == 1) return;  // eager: builds the RoPE tables
+                       Status s = gpu->BeginGraph("launched", kBlocksPerSeq);
+                       EXPECT_TRUE(s.ok()) << s.message();
+                     }),
+         "graphs");
+  ASSERT_TRUE(gpu->status().ok()) << gpu->status().message();
+  EXPECT_EQ(gpu->graph_count() - graphs_before, 2u);  // one per host area, then replays
+}
+
 // bf16 Linear weights (the fp32 fixtures rounded): logits within bf16 tolerance of
 // transformers' fp32 ones, on the GPU and on the CPU backend's widening path.
 TEST_P(CudaModelTest, Bf16WeightsWithinBf16Tolerance) {

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -121,6 +122,57 @@ inline ModelRun RunModel(const std::string& dir, backend::Backend& backend,
     }
   }
   return run;
+}
+
+// Prefills all prompts (ForwardArgMax), then decodes them together with steps launched ahead
+// (Model::LaunchArgMax, each step's ids fed to the next where they were computed; two steps in
+// flight), for as many tokens as the shortest greedy continuation. before_launch(step) runs
+// before each launch (e.g. to open a CUDA graph).
+inline std::vector<std::vector<int32_t>> RunLaunched(
+    const std::string& dir, backend::Backend& backend, const std::vector<Case>& cases,
+    const std::function<void(size_t step)>& before_launch = {}) {
+  std::vector<std::vector<int32_t>> tokens(cases.size());
+  auto model = LoadModel(dir, backend, nullptr, {});
+  EXPECT_TRUE(model.ok()) << model.status().message();
+  if (!model.ok()) return tokens;
+  auto cache = PagedKvCache::Create(backend, (*model)->kv_cache_spec(), kBlocks, kBlockSize);
+  EXPECT_TRUE(cache.ok());
+  if (!cache.ok()) return tokens;
+  std::vector<std::vector<int32_t>> tables;
+  ForwardBatch prefill;
+  size_t n = SIZE_MAX;
+  int next = 0;
+  for (const Case& c : cases) {
+    tables.emplace_back();
+    for (int i = 0; i < kBlocksPerSeq; ++i) tables.back().push_back((next++ * 37) % kBlocks);
+    prefill.AddSequence(c.prompt, 0, tables.back(), kBlockSize);
+    n = std::min(n, c.greedy.size());
+  }
+  std::vector<int32_t> first;
+  Status s = (*model)->ForwardArgMax(prefill, *cache, &first);
+  EXPECT_TRUE(s.ok()) << s.message();
+  if (!s.ok()) return tokens;
+  for (size_t i = 0; i < cases.size(); ++i) tokens[i].push_back(first[i]);
+  auto take = [&] {
+    std::vector<int32_t> ids;
+    const Status taken = (*model)->TakeArgMax(&ids);
+    EXPECT_TRUE(taken.ok()) << taken.message();
+    for (size_t i = 0; i < ids.size() && i < cases.size(); ++i) tokens[i].push_back(ids[i]);
+  };
+  for (size_t step = 1; step < n; ++step) {
+    ForwardBatch decode;  // from step 2 on the ids come from the step before, not from here
+    for (size_t i = 0; i < cases.size(); ++i) {
+      const int64_t cached = static_cast<int64_t>(cases[i].prompt.size() + step - 1);
+      decode.AddSequence(std::span(&first[i], 1), cached, tables[i], kBlockSize);
+    }
+    if (before_launch) before_launch(step);
+    s = (*model)->LaunchArgMax(decode, *cache, step > 1);
+    EXPECT_TRUE(s.ok()) << s.message();
+    if (!s.ok()) return tokens;
+    if (step > 1) take();
+  }
+  if (n > 1) take();
+  return tokens;
 }
 
 // A GPU test over one fixture (the test parameter): skipped where no CUDA device is visible;

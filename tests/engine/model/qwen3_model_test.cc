@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -194,6 +195,67 @@ TEST_P(Qwen3ModelTest, ForwardArgMaxMatchesForwardLogits) {
       EXPECT_EQ(ids[r], Argmax(&logits[r * vocab], vocab)) << "row " << r << " all " << all;
     }
   }
+}
+
+// Greedy steps launched ahead (LaunchArgMax with ids_from_last: each step's ids go to the next
+// step's embedding without the host) give the fixture's greedy tokens, two steps in flight; the
+// guards refuse a third step in flight, ids_from_last without a step before or with another
+// row count, and a take with nothing launched.
+TEST_P(Qwen3ModelTest, LaunchedStepsFeedTheirIdsOnward) {
+  const Fixture f = LoadFixture(GetParam());
+  backend::cpu::CpuBackend backend(2);
+  Engine e = MakeEngine(f.dir, backend, nullptr, {});
+  ASSERT_NE(e.model, nullptr);
+  std::vector<std::vector<int32_t>> tables;
+  ForwardBatch prefill;
+  size_t n = SIZE_MAX;
+  for (const Case& c : f.cases) {
+    tables.push_back(e.Blocks(12));
+    prefill.AddSequence(c.prompt, 0, tables.back(), Engine::kBlockSize);
+    n = std::min(n, c.greedy.size());
+  }
+  ASSERT_GE(n, 4u);
+  auto decode_at = [&](size_t step, const std::vector<int32_t>& ids) {
+    ForwardBatch b;
+    for (size_t i = 0; i < f.cases.size(); ++i) {
+      const int64_t cached = static_cast<int64_t>(f.cases[i].prompt.size() + step - 1);
+      b.AddSequence(std::span(&ids[i], 1), cached, tables[i], Engine::kBlockSize);
+    }
+    return b;
+  };
+  std::vector<int32_t> first, ids;
+  EXPECT_EQ(e.model->LaunchArgMax(prefill, *e.cache, true).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(e.model->TakeArgMax(&ids).code(), StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(e.model->ForwardArgMax(prefill, *e.cache, &first).ok());
+  std::vector<std::vector<int32_t>> got(f.cases.size());
+  for (size_t i = 0; i < f.cases.size(); ++i) got[i].push_back(first[i]);
+  auto take = [&] {
+    ASSERT_TRUE(e.model->TakeArgMax(&ids).ok());
+    ASSERT_EQ(ids.size(), f.cases.size());
+    for (size_t i = 0; i < ids.size(); ++i) got[i].push_back(ids[i]);
+  };
+  // Placeholder ids (the first token of every row) from step 2 on: the fed ids must win.
+  for (size_t step = 1; step < n; ++step) {
+    const Status s = e.model->LaunchArgMax(decode_at(step, first), *e.cache, step > 1);
+    ASSERT_TRUE(s.ok()) << s.message();
+    if (step > 1) take();
+  }
+  take();
+  for (size_t i = 0; i < f.cases.size(); ++i) {
+    const std::vector<int32_t> want(f.cases[i].greedy.begin(), f.cases[i].greedy.begin() + n);
+    EXPECT_EQ(got[i], want) << f.dir << " case " << i;
+  }
+  // Guards, continuing after the last step (the cache contents no longer matter).
+  ForwardBatch one_row;
+  one_row.AddSequence(std::span(&first[0], 1), static_cast<int64_t>(f.cases[0].prompt.size() + n),
+                      tables[0], Engine::kBlockSize);
+  EXPECT_EQ(e.model->LaunchArgMax(one_row, *e.cache, true).code(), StatusCode::kInvalidArgument);
+  ASSERT_TRUE(e.model->LaunchArgMax(decode_at(n, first), *e.cache, true).ok());
+  ASSERT_TRUE(e.model->LaunchArgMax(decode_at(n + 1, first), *e.cache, true).ok());
+  EXPECT_EQ(e.model->LaunchArgMax(decode_at(n + 2, first), *e.cache, true).code(),
+            StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(e.model->TakeArgMax(&ids).ok());
+  ASSERT_TRUE(e.model->TakeArgMax(&ids).ok());
 }
 
 // The same checkpoint with bf16 Linear weights in backend memory (the CPU backend widens them
