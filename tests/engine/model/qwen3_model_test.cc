@@ -197,62 +197,86 @@ TEST_P(Qwen3ModelTest, ForwardArgMaxMatchesForwardLogits) {
   }
 }
 
-// Greedy steps launched ahead (LaunchArgMax with ids_from_last: each step's ids go to the next
-// step's embedding without the host) give the fixture's greedy tokens, two steps in flight; the
-// guards refuse a third step in flight, ids_from_last without a step before or with another
-// row count, and a take with nothing launched.
+// Greedy steps launched ahead: every prompt prefilled (ForwardArgMax), then all sequences decoded
+// together through LaunchArgMax, two steps in flight, from step 2 on with ids_from_last (the
+// batch holds each row's first token as a placeholder: the fed ids must win), for n tokens a
+// sequence (the shortest greedy continuation), checked against the fixture's tokens.
+struct LaunchedRun {
+  std::vector<std::vector<int32_t>> tables;
+  std::vector<int32_t> first;  // each sequence's token from the prefill
+  size_t n = SIZE_MAX;
+
+  // The decode batch of `step` (1: the first token after the prompt).
+  ForwardBatch At(const Fixture& f, size_t step) const {
+    ForwardBatch b;
+    for (size_t i = 0; i < f.cases.size(); ++i) {
+      const int64_t cached = static_cast<int64_t>(f.cases[i].prompt.size() + step - 1);
+      b.AddSequence(std::span(&first[i], 1), cached, tables[i], Engine::kBlockSize);
+    }
+    return b;
+  }
+};
+
+LaunchedRun ExpectLaunchedGreedy(const Fixture& f, Engine& e) {
+  LaunchedRun run;
+  ForwardBatch prefill;
+  for (const Case& c : f.cases) {
+    run.tables.push_back(e.Blocks(12));
+    prefill.AddSequence(c.prompt, 0, run.tables.back(), Engine::kBlockSize);
+    run.n = std::min(run.n, c.greedy.size());
+  }
+  EXPECT_GE(run.n, 4u);
+  Status s = e.model->ForwardArgMax(prefill, *e.cache, &run.first);
+  EXPECT_TRUE(s.ok()) << s.message();
+  if (!s.ok()) return run;
+  std::vector<std::vector<int32_t>> got(f.cases.size());
+  for (size_t i = 0; i < f.cases.size(); ++i) got[i].push_back(run.first[i]);
+  auto take = [&] {
+    std::vector<int32_t> ids;
+    const Status taken = e.model->TakeArgMax(&ids);
+    EXPECT_TRUE(taken.ok()) << taken.message();
+    EXPECT_EQ(ids.size(), f.cases.size());
+    for (size_t i = 0; i < ids.size() && i < got.size(); ++i) got[i].push_back(ids[i]);
+  };
+  for (size_t step = 1; step < run.n; ++step) {
+    s = e.model->LaunchArgMax(run.At(f, step), *e.cache, step > 1);
+    EXPECT_TRUE(s.ok()) << s.message();
+    if (!s.ok()) return run;
+    if (step > 1) take();
+  }
+  take();
+  for (size_t i = 0; i < f.cases.size(); ++i) {
+    const std::vector<int32_t> want(f.cases[i].greedy.begin(), f.cases[i].greedy.begin() + run.n);
+    EXPECT_EQ(got[i], want) << f.dir << " case " << i;
+  }
+  return run;
+}
+
+// Launched steps give the fixture's greedy tokens; the guards refuse ids_from_last without a
+// step launched before or with another row count, a third step in flight, and a take with
+// nothing launched.
 TEST_P(Qwen3ModelTest, LaunchedStepsFeedTheirIdsOnward) {
   const Fixture f = LoadFixture(GetParam());
   backend::cpu::CpuBackend backend(2);
   Engine e = MakeEngine(f.dir, backend, nullptr, {});
   ASSERT_NE(e.model, nullptr);
-  std::vector<std::vector<int32_t>> tables;
-  ForwardBatch prefill;
-  size_t n = SIZE_MAX;
-  for (const Case& c : f.cases) {
-    tables.push_back(e.Blocks(12));
-    prefill.AddSequence(c.prompt, 0, tables.back(), Engine::kBlockSize);
-    n = std::min(n, c.greedy.size());
-  }
-  ASSERT_GE(n, 4u);
-  auto decode_at = [&](size_t step, const std::vector<int32_t>& ids) {
-    ForwardBatch b;
-    for (size_t i = 0; i < f.cases.size(); ++i) {
-      const int64_t cached = static_cast<int64_t>(f.cases[i].prompt.size() + step - 1);
-      b.AddSequence(std::span(&ids[i], 1), cached, tables[i], Engine::kBlockSize);
-    }
-    return b;
-  };
-  std::vector<int32_t> first, ids;
-  EXPECT_EQ(e.model->LaunchArgMax(prefill, *e.cache, true).code(), StatusCode::kInvalidArgument);
+  ForwardBatch one;
+  one.AddSequence(f.cases[0].prompt, 0, e.Blocks(12), Engine::kBlockSize);
+  std::vector<int32_t> ids;
+  EXPECT_EQ(e.model->LaunchArgMax(one, *e.cache, true).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(e.model->TakeArgMax(&ids).code(), StatusCode::kFailedPrecondition);
-  ASSERT_TRUE(e.model->ForwardArgMax(prefill, *e.cache, &first).ok());
-  std::vector<std::vector<int32_t>> got(f.cases.size());
-  for (size_t i = 0; i < f.cases.size(); ++i) got[i].push_back(first[i]);
-  auto take = [&] {
-    ASSERT_TRUE(e.model->TakeArgMax(&ids).ok());
-    ASSERT_EQ(ids.size(), f.cases.size());
-    for (size_t i = 0; i < ids.size(); ++i) got[i].push_back(ids[i]);
-  };
-  // Placeholder ids (the first token of every row) from step 2 on: the fed ids must win.
-  for (size_t step = 1; step < n; ++step) {
-    const Status s = e.model->LaunchArgMax(decode_at(step, first), *e.cache, step > 1);
-    ASSERT_TRUE(s.ok()) << s.message();
-    if (step > 1) take();
-  }
-  take();
-  for (size_t i = 0; i < f.cases.size(); ++i) {
-    const std::vector<int32_t> want(f.cases[i].greedy.begin(), f.cases[i].greedy.begin() + n);
-    EXPECT_EQ(got[i], want) << f.dir << " case " << i;
-  }
-  // Guards, continuing after the last step (the cache contents no longer matter).
+  const LaunchedRun run = ExpectLaunchedGreedy(f, e);
+  ASSERT_FALSE(HasFailure());
+  // Past the last step (the cache contents no longer matter).
+  const size_t n = run.n;
   ForwardBatch one_row;
-  one_row.AddSequence(std::span(&first[0], 1), static_cast<int64_t>(f.cases[0].prompt.size() + n),
-                      tables[0], Engine::kBlockSize);
+  one_row.AddSequence(std::span(&run.first[0], 1),
+                      static_cast<int64_t>(f.cases[0].prompt.size() + n), run.tables[0],
+                      Engine::kBlockSize);
   EXPECT_EQ(e.model->LaunchArgMax(one_row, *e.cache, true).code(), StatusCode::kInvalidArgument);
-  ASSERT_TRUE(e.model->LaunchArgMax(decode_at(n, first), *e.cache, true).ok());
-  ASSERT_TRUE(e.model->LaunchArgMax(decode_at(n + 1, first), *e.cache, true).ok());
-  EXPECT_EQ(e.model->LaunchArgMax(decode_at(n + 2, first), *e.cache, true).code(),
+  ASSERT_TRUE(e.model->LaunchArgMax(run.At(f, n), *e.cache, true).ok());
+  ASSERT_TRUE(e.model->LaunchArgMax(run.At(f, n + 1), *e.cache, true).ok());
+  EXPECT_EQ(e.model->LaunchArgMax(run.At(f, n + 2), *e.cache, true).code(),
             StatusCode::kFailedPrecondition);
   ASSERT_TRUE(e.model->TakeArgMax(&ids).ok());
   ASSERT_TRUE(e.model->TakeArgMax(&ids).ok());
@@ -340,7 +364,7 @@ TEST_P(Qwen3ModelTest, RejectsBadBatches) {
 }
 
 // Tensor parallelism in one process: N threads, each a rank with its own shards, must give
-// transformers' results too.
+// transformers' results too, steps launched ahead included.
 void RunTensorParallel(const std::string& name, int tp, MoeSharding moe) {
   const Fixture f = LoadFixture(name);
   auto group = comm::CreateLocalGroup(tp);
@@ -354,6 +378,7 @@ void RunTensorParallel(const std::string& name, int tp, MoeSharding moe) {
       EXPECT_EQ(e.model->kv_cache_spec().kv_width,
                 16 * std::max(1, e.model->config().num_kv_heads / tp));
       RunFixture(f, e);
+      ExpectLaunchedGreedy(f, e);  // the ids all-gathered over the ranks, fed on
     });
   }
   for (std::thread& t : ranks) t.join();
