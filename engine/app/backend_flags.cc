@@ -19,8 +19,8 @@ void AddBackendFlags(CLI::App* cmd, BackendFlags* flags) {
                   "the cache memory and what attention reads per step; Qwen3 models)");
   cmd->add_flag("--cuda-graphs", flags->cuda_graphs,
                 "With --backend cuda: run greedy decode steps of a dense model as captured CUDA "
-                "graphs, on one GPU or tensor-parallel across GPUs of one host (opt-in; see "
-                "docs/engine.md)");
+                "graphs, on one GPU or tensor-parallel across GPUs of one host, each launched "
+                "while the engine still handles the step before (opt-in; see docs/engine.md)");
 }
 
 std::vector<std::string> BackendArgv(const BackendFlags& flags) {

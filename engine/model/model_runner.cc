@@ -3,18 +3,32 @@
 #include <algorithm>
 #include <string>
 
+#include "base/logging.h"
+
 namespace spark::engine::model {
 
-Result<std::unique_ptr<ModelStepRunner>> ModelStepRunner::Create(Model* model,
-                                                                 backend::Backend& backend,
-                                                                 int64_t num_blocks, int block_size,
-                                                                 bool return_logits,
-                                                                 bool decode_graphs) {
+Result<std::unique_ptr<ModelStepRunner>> ModelStepRunner::Create(
+    Model* model, backend::Backend& backend, int64_t num_blocks, int block_size, bool return_logits,
+    bool decode_graphs, bool launch_ahead) {
   if (model == nullptr) return InvalidArgumentError("ModelStepRunner: no model");
   SPARK_ASSIGN_OR_RETURN(PagedKvCache cache, PagedKvCache::Create(backend, model->kv_cache_spec(),
                                                                   num_blocks, block_size));
-  return std::unique_ptr<ModelStepRunner>(
-      new ModelStepRunner(model, &backend, std::move(cache), return_logits, decode_graphs));
+  return std::unique_ptr<ModelStepRunner>(new ModelStepRunner(
+      model, &backend, std::move(cache), return_logits, decode_graphs, launch_ahead));
+}
+
+ModelStepRunner::~ModelStepRunner() {
+  // The step in flight is lost with the runner; the model must not keep it as launched.
+  if (Status s = DropAhead(); !s.ok())
+    Logger("engine.model")->warn("model runner: {}", s.message());
+}
+
+Status ModelStepRunner::DropAhead() {
+  if (!ahead_) return Status::Ok();
+  ahead_ = false;
+  fed_ready_ = false;
+  std::vector<int32_t> unused;
+  return model_->TakeArgMax(&unused);
 }
 
 ForwardBatch ModelStepRunner::MakeBatch(const runtime::StepPlan& plan, int block_size) {
@@ -37,14 +51,8 @@ Result<std::vector<float>> ModelStepRunner::Run(const runtime::StepPlan& plan) {
   }
   const ForwardBatch batch = MakeBatch(plan, cache_.block_size());
   if (plan.command == runtime::StepCommand::kRunArgMax) {
-    std::vector<int32_t> ids;
-    MaybeBeginGraph(plan);
-    // A graph step must reach its Download: one that fails before (a bad batch) is dropped.
-    if (Status s = model_->ForwardArgMax(batch, cache_, &ids); !s.ok()) {
-      backend_->CancelDecodeGraph();
-      return s;
-    }
-    SPARK_RETURN_IF_ERROR(backend_->status());
+    SPARK_ASSIGN_OR_RETURN(const std::vector<int32_t> ids, RunArgMax(plan, batch));
+    MaybeLaunchAhead(plan, ids);
     std::vector<float> rows;
     if (!return_logits_) return rows;
     for (size_t i = 0; i < plan.entries.size() && i < ids.size(); ++i) {
@@ -52,6 +60,7 @@ Result<std::vector<float>> ModelStepRunner::Run(const runtime::StepPlan& plan) {
     }
     return rows;
   }
+  SPARK_RETURN_IF_ERROR(DropAhead());
   SPARK_RETURN_IF_ERROR(model_->Forward(batch, cache_, &logits_));
   SPARK_RETURN_IF_ERROR(backend_->status());
   const size_t vocab = static_cast<size_t>(vocab_size());
@@ -71,19 +80,76 @@ Result<std::vector<float>> ModelStepRunner::Run(const runtime::StepPlan& plan) {
   return rows;
 }
 
-void ModelStepRunner::MaybeBeginGraph(const runtime::StepPlan& plan) {
+Result<std::vector<int32_t>> ModelStepRunner::RunArgMax(const runtime::StepPlan& plan,
+                                                        const ForwardBatch& batch) {
+  std::vector<int32_t> ids;
+  if (ahead_ && plan.entries == ahead_entries_) {
+    ahead_ = false;
+    ++taken_ahead_;
+    SPARK_RETURN_IF_ERROR(model_->TakeArgMax(&ids));
+    SPARK_RETURN_IF_ERROR(backend_->status());
+    fed_ready_ = true;  // its pairs feed the next step
+    return ids;
+  }
+  SPARK_RETURN_IF_ERROR(DropAhead());
+  const bool graph = MaybeBeginGraph(plan, launch_ahead_ ? "decode-first-b" : "decode-b");
+  // A graph step must reach its Download: one that fails before (a bad batch) is dropped.
+  Status s = Status::Ok();
+  if (graph && launch_ahead_) {
+    // Launched and taken at once: the model keeps its pairs for a step fed from them.
+    s = model_->LaunchArgMax(batch, cache_, false);
+    if (s.ok()) s = model_->TakeArgMax(&ids);
+  } else {
+    s = model_->ForwardArgMax(batch, cache_, &ids);
+  }
+  if (!s.ok()) {
+    backend_->CancelDecodeGraph();
+    fed_ready_ = false;
+    return s;
+  }
+  SPARK_RETURN_IF_ERROR(backend_->status());
+  fed_ready_ = graph && launch_ahead_;
+  return ids;
+}
+
+void ModelStepRunner::MaybeLaunchAhead(const runtime::StepPlan& plan,
+                                       const std::vector<int32_t>& ids) {
+  if (!launch_ahead_ || !fed_ready_ || ids.size() != plan.entries.size()) return;
+  runtime::StepPlan next;
+  next.command = plan.command;
+  next.step = plan.step + 1;
+  next.entries = plan.entries;
+  for (size_t i = 0; i < next.entries.size(); ++i) {
+    runtime::StepPlanEntry& e = next.entries[i];
+    if (e.token_ids.size() != 1 || !e.needs_logits) return;
+    e.start_pos += 1;
+    e.token_ids = {ids[i]};
+    // The next position must lie in a block the sequence holds already.
+    if (e.start_pos >= static_cast<int64_t>(e.block_table.size()) * cache_.block_size()) return;
+  }
+  if (!MaybeBeginGraph(next, "decode-fed-b")) return;
+  if (!model_->LaunchArgMax(MakeBatch(next, cache_.block_size()), cache_, true).ok()) {
+    backend_->CancelDecodeGraph();  // not run: the next Run runs its plan as usual
+    return;
+  }
+  ahead_entries_ = std::move(next.entries);
+  ahead_ = true;
+  ++launched_ahead_;
+}
+
+bool ModelStepRunner::MaybeBeginGraph(const runtime::StepPlan& plan, const char* kind) {
   if (!decode_graphs_ || !model_->decode_graphs_ok() ||
       plan.entries.size() > static_cast<size_t>(kMaxGraphBatch)) {
-    return;
+    return false;
   }
   int64_t blocks = 1;
   for (const runtime::StepPlanEntry& e : plan.entries) {
-    if (e.token_ids.size() != 1) return;  // prefill chunks run eagerly
+    if (e.token_ids.size() != 1) return false;  // prefill chunks run eagerly
     blocks = std::max<int64_t>(blocks, (e.start_pos + cache_.block_size()) / cache_.block_size());
   }
   int bucket = 4;
   while (bucket < blocks) bucket *= 2;
-  backend_->BeginDecodeGraph("decode-b" + std::to_string(plan.entries.size()), bucket);
+  return backend_->BeginDecodeGraph(kind + std::to_string(plan.entries.size()), bucket);
 }
 
 }  // namespace spark::engine::model

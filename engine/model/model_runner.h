@@ -30,10 +30,19 @@ class ModelStepRunner : public runtime::ModelRunner {
   // `decode_graphs`: run greedy decode steps of at most kMaxGraphBatch sequences as backend
   // graphs (Backend::BeginDecodeGraph) when the model allows it, keyed by batch size and a
   // power-of-two bucket of the longest block table.
+  // `launch_ahead` (with decode_graphs): after a greedy decode step in a graph, launch the step
+  // that would follow if every sequence goes on (the same sequences, each fed the id just
+  // picked, on the device: Model::LaunchArgMax) before returning, so the GPU runs it while the
+  // engine samples, checks stops and schedules. The next Run takes its result when its plan is
+  // that step, and otherwise drops it (the GPU's work on it is lost; its K/V writes land in
+  // slots past each sequence's end, inside blocks the sequence holds, which nothing reads
+  // before writing them again). Not launched when a sequence's next position needs a new block.
   static Result<std::unique_ptr<ModelStepRunner>> Create(Model* model, backend::Backend& backend,
                                                          int64_t num_blocks, int block_size,
                                                          bool return_logits = true,
-                                                         bool decode_graphs = false);
+                                                         bool decode_graphs = false,
+                                                         bool launch_ahead = true);
+  ~ModelStepRunner() override;
   static constexpr int kMaxGraphBatch = 64;
 
   int vocab_size() const override { return model_->config().vocab_size; }
@@ -47,27 +56,47 @@ class ModelStepRunner : public runtime::ModelRunner {
 
   // The ForwardBatch for `plan` (exposed for tests).
   static ForwardBatch MakeBatch(const runtime::StepPlan& plan, int block_size);
+  // Steps launched ahead so far, and how many of them the plan after took (for tests and
+  // stats).
+  int64_t launched_ahead() const { return launched_ahead_; }
+  int64_t taken_ahead() const { return taken_ahead_; }
 
   int64_t num_blocks() const { return cache_.num_blocks(); }
   int block_size() const { return cache_.block_size(); }
 
  private:
   ModelStepRunner(Model* model, backend::Backend* backend, PagedKvCache cache, bool return_logits,
-                  bool decode_graphs)
+                  bool decode_graphs, bool launch_ahead)
       : model_(model),
         backend_(backend),
         cache_(std::move(cache)),
         return_logits_(return_logits),
-        decode_graphs_(decode_graphs) {}
-  // Opens a graph step for `plan` when it is a decode step graphs may take.
-  void MaybeBeginGraph(const runtime::StepPlan& plan);
+        decode_graphs_(decode_graphs),
+        launch_ahead_(launch_ahead && decode_graphs) {}
+  // Opens a graph step for `plan` when it is a decode step graphs may take (keys begin with
+  // `kind`: a key names one op sequence); true when the backend opened one.
+  bool MaybeBeginGraph(const runtime::StepPlan& plan, const char* kind = "decode-b");
+  // A kRunArgMax plan's ids: the step launched ahead when it is this plan, else run here.
+  Result<std::vector<int32_t>> RunArgMax(const runtime::StepPlan& plan, const ForwardBatch& batch);
+  // Launches the step after `plan` (its ids just picked) when it may (see Create).
+  void MaybeLaunchAhead(const runtime::StepPlan& plan, const std::vector<int32_t>& ids);
+  // Takes and forgets the step launched ahead, if any.
+  Status DropAhead();
 
   Model* model_;
   backend::Backend* backend_;
   PagedKvCache cache_;
   const bool return_logits_;
   const bool decode_graphs_;
+  const bool launch_ahead_;
   std::vector<float> logits_;  // Reused across steps.
+  // The step launched ahead: its plan's entries, and whether one is in flight. fed_ready_: the
+  // model's last launched step (LaunchArgMax) is the plan just run, so a step may be fed from
+  // it.
+  std::vector<runtime::StepPlanEntry> ahead_entries_;
+  bool ahead_ = false;
+  bool fed_ready_ = false;
+  int64_t launched_ahead_ = 0, taken_ahead_ = 0;
 };
 
 }  // namespace spark::engine::model

@@ -1,8 +1,9 @@
 // The serving path's decode graphs on the GPU: ModelStepRunner with decode_graphs on the CUDA
 // backend runs the fixtures' prompts as the engine does (one prefill plan, then run-argmax
 // decode plans of the live sequences, which the runner turns into graph steps keyed by batch
-// size and block-table bucket). The tokens must be transformers' greedy tokens, graphs must
-// have been captured and replayed, and the MoE fixture (never in graphs) must still match.
+// size and block-table bucket, each launched ahead by the step before). The tokens must be
+// transformers' greedy tokens, graphs must have been captured and replayed, the steps taken
+// from launches ahead, and the MoE fixture (never in graphs) must still match.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -62,8 +63,13 @@ TEST_P(CudaRunnerTest, DecodeGraphStepsGiveTransformersTokens) {
   for (size_t i = 0; i < cases.size(); ++i) EXPECT_EQ(out[i], cases[i].greedy) << "case " << i;
   if (GetParam() == "qwen3-tiny") {
     EXPECT_GE(gpu->graph_count(), 1u);
+    // Every decode step after the first was launched ahead by the one before and taken; the
+    // last one launched (past the end) was dropped.
+    EXPECT_GE((*runner)->taken_ahead(), 8);
+    EXPECT_EQ((*runner)->launched_ahead(), (*runner)->taken_ahead() + 1);
   } else {
     EXPECT_EQ(gpu->graph_count(), 0u);
+    EXPECT_EQ((*runner)->launched_ahead(), 0);
   }
 }
 

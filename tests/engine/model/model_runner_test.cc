@@ -22,17 +22,18 @@ std::string FixtureDir(const std::string& name) {
   return std::string(SPARK_SOURCE_DIR) + "/tests/fixtures/models/" + name;
 }
 
-// The CPU backend, recording graph requests (and refusing them, so steps run as usual), with
-// an error it can be told to report.
+// The CPU backend, recording graph requests (refusing them unless told to accept: either way
+// the steps run as usual), with an error it can be told to report.
 class RecordingBackend : public backend::cpu::CpuBackend {
  public:
   RecordingBackend() : CpuBackend(2) {}
   bool BeginDecodeGraph(const std::string& key, int table_blocks) override {
     requests.emplace_back(key, table_blocks);
-    return false;
+    return accept;
   }
   Status status() const override { return error; }
   std::vector<std::pair<std::string, int>> requests;
+  bool accept = false;
   Status error;
 };
 
@@ -123,7 +124,7 @@ TEST(ModelStepRunnerTest, DecodeGraphsAskedOnlyForGreedyDecodeOfDenseModels) {
   // Four decode steps of two sequences; contexts of 7..13 tokens need up to 4 blocks of 4.
   ASSERT_EQ(on->backend.requests.size(), 4u);
   for (const auto& [key, blocks] : on->backend.requests) {
-    EXPECT_EQ(key, "decode-b2");
+    EXPECT_EQ(key, "decode-first-b2");  // refused: no step is launched ahead of it
     EXPECT_EQ(blocks, 4);
   }
   Generate(*on, runtime::StepCommand::kRun);  // plain plans: logits leave, no graphs
@@ -147,6 +148,42 @@ TEST(ModelStepRunnerTest, BackendErrorFailsTheStep) {
     ASSERT_FALSE(out.ok());
     EXPECT_NE(out.status().message().find("device lost"), std::string::npos);
   }
+}
+
+// With graph steps accepted (the CPU backend then runs them as usual), steady greedy decode
+// launches each next step ahead, fed the ids just picked, and the next Run takes it; a plan that
+// is not that step drops it and runs as usual. The ids match a runner without graphs.
+TEST(ModelStepRunnerTest, LaunchesTheNextDecodeStepAheadAndDropsItForAnotherPlan) {
+  auto ref = Make("qwen3-tiny", false), ahead = Make("qwen3-tiny", true);
+  ASSERT_TRUE(ref && ahead);
+  ahead->backend.accept = true;
+  const std::vector<int32_t> want = Generate(*ref, runtime::StepCommand::kRunArgMax);
+  EXPECT_EQ(Generate(*ahead, runtime::StepCommand::kRunArgMax), want);
+  // Prefill (no graph), decode step 1 with the host's ids, then each step launched ahead by
+  // the one before: steps 2-4 taken, step 5 still in flight.
+  EXPECT_EQ(ahead->runner->launched_ahead(), 4);
+  EXPECT_EQ(ahead->runner->taken_ahead(), 3);
+  std::vector<std::string> keys;
+  for (const auto& request : ahead->backend.requests) keys.push_back(request.first);
+  EXPECT_EQ(keys, (std::vector<std::string>{"decode-first-b2", "decode-fed-b2", "decode-fed-b2",
+                                            "decode-fed-b2", "decode-fed-b2"}));
+  // Step 5 for the first sequence alone: not the step launched ahead (two sequences).
+  const int32_t last = want[want.size() - 2];
+  const runtime::StepPlan alone = Plan(runtime::StepCommand::kRunArgMax, {{last}}, {10});
+  auto got = ahead->runner->Run(alone);
+  auto expected = ref->runner->Run(alone);
+  ASSERT_TRUE(got.ok() && expected.ok()) << got.status().message();
+  EXPECT_EQ(*got, *expected);
+  EXPECT_EQ(ahead->runner->taken_ahead(), 3);
+  EXPECT_EQ(ahead->runner->launched_ahead(), 5);  // and the step after it, for it alone
+  // A plain plan (logits) drops the step in flight too.
+  const int32_t next = static_cast<int32_t>((*got)[0]);
+  auto logits = ahead->runner->Run(Plan(runtime::StepCommand::kRun, {{next}}, {11}));
+  auto logits_ref = ref->runner->Run(Plan(runtime::StepCommand::kRun, {{next}}, {11}));
+  ASSERT_TRUE(logits.ok() && logits_ref.ok());
+  EXPECT_EQ(Argmax(*logits, ahead->runner->vocab_size()),
+            Argmax(*logits_ref, ref->runner->vocab_size()));
+  EXPECT_EQ(ahead->runner->taken_ahead(), 3);
 }
 
 }  // namespace
