@@ -9,7 +9,8 @@
 // waiting for each step's ids ("waits"), and launched ahead of it ("ahead": Model::LaunchArgMax,
 // the ids fed on the GPU, as the peer's loop never reads its tokens). The graphs of every
 // context bucket are captured before timing; "gpu ms" and "gap us" split a step into the GPU's
-// time and the GPU's wait for the host before it (CUDA events).
+// time and the GPU's wait for the host before it (CUDA events). At TP=1 the serving engine's
+// own loop (runtime::Engine over ModelStepRunner, "engine") runs the same steps too.
 // Prints a table; --json writes every figure (bench/engine/cuda_backend.sh merges it).
 #include <cuda_runtime.h>
 
@@ -30,7 +31,9 @@
 #include "engine/comm/nccl_communicator.h"
 #include "engine/comm/rendezvous.h"
 #include "engine/core/model_config.h"
+#include "engine/model/model_runner.h"
 #include "engine/model/qwen3_model.h"
+#include "engine/runtime/engine.h"
 #include "kernels/elementwise.h"
 #include "kernels/fp8.h"
 #include "kernels/gemm.h"
@@ -289,6 +292,9 @@ struct DecodeResult {
   // waits for its tokens); 0 when the steps did not run in graphs.
   double ahead_tok_s = 0, ahead_ms_per_step = 0;
   double ahead_gpu_ms_per_step = 0, ahead_gap_us_per_step = 0;
+  // The serving engine's own loop on the same model (RunEngine); 0 when not run.
+  double engine_tok_s = 0, engine_ms_per_step = 0;
+  int64_t engine_launched_ahead = 0, engine_taken_ahead = 0;
   int64_t kv_bytes_per_step = 0;  // K and V read at the mean timed context, all layers
   bool fused = false;             // the steps ran as one persistent kernel (DecodeLayers)
 };
@@ -429,6 +435,55 @@ DecodeResult RunDecode(RankSetup& r, model::PagedKvCache& cache, int batch_size,
   return res;
 }
 
+// The serving engine's loop on the same model: runtime::Engine (scheduler, greedy plans, stop
+// checks) over ModelStepRunner with decode graphs, which launches each decode step ahead while
+// the engine handles the one before. batch_size requests of kPrompt ids, greedy, kWarmup +
+// steps tokens each with EOS ignored, so the same positions as RunDecode. Two rounds: the
+// first captures the graphs, the second's decode steps after kWarmup are timed (wall clock).
+void RunEngine(RankSetup& r, int batch_size, int steps, DecodeResult* res) {
+  constexpr int kBlocksPerSeq = kMaxLen / kBlockSize;
+  auto runner = Take(
+      model::ModelStepRunner::Create(r.model.get(), *r.backend, int64_t{batch_size} * kBlocksPerSeq,
+                                     kBlockSize, true, true),
+      "step runner");
+  runtime::EngineOptions options;
+  options.scheduler.max_num_seqs = batch_size;
+  options.scheduler.max_num_batched_tokens = std::max(2048, batch_size * kPrompt);
+  options.scheduler.max_model_len = kMaxLen;
+  options.blocks.num_blocks = batch_size * kBlocksPerSeq;
+  options.blocks.block_size = kBlockSize;
+  options.blocks.enable_prefix_caching = false;
+  options.argmax_plans = true;
+  for (int round = 0; round < 2; ++round) {
+    auto engine = Take(runtime::Engine::Create(options, runner.get()), "engine");
+    for (int s = 0; s < batch_size; ++s) {
+      std::vector<int32_t> ids(kPrompt);
+      for (int i = 0; i < kPrompt; ++i)
+        ids[i] = (s * 7919 + i * 104729 + round) % r.config.vocab_size;
+      runtime::SamplingParams params;
+      params.temperature = 0.0f;
+      params.max_tokens = kWarmup + steps;
+      params.ignore_eos = true;
+      Check(engine->AddRequest(static_cast<uint64_t>(s), std::move(ids), params), "request");
+    }
+    int done = 0;  // steps run: the prefill, then one decode step per token after the first
+    auto t0 = Clock::now();
+    while (engine->HasUnfinished()) {
+      if (done == 1 + kWarmup) t0 = Clock::now();
+      Take(engine->Step(), "engine step");
+      ++done;
+    }
+    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    const int timed = done - 1 - kWarmup;
+    if (round == 1 && timed > 0) {
+      res->engine_tok_s = batch_size * timed / s;
+      res->engine_ms_per_step = s * 1e3 / timed;
+    }
+  }
+  res->engine_launched_ahead = runner->launched_ahead();
+  res->engine_taken_ahead = runner->taken_ahead();
+}
+
 // The KV cache's element type for every run (--kv-dtype; set before the first run).
 DType g_kv_dtype = DType::kBF16;
 // Batch-1 steps as one persistent kernel where the backend can (--fused-decode).
@@ -490,7 +545,10 @@ std::vector<DecodeResult> DecodeOnGpus(int world, const std::vector<int>& batche
           Take(model::PagedKvCache::Create(*r.backend, r.model->kv_cache_spec(),
                                            int64_t{max_batch} * kTableBlocks, kBlockSize),
                "kv cache");
-      for (int b : batches) results[rank].push_back(RunDecode(r, cache, b, steps, use_graphs));
+      for (int b : batches) {
+        results[rank].push_back(RunDecode(r, cache, b, steps, use_graphs));
+        if (world == 1 && use_graphs) RunEngine(r, b, steps, &results[rank].back());
+      }
       if (rank == 0) *streamed_bytes = r.streamed_bytes;
     });
   }
@@ -682,6 +740,15 @@ int Main(int argc, char** argv) {
                     "ahead", d.ahead_tok_s, "-", d.ahead_ms_per_step, 100 * ahead_ratio,
                     d.fused ? "yes" : "no", d.ahead_gpu_ms_per_step, d.ahead_gap_us_per_step);
       }
+      const double engine_ratio = d.engine_ms_per_step > 0 ? roofline_ms / d.engine_ms_per_step : 0;
+      if (d.engine_ms_per_step > 0) {
+        std::printf(
+            "%-6d %-4d %-6s %12.1f %12s %10.3f %11.1f%% %6s  (%lld of %lld launched "
+            "ahead taken)\n",
+            world, d.batch, "engine", d.engine_tok_s, "-", d.engine_ms_per_step, 100 * engine_ratio,
+            "no", static_cast<long long>(d.engine_taken_ahead),
+            static_cast<long long>(d.engine_launched_ahead));
+      }
       j["decode"].push_back({{"tp", world},
                              {"batch", d.batch},
                              {"graphs", graphs},
@@ -696,6 +763,11 @@ int Main(int argc, char** argv) {
                              {"ahead_gpu_ms_per_step", d.ahead_gpu_ms_per_step},
                              {"ahead_host_gap_us_per_step", d.ahead_gap_us_per_step},
                              {"ahead_roofline_ratio", ahead_ratio},
+                             {"engine_tok_s", d.engine_tok_s},
+                             {"engine_ms_per_step", d.engine_ms_per_step},
+                             {"engine_roofline_ratio", engine_ratio},
+                             {"engine_launched_ahead", d.engine_launched_ahead},
+                             {"engine_taken_ahead", d.engine_taken_ahead},
                              {"bytes_per_step_per_gpu", step_bytes},
                              {"roofline_ms_per_step", roofline_ms},
                              {"roofline_ratio", ratio}});

@@ -26,7 +26,6 @@ ModelStepRunner::~ModelStepRunner() {
 Status ModelStepRunner::DropAhead() {
   if (!ahead_) return Status::Ok();
   ahead_ = false;
-  fed_ready_ = false;
   std::vector<int32_t> unused;
   return model_->TakeArgMax(&unused);
 }
@@ -52,7 +51,6 @@ Result<std::vector<float>> ModelStepRunner::Run(const runtime::StepPlan& plan) {
   const ForwardBatch batch = MakeBatch(plan, cache_.block_size());
   if (plan.command == runtime::StepCommand::kRunArgMax) {
     SPARK_ASSIGN_OR_RETURN(const std::vector<int32_t> ids, RunArgMax(plan, batch));
-    MaybeLaunchAhead(plan, ids);
     std::vector<float> rows;
     if (!return_logits_) return rows;
     for (size_t i = 0; i < plan.entries.size() && i < ids.size(); ++i) {
@@ -83,58 +81,65 @@ Result<std::vector<float>> ModelStepRunner::Run(const runtime::StepPlan& plan) {
 Result<std::vector<int32_t>> ModelStepRunner::RunArgMax(const runtime::StepPlan& plan,
                                                         const ForwardBatch& batch) {
   std::vector<int32_t> ids;
-  if (ahead_ && plan.entries == ahead_entries_) {
+  if (ahead_ && plan.entries == ahead_entries_) {  // launched already, by the step before
     ahead_ = false;
     ++taken_ahead_;
-    SPARK_RETURN_IF_ERROR(model_->TakeArgMax(&ids));
-    SPARK_RETURN_IF_ERROR(backend_->status());
-    fed_ready_ = true;  // its pairs feed the next step
-    return ids;
-  }
-  SPARK_RETURN_IF_ERROR(DropAhead());
-  const bool graph = MaybeBeginGraph(plan, launch_ahead_ ? "decode-first-b" : "decode-b");
-  // A graph step must reach its Download: one that fails before (a bad batch) is dropped.
-  Status s = Status::Ok();
-  if (graph && launch_ahead_) {
-    // Launched and taken at once: the model keeps its pairs for a step fed from them.
-    s = model_->LaunchArgMax(batch, cache_, false);
-    if (s.ok()) s = model_->TakeArgMax(&ids);
   } else {
-    s = model_->ForwardArgMax(batch, cache_, &ids);
+    SPARK_RETURN_IF_ERROR(DropAhead());
+    const bool graph = MaybeBeginGraph(plan, launch_ahead_ ? "decode-first-b" : "decode-b");
+    const bool launch = graph && launch_ahead_;
+    // A graph step must reach its Download: one that fails before (a bad batch) is dropped.
+    const Status s = launch ? model_->LaunchArgMax(batch, cache_, false)
+                            : model_->ForwardArgMax(batch, cache_, &ids);
+    if (!s.ok()) {
+      backend_->CancelDecodeGraph();
+      return s;
+    }
+    if (!launch) {
+      SPARK_RETURN_IF_ERROR(backend_->status());
+      return ids;
+    }
   }
-  if (!s.ok()) {
-    backend_->CancelDecodeGraph();
-    fed_ready_ = false;
-    return s;
+  // This plan's step is launched and not taken: the step after it goes out now, fed from it,
+  // so the host stages it while the GPU runs this one.
+  const bool next = MaybeLaunchAhead(plan);
+  Status s = model_->TakeArgMax(&ids);
+  if (s.ok()) s = backend_->status();
+  if (!s.ok() || ids.size() != plan.entries.size()) {
+    if (Status dropped = DropAhead(); !dropped.ok()) return dropped;
+    return s.ok() ? InternalError("model runner: " + std::to_string(ids.size()) +
+                                  " ids for a plan of " + std::to_string(plan.entries.size()))
+                  : s;
   }
-  SPARK_RETURN_IF_ERROR(backend_->status());
-  fed_ready_ = graph && launch_ahead_;
+  if (next) {
+    for (size_t i = 0; i < ids.size(); ++i) ahead_entries_[i].token_ids = {ids[i]};
+  }
   return ids;
 }
 
-void ModelStepRunner::MaybeLaunchAhead(const runtime::StepPlan& plan,
-                                       const std::vector<int32_t>& ids) {
-  if (!launch_ahead_ || !fed_ready_ || ids.size() != plan.entries.size()) return;
+bool ModelStepRunner::MaybeLaunchAhead(const runtime::StepPlan& plan) {
+  if (!launch_ahead_) return false;
   runtime::StepPlan next;
   next.command = plan.command;
   next.step = plan.step + 1;
-  next.entries = plan.entries;
-  for (size_t i = 0; i < next.entries.size(); ++i) {
-    runtime::StepPlanEntry& e = next.entries[i];
-    if (e.token_ids.size() != 1 || !e.needs_logits) return;
+  next.entries = plan.entries;  // token ids: placeholders until this plan's ids are taken
+  for (runtime::StepPlanEntry& e : next.entries) {
+    if (e.token_ids.size() != 1 || !e.needs_logits) return false;
     e.start_pos += 1;
-    e.token_ids = {ids[i]};
     // The next position must lie in a block the sequence holds already.
-    if (e.start_pos >= static_cast<int64_t>(e.block_table.size()) * cache_.block_size()) return;
+    if (e.start_pos >= static_cast<int64_t>(e.block_table.size()) * cache_.block_size()) {
+      return false;
+    }
   }
-  if (!MaybeBeginGraph(next, "decode-fed-b")) return;
+  if (!MaybeBeginGraph(next, "decode-fed-b")) return false;
   if (!model_->LaunchArgMax(MakeBatch(next, cache_.block_size()), cache_, true).ok()) {
     backend_->CancelDecodeGraph();  // not run: the next Run runs its plan as usual
-    return;
+    return false;
   }
   ahead_entries_ = std::move(next.entries);
   ahead_ = true;
   ++launched_ahead_;
+  return true;
 }
 
 bool ModelStepRunner::MaybeBeginGraph(const runtime::StepPlan& plan, const char* kind) {

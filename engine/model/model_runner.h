@@ -30,13 +30,14 @@ class ModelStepRunner : public runtime::ModelRunner {
   // `decode_graphs`: run greedy decode steps of at most kMaxGraphBatch sequences as backend
   // graphs (Backend::BeginDecodeGraph) when the model allows it, keyed by batch size and a
   // power-of-two bucket of the longest block table.
-  // `launch_ahead` (with decode_graphs): after a greedy decode step in a graph, launch the step
-  // that would follow if every sequence goes on (the same sequences, each fed the id just
-  // picked, on the device: Model::LaunchArgMax) before returning, so the GPU runs it while the
-  // engine samples, checks stops and schedules. The next Run takes its result when its plan is
-  // that step, and otherwise drops it (the GPU's work on it is lost; its K/V writes land in
-  // slots past each sequence's end, inside blocks the sequence holds, which nothing reads
-  // before writing them again). Not launched when a sequence's next position needs a new block.
+  // `launch_ahead` (with decode_graphs): once a greedy decode step is launched in a graph, and
+  // before waiting for it, launch the step that would follow if every sequence goes on (the
+  // same sequences, each fed on the device the id this step picks: Model::LaunchArgMax), so the
+  // host stages it while the GPU runs this one, and the GPU runs it while the engine samples,
+  // checks stops and schedules. The next Run takes its result when its plan is that step, and
+  // otherwise drops it (the GPU's work on it is lost; its K/V writes land in slots past each
+  // sequence's end, inside blocks the sequence holds, which nothing reads before writing them
+  // again). Not launched when a sequence's next position needs a new block.
   static Result<std::unique_ptr<ModelStepRunner>> Create(Model* model, backend::Backend& backend,
                                                          int64_t num_blocks, int block_size,
                                                          bool return_logits = true,
@@ -76,10 +77,12 @@ class ModelStepRunner : public runtime::ModelRunner {
   // Opens a graph step for `plan` when it is a decode step graphs may take (keys begin with
   // `kind`: a key names one op sequence); true when the backend opened one.
   bool MaybeBeginGraph(const runtime::StepPlan& plan, const char* kind = "decode-b");
-  // A kRunArgMax plan's ids: the step launched ahead when it is this plan, else run here.
+  // A kRunArgMax plan's ids: the step launched ahead when it is this plan, else run here; the
+  // step after it is launched before its ids are taken (MaybeLaunchAhead).
   Result<std::vector<int32_t>> RunArgMax(const runtime::StepPlan& plan, const ForwardBatch& batch);
-  // Launches the step after `plan` (its ids just picked) when it may (see Create).
-  void MaybeLaunchAhead(const runtime::StepPlan& plan, const std::vector<int32_t>& ids);
+  // Launches the step after `plan` (launched, not taken) when it may (see Create); true if so
+  // (its token ids are filled in once plan's are taken).
+  bool MaybeLaunchAhead(const runtime::StepPlan& plan);
   // Takes and forgets the step launched ahead, if any.
   Status DropAhead();
 
@@ -90,12 +93,9 @@ class ModelStepRunner : public runtime::ModelRunner {
   const bool decode_graphs_;
   const bool launch_ahead_;
   std::vector<float> logits_;  // Reused across steps.
-  // The step launched ahead: its plan's entries, and whether one is in flight. fed_ready_: the
-  // model's last launched step (LaunchArgMax) is the plan just run, so a step may be fed from
-  // it.
+  // The step launched ahead: its plan's entries, and whether one is in flight.
   std::vector<runtime::StepPlanEntry> ahead_entries_;
   bool ahead_ = false;
-  bool fed_ready_ = false;
   int64_t launched_ahead_ = 0, taken_ahead_ = 0;
 };
 

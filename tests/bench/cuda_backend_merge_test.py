@@ -8,12 +8,15 @@ MERGE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "be
                      "cuda_backend_merge.py")
 
 
-def decode_part(b1, b32, prefill=True, ahead=None):
-    """ahead: (b1, b32) tokens/s of the steps launched ahead of the host, or none measured."""
+def decode_part(b1, b32, prefill=True, ahead=None, engine=None):
+    """ahead / engine: (b1, b32) tokens/s of the steps launched ahead of the host and of the
+    serving engine's loop, or none measured."""
     rows = [{"tp": 1, "batch": b, "tok_s": t, "ms_per_step": 1000.0 * b / t,
              "roofline_ratio": t / 300.0, "graphs": True} for b, t in ((1, b1), (32, b32))]
     for row, t in zip(rows, ahead or ()):
         row.update({"ahead_tok_s": t, "ahead_roofline_ratio": t / 300.0})
+    for row, t in zip(rows, engine or ()):
+        row.update({"engine_tok_s": t, "engine_roofline_ratio": t / 300.0})
     part = {"gpu": "test GPU", "copy_bandwidth_gbs": 4000.0, "bf16_matmul_peak_tflops": 800.0,
             "weight_bytes_streamed_per_step": 1, "kv_dtype": "bf16", "decode": rows}
     if prefill:
@@ -71,9 +74,12 @@ class MergeTest(unittest.TestCase):
         self.assertAlmostEqual(res["prefill_8k_vs_matmul_peak"], 0.6)
 
     def test_steps_launched_ahead_make_the_headline_where_measured(self):
-        parts = {"decode.json": decode_part(200.0, 5000.0, ahead=(215.0, 5300.0)),
-                 "decode_2.json": decode_part(205.0, 5100.0, prefill=False, ahead=(212.0, 5500.0)),
-                 "decode_3.json": decode_part(190.0, 5200.0, prefill=False, ahead=(220.0, 5400.0)),
+        parts = {"decode.json": decode_part(200.0, 5000.0, ahead=(215.0, 5300.0),
+                                            engine=(214.0, 5200.0)),
+                 "decode_2.json": decode_part(205.0, 5100.0, prefill=False, ahead=(212.0, 5500.0),
+                                              engine=(210.0, 5450.0)),
+                 "decode_3.json": decode_part(190.0, 5200.0, prefill=False, ahead=(220.0, 5400.0),
+                                              engine=(218.0, 5350.0)),
                  "kernels.json": KERNELS,
                  "peer.json": {"gpu": "test GPU", "b1_tok_s": 160.0, "b32_tok_s": 4000.0}}
         res = self.merge(parts)
@@ -87,6 +93,9 @@ class MergeTest(unittest.TestCase):
         self.assertAlmostEqual(waits["b1_vs_torch_compile"], 200.0 / 160.0)
         self.assertAlmostEqual(waits["b32_vs_torch_compile"], 5100.0 / 4000.0)
         self.assertEqual(res["raw"]["rounds"]["ours_b1_ahead_tok_s"], [215.0, 212.0, 220.0])
+        # The serving engine's loop: its own medians (214, 5350).
+        self.assertAlmostEqual(res["decode_engine"]["b1_vs_torch_compile"], 214.0 / 160.0)
+        self.assertAlmostEqual(res["decode_engine"]["b32_tok_s"], 5350.0)
 
     def test_one_round_is_that_round(self):
         res = self.merge({"decode.json": decode_part(200.0, 5000.0), "kernels.json": KERNELS,
@@ -95,6 +104,7 @@ class MergeTest(unittest.TestCase):
         self.assertAlmostEqual(res["decode_b32_vs_torch_compile"], 5000.0 / 4000.0)
         self.assertEqual(res["raw"]["rounds"]["peer_b1_tok_s"], [160.0])
         self.assertIn("waits", res["decode_steps"])  # no ahead figures: the host-waits ones
+        self.assertIsNone(res["decode_engine"])
 
 
 if __name__ == "__main__":
