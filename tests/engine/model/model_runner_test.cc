@@ -7,11 +7,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "engine/backend/cpu/cpu_backend.h"
+#include "engine/runtime/engine.h"
 
 namespace spark::engine::model {
 namespace {
@@ -184,6 +186,58 @@ TEST(ModelStepRunnerTest, LaunchesTheNextDecodeStepAheadAndDropsItForAnotherPlan
   EXPECT_EQ(Argmax(*logits, ahead->runner->vocab_size()),
             Argmax(*logits_ref, ref->runner->vocab_size()));
   EXPECT_EQ(ahead->runner->taken_ahead(), 3);
+}
+
+// The runtime engine over runners with and without steps launched ahead: requests that end at
+// different steps, one that joins on step 3 and one that takes a finished one's place on step 5
+// (so plans change under the steps in flight, once without changing their size) give the same
+// tokens, and steps launched ahead were both taken and dropped.
+TEST(ModelStepRunnerTest, EngineTokensAreTheSameWithStepsLaunchedAhead) {
+  auto generate = [](model::Setup& s) {
+    runtime::EngineOptions options;
+    options.scheduler.max_num_seqs = 4;
+    options.scheduler.max_model_len = 32;
+    options.blocks.num_blocks = kBlocks;
+    options.blocks.block_size = kBlockSize;
+    options.argmax_plans = true;
+    std::map<uint64_t, std::vector<int32_t>> tokens;
+    auto engine = runtime::Engine::Create(options, s.runner.get());
+    EXPECT_TRUE(engine.ok()) << engine.status().message();
+    if (!engine.ok()) return tokens;
+    auto add = [&](uint64_t id, std::vector<int32_t> prompt, int max_tokens) {
+      runtime::SamplingParams params;
+      params.temperature = 0.0f;
+      params.max_tokens = max_tokens;
+      params.ignore_eos = true;
+      const Status added = (*engine)->AddRequest(id, std::move(prompt), params);
+      EXPECT_TRUE(added.ok()) << added.message();
+    };
+    add(1, {5, 17, 42}, 5);
+    add(2, {3, 1, 4, 1, 5}, 11);
+    for (int step = 0; (*engine)->HasUnfinished() && step < 64; ++step) {
+      if (step == 3) add(3, {7, 7, 2, 9}, 5);
+      // Request 1 gave its 5th and last token on step 4 (no sequence needed a new block for the
+      // step after): a one-token prompt takes its place, so step 5's plan has as many entries as
+      // the step launched ahead, for other sequences.
+      if (step == 5) add(4, {11}, 4);
+      auto out = (*engine)->Step();
+      EXPECT_TRUE(out.ok()) << out.status().message();
+      if (!out.ok()) break;
+      for (const runtime::TokenOutput& o : *out) {
+        if (o.has_token) tokens[o.seq_id].push_back(o.token);
+      }
+    }
+    return tokens;
+  };
+  auto ref = Make("qwen3-tiny", false), ahead = Make("qwen3-tiny", true);
+  ASSERT_TRUE(ref && ahead);
+  ahead->backend.accept = true;
+  const auto want = generate(*ref);
+  ASSERT_EQ(want.size(), 4u);
+  EXPECT_EQ(want.at(2).size(), 11u);
+  EXPECT_EQ(generate(*ahead), want);
+  EXPECT_GT(ahead->runner->taken_ahead(), 0);
+  EXPECT_GT(ahead->runner->launched_ahead(), ahead->runner->taken_ahead() + 1);  // some dropped
 }
 
 }  // namespace
