@@ -247,8 +247,8 @@ class Backend {
                          std::span<const int32_t> ids, float* out) = 0;
   // The same for the ids that ArgMax pairs in backend memory choose: pairs [parts][tokens][2]
   // of (value, id) per vocabulary part, merged as MergeArgMax does. The default downloads them
-  // (ending a graph step: graph backends override it); a row that holds NaN or +inf embeds
-  // id 0 there, and the host sees the error when it merges the same pairs.
+  // (ending a graph step: graph backends override it) and, when a row holds NaN or +inf, embeds
+  // id 0 for every row; the host sees the error when it merges the same pairs.
   virtual void EmbeddingOfArgMax(const float* table, int64_t row_begin, int64_t rows, int hidden,
                                  const float* pairs, int parts, int64_t tokens, float* out);
   // out[r] = x[r] / sqrt(mean(x[r]^2) + eps) * weight, for `rows` rows of `dim`; out may be x.

@@ -24,8 +24,8 @@ ModelStepRunner::~ModelStepRunner() {
 }
 
 Status ModelStepRunner::DropAhead() {
-  if (!ahead_) return Status::Ok();
-  ahead_ = false;
+  if (ahead_entries_.empty()) return Status::Ok();
+  ahead_entries_.clear();
   std::vector<int32_t> unused;
   return model_->TakeArgMax(&unused);
 }
@@ -81,8 +81,8 @@ Result<std::vector<float>> ModelStepRunner::Run(const runtime::StepPlan& plan) {
 Result<std::vector<int32_t>> ModelStepRunner::RunArgMax(const runtime::StepPlan& plan,
                                                         const ForwardBatch& batch) {
   std::vector<int32_t> ids;
-  if (ahead_ && plan.entries == ahead_entries_) {  // launched already, by the step before
-    ahead_ = false;
+  if (plan.entries == ahead_entries_) {  // launched by the step before (plans have entries)
+    ahead_entries_.clear();
     ++taken_ahead_;
   } else {
     SPARK_RETURN_IF_ERROR(DropAhead());
@@ -137,7 +137,6 @@ bool ModelStepRunner::MaybeLaunchAhead(const runtime::StepPlan& plan) {
     return false;
   }
   ahead_entries_ = std::move(next.entries);
-  ahead_ = true;
   ++launched_ahead_;
   return true;
 }

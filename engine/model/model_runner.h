@@ -76,7 +76,7 @@ class ModelStepRunner : public runtime::ModelRunner {
         launch_ahead_(launch_ahead && decode_graphs) {}
   // Opens a graph step for `plan` when it is a decode step graphs may take (keys begin with
   // `kind`: a key names one op sequence); true when the backend opened one.
-  bool MaybeBeginGraph(const runtime::StepPlan& plan, const char* kind = "decode-b");
+  bool MaybeBeginGraph(const runtime::StepPlan& plan, const char* kind);
   // A kRunArgMax plan's ids: the step launched ahead when it is this plan, else run here; the
   // step after it is launched before its ids are taken (MaybeLaunchAhead).
   Result<std::vector<int32_t>> RunArgMax(const runtime::StepPlan& plan, const ForwardBatch& batch);
@@ -93,9 +93,9 @@ class ModelStepRunner : public runtime::ModelRunner {
   const bool decode_graphs_;
   const bool launch_ahead_;
   std::vector<float> logits_;  // Reused across steps.
-  // The step launched ahead: its plan's entries, and whether one is in flight.
+  // The entries of the step launched ahead and in flight (empty: none; a plan with entries is
+  // never launched empty).
   std::vector<runtime::StepPlanEntry> ahead_entries_;
-  bool ahead_ = false;
   int64_t launched_ahead_ = 0, taken_ahead_ = 0;
 };
 

@@ -50,6 +50,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -237,8 +238,7 @@ class CudaBackend : public Backend {
     int timed_slot = -1;
     bool after_graph = false;
     size_t bytes = 0;
-    bool downloaded = false;
-    std::vector<float> ready;
+    std::optional<std::vector<float>> ready;
   };
   // Ends the graph step (capturing it first time), launches it with its output copy into the
   // parity's host area, and returns without waiting.

@@ -149,9 +149,8 @@ Status CudaBackend::DownloadLater(const float* src, size_t count) {
                                    " downloads queued already (TakeDownload first)");
   }
   if (!in_graph()) {  // eager: the work is queued already; download it now
-    Launched step{0, -1, false, count * sizeof(float), true};
-    step.ready.resize(count);
-    Download(src, step.ready);
+    Launched step{0, -1, false, count * sizeof(float), std::vector<float>(count)};
+    Download(src, *step.ready);
     SPARK_RETURN_IF_ERROR(status_);
     launched_.push_back(std::move(step));
     return Status::Ok();
@@ -173,8 +172,8 @@ Status CudaBackend::TakeDownload(std::span<float> host) {
                                 std::to_string(host.size()));
   }
   Status s = Status::Ok();
-  if (step.downloaded) {
-    std::copy(step.ready.begin(), step.ready.end(), host.begin());
+  if (step.ready) {
+    std::copy(step.ready->begin(), step.ready->end(), host.begin());
   } else {
     s = FinishLaunched(step, host);
   }
