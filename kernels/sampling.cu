@@ -1,6 +1,8 @@
 // Sampling kernel. Thresholds are found exactly by bisection over the bit patterns of
 // non-negative floats (monotone in value): the k-th largest probability, then the top-p cut.
 // Each bisection step is one pass over the row (vocab / 1024 values per thread).
+#include <cooperative_groups.h>
+
 #include <algorithm>
 
 #include "kernels/cuda_check.h"
@@ -10,6 +12,8 @@
 
 namespace spark::kernels {
 namespace {
+
+namespace cg = cooperative_groups;
 
 constexpr int kThreads = 1024;
 
@@ -195,26 +199,45 @@ struct ArgMaxState {
   }
 };
 
-// vectorized: the row starts 16-byte aligned and vocab is a multiple of 4. Each thread keeps
-// kUnroll 16-byte loads in flight (one dependent load at a time took a 151936-wide row 58 us on
-// an H200).
+// Blocks a row is split over when it is long (a cluster: the blocks meet in distributed shared
+// memory, so there is no second pass or global scratch). One 1024-thread block took a
+// 151936-wide row 13.5 us on an H200, a chain of nine rounds of loads.
+constexpr int kArgMaxParts = 8;
+constexpr int kArgMaxColumnsPerPart = 8192;  // shorter rows stay in one block
+
+// Merges (v, j) into (value, index): the larger value, the lower index between equal ones.
+__device__ __forceinline__ void KeepBest(float& value, int& index, float v, int j) {
+  if (v > value || (v == value && j < index)) {
+    value = v;
+    index = j;
+  }
+}
+
+// vectorized: the row starts 16-byte aligned and vocab is a multiple of 4 (so is each part's
+// slice). Each thread keeps kUnroll 16-byte loads in flight (one dependent load at a time took a
+// 151936-wide row 58 us on an H200). gridDim.x blocks per row (a cluster when more than one),
+// each over a slice of quads; the cluster's first block writes the pair.
 __global__ void __launch_bounds__(kThreads)
     ArgMaxKernel(const float* __restrict__ logits, int vocab, int64_t index_offset, bool vectorized,
                  float* __restrict__ out) {
   detail::WaitForPrecedingKernel();
   __shared__ float best_value[kThreads / 32];
   __shared__ int best_index[kThreads / 32];
+  __shared__ int block_nan;
   constexpr int kUnroll = 4;
-  const float* x = logits + blockIdx.x * static_cast<int64_t>(vocab);
+  const int row = blockIdx.y, parts = gridDim.x, part = blockIdx.x;
+  const float* x = logits + row * static_cast<int64_t>(vocab);
   ArgMaxState s(vocab);
   const int quads = vectorized ? vocab / 4 : 0;
+  const int per = (quads + parts - 1) / parts;
+  const int begin = min(quads, part * per), end = min(quads, begin + per);
   const auto* x4 = reinterpret_cast<const float4*>(x);
-  for (int q0 = threadIdx.x; q0 < quads; q0 += kUnroll * blockDim.x) {
+  for (int q0 = begin + threadIdx.x; q0 < end; q0 += kUnroll * blockDim.x) {
     float4 v[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int q = q0 + u * blockDim.x;
-      v[u] = q < quads ? __ldg(x4 + q) : make_float4(-INFINITY, -INFINITY, -INFINITY, -INFINITY);
+      v[u] = q < end ? __ldg(x4 + q) : make_float4(-INFINITY, -INFINITY, -INFINITY, -INFINITY);
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
@@ -225,33 +248,44 @@ __global__ void __launch_bounds__(kThreads)
       s.Take(v[u].w, i + 3);
     }
   }
-  for (int i = 4 * quads + threadIdx.x; i < vocab; i += blockDim.x) s.Take(x[i], i);
+  if (part == parts - 1) {
+    for (int i = 4 * quads + threadIdx.x; i < vocab; i += blockDim.x) s.Take(x[i], i);
+  }
   float value = s.value;
   int index = s.index;
-  const int nan = s.nan;
   for (int off = 16; off > 0; off /= 2) {
-    const float v = __shfl_xor_sync(0xffffffffu, value, off);
-    const int j = __shfl_xor_sync(0xffffffffu, index, off);
-    if (v > value || (v == value && j < index)) {
-      value = v;
-      index = j;
-    }
+    KeepBest(value, index, __shfl_xor_sync(0xffffffffu, value, off),
+             __shfl_xor_sync(0xffffffffu, index, off));
   }
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   if (lane == 0) {
     best_value[warp] = value;
     best_index[warp] = index;
   }
-  const int any_nan = __syncthreads_or(nan);  // also the barrier before thread 0 reads
+  int any_nan = __syncthreads_or(s.nan);  // also the barrier before thread 0 reads
   if (threadIdx.x == 0) {
-    for (int w = 1; w < kThreads / 32; ++w) {
-      if (best_value[w] > value || (best_value[w] == value && best_index[w] < index)) {
-        value = best_value[w];
-        index = best_index[w];
+    for (int w = 1; w < kThreads / 32; ++w) KeepBest(value, index, best_value[w], best_index[w]);
+    best_value[0] = value;
+    best_index[0] = index;
+    block_nan = any_nan;
+  }
+  if (parts > 1) {
+    // The other blocks' bests, read by the first block once all are written; the second sync
+    // keeps their shared memory alive until it has.
+    cg::cluster_group cluster = cg::this_cluster();
+    cluster.sync();
+    if (part == 0 && threadIdx.x == 0) {
+      for (int b = 1; b < parts; ++b) {
+        KeepBest(value, index, *cluster.map_shared_rank(&best_value[0], b),
+                 *cluster.map_shared_rank(&best_index[0], b));
+        any_nan |= *cluster.map_shared_rank(&block_nan, b);
       }
     }
-    out[2 * blockIdx.x] = any_nan ? NAN : value;
-    out[2 * blockIdx.x + 1] = static_cast<float>(index_offset + (index < vocab ? index : 0));
+    cluster.sync();
+  }
+  if (part == 0 && threadIdx.x == 0) {
+    out[2 * row] = any_nan ? NAN : value;
+    out[2 * row + 1] = static_cast<float>(index_offset + (index < vocab ? index : 0));
   }
 }
 
@@ -261,8 +295,25 @@ Status ArgMaxPairs(const float* logits, int64_t rows, int vocab, int64_t index_o
                    cudaStream_t stream) {
   if (rows <= 0) return Status::Ok();
   const bool vectorized = detail::Aligned16(logits) && vocab % 4 == 0;
-  SPARK_CUDA_RETURN_IF_ERROR(detail::LaunchDependent(ArgMaxKernel, rows, kThreads, 0, stream,
-                                                     logits, vocab, index_offset, vectorized, out));
+  const int parts = vectorized && vocab >= kArgMaxParts * kArgMaxColumnsPerPart ? kArgMaxParts : 1;
+  cudaLaunchAttribute attr[2];
+  int n = 0;
+  if (detail::DependentLaunchEnabled()) {
+    attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[n++].val.programmaticStreamSerializationAllowed = 1;
+  }
+  if (parts > 1) {
+    attr[n].id = cudaLaunchAttributeClusterDimension;
+    attr[n++].val.clusterDim = {static_cast<unsigned>(parts), 1, 1};
+  }
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(parts, static_cast<unsigned>(rows));
+  config.blockDim = kThreads;
+  config.stream = stream;
+  config.attrs = attr;
+  config.numAttrs = n;
+  SPARK_CUDA_RETURN_IF_ERROR(
+      cudaLaunchKernelEx(&config, ArgMaxKernel, logits, vocab, index_offset, vectorized, out));
   return Status::Ok();
 }
 

@@ -15,27 +15,13 @@
 #include "engine/backend/cpu/cpu_backend.h"
 #include "engine/core/dtype.h"
 #include "kernels/cuda_check.h"
+#include "tests/engine/backend/backend_test_util.h"
 
 namespace spark::engine::backend::cuda {
 namespace {
 
-std::vector<float> Random(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
-
-double RelL2(const std::vector<float>& got, const std::vector<float>& want) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    if (std::isnan(got[i])) return NAN;
-    num += (double{got[i]} - want[i]) * (double{got[i]} - want[i]);
-    den += double{want[i]} * want[i];
-  }
-  return std::sqrt(num / std::max(den, 1e-300));
-}
+using testing::Random;
+using testing::RelL2;
 
 // The bf16 elements held in float storage (two per float, as a bf16 cache's bytes download).
 std::vector<float> WidenBf16(const std::vector<float>& storage) {
@@ -460,15 +446,19 @@ TEST_F(CudaBackendTest, FusedOpsMatchCpuDefaults) {
 
 // Widths a multiple of 4 (16-byte loads, several in flight per thread) and not (one column at
 // a time); ties between threads and between one thread's loads.
+// Rows of 151936 / 4 (a rank's slice at TP=4) and of the whole 151936 split over a cluster of
+// blocks: a tie across two blocks' slices, NaN in the last block's slice; 37983 columns, not a
+// multiple of 4, in one block.
 TEST_F(CudaBackendTest, ArgMaxMatchesCpuWithTiesAndOffset) {
-  for (int cols : {151936 / 4, 151936 / 4 - 1}) {
+  for (int cols : {151936 / 4, 151936 / 4 - 1, 151936}) {
     SCOPED_TRACE(cols);
-    const int rows = 6;
+    const int rows = 7;
     auto x = Random(size_t{rows} * cols, 31);
-    x[1 * cols + 7] = x[1 * cols + 9000] = 50.0f;   // tie: the lower column wins
+    x[1 * cols + 7] = x[1 * cols + 20000] = 50.0f;  // tie (two blocks of a split row): the lower
     x[3 * cols + cols - 1] = 60.0f;                 // the last column
     x[4 * cols + 13] = x[4 * cols + 4110] = 55.0f;  // one thread's chunks 3 and 1027
     x[5 * cols + 2] = NAN;
+    x[6 * cols + cols - 5] = NAN;  // in the last block of a split row
     std::vector<float> want(rows * 2);
     cpu_.ArgMax(x.data(), rows, cols, 1000, want.data());
     Buffer gx = Put(x), gout = Put(std::vector<float>(rows * 2));
@@ -479,6 +469,7 @@ TEST_F(CudaBackendTest, ArgMaxMatchesCpuWithTiesAndOffset) {
       EXPECT_EQ(got[2 * r + 1], want[2 * r + 1]) << "row " << r;
     }
     EXPECT_TRUE(std::isnan(got[10]) && std::isnan(want[10])) << "a NaN row";
+    EXPECT_TRUE(std::isnan(got[12]) && std::isnan(want[12])) << "NaN at the row's end";
     EXPECT_EQ(want[3], 1007.0f);
     EXPECT_EQ(want[7], 1000.0f + cols - 1);
     EXPECT_EQ(want[9], 1013.0f);
