@@ -7,6 +7,7 @@
 #include <cuda_fp8.h>
 
 #include <algorithm>
+#include <atomic>
 #include <string>
 
 #include "kernels/cuda_check.h"
@@ -105,12 +106,11 @@ __device__ __forceinline__ void Accumulate(const float* __restrict__ x, int k,
 }
 
 // Weight chunks a lane loads before it waits for the preceding kernel (the weights do not depend
-// on it, so these loads overlap the kernel before instead of following it): one for bf16, two
-// for fp8 (fp8 with one lost 6%). More cost registers, and blocks per SM with them: bf16 with 2
-// or 4 lost 2.4% and 11% at batch 1, fp8 with 4 took 137 registers (H200; bench/engine/
-// CUDA_BACKEND_NOTES.md, runs 74-76).
-template <bool kFp8>
-constexpr int kEarlyChunks = kFp8 ? 2 : 1;
+// on it, so these loads overlap the kernel before instead of following it): two (fp8 with one
+// lost 6%). More cost registers, and blocks per SM with them: bf16 with 2 or 4 lost 2.4% and 11%
+// at batch 1, fp8 with 4 took 137 registers (H200, runs 74-76); since the splits that fit one
+// wave (SplitFor), bf16 with 2 gains 0.2% (run 94; bench/engine/CUDA_BACKEND_NOTES.md).
+constexpr int kEarlyChunks = 2;
 
 // acc[i][r] = x[r] . w_rows[i] over the 16-byte chunks start, start + stride, ... for R rows of
 // x and W weight rows of k elements each (bf16, or fp8 with the scale row of each weight row in
@@ -121,18 +121,21 @@ constexpr int kEarlyChunks = kFp8 ? 2 : 1;
 // their early loads then fill the SMs and memory as this kernel drains, instead of taking warp
 // slots and bandwidth from its start (batch 1: +1.0% bf16 and +3.6% fp8 alone, +1.4-2.4% and
 // +7.0-7.6% with the early loads; earlier or later placements gained less; runs 75-78).
+// `prefetch`, when given, is loaded into *prefetched right after the wait (a value the caller
+// needs only at the end, so its latency hides under the loop).
 template <int R, int W, bool kFp8>
 __device__ __forceinline__ void Dots(const float* __restrict__ x, int k,
                                      const void* const (&w_rows)[W],
                                      const float* const (&s_rows)[W], int start, int stride,
-                                     float (&acc)[W][R]) {
+                                     float (&acc)[W][R], const float* prefetch = nullptr,
+                                     float* prefetched = nullptr) {
   constexpr int kPer = kPerChunk<kFp8>;
   const int chunks = k / kPer;
 #pragma unroll
   for (int i = 0; i < W; ++i)
 #pragma unroll
     for (int r = 0; r < R; ++r) acc[i][r] = 0.0f;
-  constexpr int kEarly = kEarlyChunks<kFp8>;
+  constexpr int kEarly = kEarlyChunks;
   uint4 early[kEarly][W];
 #pragma unroll
   for (int u = 0; u < kEarly; ++u) {
@@ -143,6 +146,7 @@ __device__ __forceinline__ void Dots(const float* __restrict__ x, int k,
     }
   }
   detail::WaitOnlyForPrecedingKernel();
+  if (prefetch != nullptr) *prefetched = *prefetch;
 #pragma unroll
   for (int u = 0; u < kEarly; ++u) {
     const int c = start + u * stride;
@@ -262,15 +266,22 @@ __global__ void __launch_bounds__(kWarps * 32)
     rows[f] = WeightRow<kFp8>(w, row, k);
     scale_rows[f] = ScaleRow(scales, row, k);
   }
+  // This lane's output (lane f * R + r stores feature f of row r) and, when adding into it, its
+  // value before, loaded right after the wait rather than at the end (batch 1, H200: +0.4% over
+  // the add in a norm kernel of its own, fp8 +0.5%; bench/engine/CUDA_BACKEND_NOTES.md, run 92).
+  const int lane_f = lane / R, lane_r = lane % R;
+  const bool stores = g.store && lane < F * R && first + lane_f < n;
+  float* const mine = out + static_cast<int64_t>(lane_r) * n + first + lane_f;
+  float before = 0.0f;
   float acc[F][R];
-  Dots<R, F, kFp8>(x, k, rows, scale_rows, lane + 32 * g.slice, 32 * split, acc);
+  Dots<R, F, kFp8>(x, k, rows, scale_rows, lane + 32 * g.slice, 32 * split, acc,
+                   stores && segs.s.accumulate ? mine : nullptr, &before);
   SumOverSplit(acc, warp, split, part);
 #pragma unroll
   for (int f = 0; f < F; ++f)
 #pragma unroll
     for (int r = 0; r < R; ++r) {
-      if (g.store && lane == f * R + r && first + f < n)
-        out[static_cast<int64_t>(r) * n + first + f] = acc[f][r];
+      if (stores && lane == f * R + r) *mine = segs.s.accumulate ? before + acc[f][r] : acc[f][r];
     }
 }
 
@@ -314,15 +325,40 @@ __global__ void __launch_bounds__(kWarps * 32)
 // H200), but each lane still making at least 8 loads per row, as a warp's start (row pointers)
 // and end (sums across lanes and warps) cost the same however little it loads. (Without that
 // floor, fp8's 4-feature groups over 4096-wide rows were split 8 ways: one load per lane and
-// row.)
-int SplitFor(int groups, int chunks) {
+// row.) Then fewer warps a group where that lets the grid fit in `one_wave` (the blocks the GPU
+// holds at once): the blocks all run together instead of a partial second wave streaming on part
+// of the SMs. Batch-1 q/k/v of the 8B shapes (4096 x 6144, bf16): one warp a group, 1536 blocks
+// where an H200 holds 2112, instead of two (3072 blocks): +0.4% on the step (run 93).
+int SplitFor(int groups, int chunks, int one_wave) {
   constexpr int kTargetWarps = 16384, kMinLoads = 8;
   int split = 1;
   while (split < kWarps && int64_t{groups} * split < kTargetWarps &&
          chunks / (32 * split * 2) >= kMinLoads) {
     split *= 2;
   }
+  for (int fewer = split; fewer >= 1; fewer /= 2) {
+    if (int64_t{detail::CeilDiv(groups, kWarps / fewer)} <= one_wave) return fewer;
+  }
   return split;
+}
+
+// The blocks of `kernel` (kWarps warps each) the current GPU holds at once, asked once per
+// process and cached in `cached` (its GPUs are of one kind); 0 when CUDA cannot say (no split is
+// then narrowed for it).
+template <typename Kernel>
+int OneWave(Kernel kernel, std::atomic<int>& cached) {
+  int wave = cached.load(std::memory_order_relaxed);
+  if (wave >= 0) return wave;
+  int device = 0, sms = 0, per_sm = 0;
+  wave =
+      cudaGetDevice(&device) == cudaSuccess &&
+              cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) == cudaSuccess &&
+              cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kWarps * 32, 0) ==
+                  cudaSuccess
+          ? sms * per_sm
+          : 0;
+  cached.store(wave, std::memory_order_relaxed);
+  return wave;
 }
 
 // The checks both weight types share; `per` weights per 16-byte chunk.
@@ -350,10 +386,12 @@ Status Many(const float* x, int64_t rows, int k, const GemvSegments& segments,
   }
   const int groups = segs.begin[segments.count];
   if (groups <= 0) return Status::Ok();
-  const int split = SplitFor(groups, k / kPerChunk<kFp8>);
-  const unsigned blocks = static_cast<unsigned>(detail::CeilDiv(groups, kWarps / split));
   void (*const by_rows[])(const float*, int, int, int, Segments) = {
       GemvKernel<1, kFp8>, GemvKernel<2, kFp8>, GemvKernel<3, kFp8>, GemvKernel<4, kFp8>};
+  static std::atomic<int> waves[kGemvMaxRows] = {-1, -1, -1, -1};
+  const int split =
+      SplitFor(groups, k / kPerChunk<kFp8>, OneWave(by_rows[rows - 1], waves[rows - 1]));
+  const unsigned blocks = static_cast<unsigned>(detail::CeilDiv(groups, kWarps / split));
   SPARK_CUDA_RETURN_IF_ERROR(detail::LaunchDependent(by_rows[rows - 1], blocks, kWarps * 32, 0,
                                                      stream, x, k, groups, split, segs));
   return Status::Ok();
@@ -365,11 +403,13 @@ Status SiluMul(const float* x, int64_t rows, int k, const void* w, const float* 
   SPARK_RETURN_IF_ERROR(CheckShape("gemv + silu-mul", rows, k, kPerChunk<kFp8>));
   if (inter <= 0) return Status::Ok();
   const int groups = static_cast<int>(detail::CeilDiv(inter, kSiluFeatures<kFp8>));
-  const int split = SplitFor(groups, k / kPerChunk<kFp8>);
-  const unsigned blocks = static_cast<unsigned>(detail::CeilDiv(groups, kWarps / split));
   void (*const by_rows[])(const float*, int, int, const void*, const float*, int, float*) = {
       GemvSiluMulKernel<1, kFp8>, GemvSiluMulKernel<2, kFp8>, GemvSiluMulKernel<3, kFp8>,
       GemvSiluMulKernel<4, kFp8>};
+  static std::atomic<int> waves[kGemvMaxRows] = {-1, -1, -1, -1};
+  const int split =
+      SplitFor(groups, k / kPerChunk<kFp8>, OneWave(by_rows[rows - 1], waves[rows - 1]));
+  const unsigned blocks = static_cast<unsigned>(detail::CeilDiv(groups, kWarps / split));
   SPARK_CUDA_RETURN_IF_ERROR(detail::LaunchDependent(by_rows[rows - 1], blocks, kWarps * 32, 0,
                                                      stream, x, k, inter, w, scales, split, act));
   return Status::Ok();

@@ -29,7 +29,9 @@ Status GemvBf16SiluMul(const float* x, int64_t rows, int k, const __nv_bfloat16*
                        float* act, cudaStream_t stream);
 
 // Up to kGemvMaxSegments weight matrices of the same input in one launch (q, k and v):
-// out[i][r, n] = x[r, :] * w[i][n, :]^T for n < n[i]; scales[i] only for fp8 weights.
+// out[i][r, n] = x[r, :] * w[i][n, :]^T for n < n[i]; scales[i] only for fp8 weights. With
+// accumulate, the products are added into out instead (out += x w^T: an output projection added
+// into the residual stream by the one thread that computes each sum).
 constexpr int kGemvMaxSegments = 4;
 struct GemvSegments {
   int count = 0;
@@ -37,6 +39,7 @@ struct GemvSegments {
   const float* scales[kGemvMaxSegments] = {};
   float* out[kGemvMaxSegments] = {};
   int n[kGemvMaxSegments] = {};
+  bool accumulate = false;
 };
 Status GemvBf16Many(const float* x, int64_t rows, int k, const GemvSegments& segments,
                     cudaStream_t stream);

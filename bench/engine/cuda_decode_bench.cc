@@ -341,6 +341,8 @@ void RunEngine(RankSetup& r, int batch_size, int steps, DecodeResult* res) {
 DType g_kv_dtype = DType::kBF16;
 // Batch-1 steps as one persistent kernel where the backend can (--fused-decode).
 bool g_fused_decode = false;
+// ModelOptions::fuse_residual (--no-fuse-residual turns it off).
+bool g_fuse_residual = true;
 
 // nccl_only: TP collectives through NCCL (eager steps) even where the peer all-reduce works.
 void SetUpRank(RankSetup& r, int rank, int world, int port, bool profile = false,
@@ -374,6 +376,7 @@ void SetUpRank(RankSetup& r, int rank, int world, int port, bool profile = false
   options.shard = r.shard;
   options.weight_dtype = g_weight_dtype;
   options.kv_dtype = g_kv_dtype;
+  options.fuse_residual = g_fuse_residual;
   if (profile) r.timing = std::make_unique<TimingBackend>(*r.backend);
   backend::Backend& ops = r.timing ? static_cast<backend::Backend&>(*r.timing) : *r.backend;
   r.model = std::make_unique<model::Qwen3Model>(r.config, std::move(m.weights), ops, r.comm.get(),
@@ -524,7 +527,7 @@ int Main(int argc, char** argv) {
   CLI::App app{"spark-decode-bench: the CUDA backend end to end on a Qwen3-8B-shaped model"};
   std::vector<int> batches{1, 32};
   int steps = 200, tp = 2, prefill = 8192, port = 29517;
-  bool profile = false, tp_nccl = false, tp_only = false, fused = false;
+  bool profile = false, tp_nccl = false, tp_only = false, fused = false, no_fuse_residual = false;
   std::string json_path, kv_dtype = "bf16", weight_dtype = "bf16";
   app.add_option("--batch", batches, "decode batch sizes")->delimiter(',');
   app.add_option("--steps", steps, "timed decode steps per batch size")->check(CLI::Range(1, 900));
@@ -544,6 +547,10 @@ int Main(int argc, char** argv) {
   app.add_flag(
       "--fused-decode", fused,
       "batch-1 steps as one persistent kernel (kernels/decode_stack.h) instead of op by op");
+  app.add_flag("--no-fuse-residual", no_fuse_residual,
+               "one GPU: the output projections into a buffer, then AddRmsNorm (op by op, as "
+               "under tensor parallelism) instead of adding into the residual stream as they "
+               "store (ModelOptions::fuse_residual)");
   app.add_flag("--profile", profile, "also time every op of one eager step per batch size");
   app.add_flag("--tp-nccl", tp_nccl,
                "TP collectives through NCCL with eager steps (default: the peer all-reduce of "
@@ -552,6 +559,7 @@ int Main(int argc, char** argv) {
   g_kv_dtype = Take(backend::ParseDType(kv_dtype), "--kv-dtype");
   g_weight_dtype = Take(backend::ParseDType(weight_dtype), "--weight-dtype");
   g_fused_decode = fused;
+  g_fuse_residual = !no_fuse_residual;
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // rows show as they finish
   int devices = 0;
   Cuda(cudaGetDeviceCount(&devices), "device count");
@@ -568,6 +576,7 @@ int Main(int argc, char** argv) {
   j["steps"] = steps;
   j["kv_dtype"] = backend::DTypeName(g_kv_dtype);
   j["weight_dtype"] = backend::DTypeName(g_weight_dtype);
+  j["fuse_residual"] = g_fuse_residual;
 
   int64_t streamed = 0;
   if (profile) Profile(batches, ceil.copy_gbs);

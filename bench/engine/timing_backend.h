@@ -113,6 +113,13 @@ class TimingBackend : public backend::Backend {
     Time("AddRmsNorm " + std::to_string(rows) + "x" + std::to_string(dim), 16.0 * rows * dim,
          [&] { inner_.AddRmsNorm(h, delta, weight, rows, dim, eps, out); });
   }
+  void LinearAdd(const float* x, int64_t rows, int in, backend::WeightRef w, int out_features,
+                 float* scratch, float* h) override {
+    Time("LinearAdd " + std::to_string(rows) + "x" + std::to_string(in) + "->" +
+             std::to_string(out_features) + " " + DTypeName(w.dtype),
+         double(in) * out_features * DTypeBytes(w.dtype),
+         [&] { inner_.LinearAdd(x, rows, in, w, out_features, scratch, h); });
+  }
 
   // Rows sorted by total time: op, calls, total us, mean us, GB/s (where bytes are known).
   void Print(double copy_gbs) const {

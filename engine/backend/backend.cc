@@ -146,6 +146,12 @@ void Backend::AddRmsNorm(float* h, const float* delta, const float* weight, int6
   RmsNorm(h, weight, rows, dim, eps, out);
 }
 
+void Backend::LinearAdd(const float* x, int64_t rows, int in_features, WeightRef w,
+                        int out_features, float* scratch, float* h) {
+  Linear(x, rows, in_features, w, out_features, scratch);
+  Add(h, scratch, static_cast<size_t>(rows) * out_features);
+}
+
 void Backend::HeadNormRope(float* x, std::span<const int32_t> positions, int heads, int head_dim,
                            const float* weight, float eps, double theta) {
   RmsNorm(x, weight, static_cast<int64_t>(positions.size()) * heads, head_dim, eps, x);

@@ -277,6 +277,13 @@ class Backend {
   // h += delta, then out = RmsNorm(h) (the residual add before a pre-norm block).
   virtual void AddRmsNorm(float* h, const float* delta, const float* weight, int64_t rows, int dim,
                           float eps, float* out);
+  // h += x w^T ([rows, out_features]): an output projection added into the residual stream of
+  // one rank (no all-reduce between them). The default runs Linear into `scratch` [rows,
+  // out_features], then Add; an implementation may add as it computes (scratch untouched), or
+  // leave the add for its next op (an RmsNorm of h then folds it into its norm), so h and scratch
+  // must stay allocated until the next op call.
+  virtual void LinearAdd(const float* x, int64_t rows, int in_features, WeightRef w,
+                         int out_features, float* scratch, float* h);
   // HeadNormRope of q and of k (in place), then WriteKv of k and v at `slots`.
   virtual void QkNormRopeWriteKv(const QkvToCache& a, std::span<const int32_t> positions,
                                  std::span<const int64_t> slots);

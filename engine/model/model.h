@@ -36,6 +36,11 @@ struct ModelOptions {
   // Element type of the KV cache. bf16 halves its memory and what attention reads per step
   // (and lets prefill attention run from bf16 tiles directly); Qwen3 models only.
   backend::DType kv_dtype = backend::DType::kF32;
+  // One rank, dense layers (Qwen3): each sublayer's output projection adds into the residual
+  // stream itself (Backend::LinearAdd), and the next norm reads the stream alone, so a backend
+  // may skip the delta buffer and the add. Off: the op-by-op order tensor parallelism keeps
+  // (Linear, all-reduce, AddRmsNorm); the same sums either way, for comparisons.
+  bool fuse_residual = true;
   // Loading progress in [0, 1], called on the loading thread as weights are read: bytes read
   // over the checkpoint's tensor bytes / shard.size (this rank's expected share; replicated
   // tensors make it an estimate, so it is capped just below 1: the load is done when LoadModel

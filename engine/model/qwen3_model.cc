@@ -25,6 +25,12 @@ KvCacheSpec Qwen3Model::kv_cache_spec() const {
           options_.kv_dtype};
 }
 
+bool Qwen3Model::FusesResidual() const {
+  return options_.fuse_residual && options_.shard.size == 1 &&
+         std::none_of(w_.layers.begin(), w_.layers.end(),
+                      [](const Qwen3LayerWeights& l) { return l.mlp == core::MlpType::kMoe; });
+}
+
 bool Qwen3Model::decode_graphs_ok() const {
   // Tensor-parallel steps need collectives that may be captured (the peer all-reduce).
   if (options_.shard.size != 1 && (comm_ == nullptr || !comm_->collectives_in_graphs())) {
@@ -189,14 +195,16 @@ Status Qwen3Model::Attention(int layer, const ForwardBatch& batch, PagedKvCache&
   const int64_t n = ws.n;
   const int hidden = config_.hidden_size, hd = config_.head_dim;
   const int heads = static_cast<int>(w_.heads.size), kv_heads = static_cast<int>(w_.kv_heads.size);
-  // Later layers find their normed input in ws.x already (the previous Mlp's AddRmsNorm).
-  if (layer == 0) {
-    backend_.RmsNorm(ws.h.data(), l.input_norm.data(), n, hidden, config_.rms_norm_eps,
-                     ws.x.data());
-  }
+  const bool fused = FusesResidual();
   const backend::LinearOut qkv[] = {{l.q.weight(), heads * hd, ws.q.data()},
                                     {l.k.weight(), kv_heads * hd, ws.k.data()},
                                     {l.v.weight(), kv_heads * hd, ws.v.data()}};
+  // Op by op, later layers find their normed input in ws.x already (the previous Mlp's
+  // AddRmsNorm); fused, the previous Mlp added into ws.h.
+  if (fused || layer == 0) {
+    backend_.RmsNorm(ws.h.data(), l.input_norm.data(), n, hidden, config_.rms_norm_eps,
+                     ws.x.data());
+  }
   backend_.LinearMany(ws.x.data(), n, hidden, qkv);
   const backend::QkvToCache to_cache{.q = ws.q.data(),
                                      .k = ws.k.data(),
@@ -218,6 +226,11 @@ Status Qwen3Model::Attention(int layer, const ForwardBatch& batch, PagedKvCache&
   }
   backend_.PagedAttention(ws.q.data(), seqs, cache.layer(layer), AttentionShapeOf(cache),
                           ws.attn.data());
+  if (fused) {
+    backend_.LinearAdd(ws.attn.data(), n, heads * hd, l.o.weight(), hidden, ws.tmp.data(),
+                       ws.h.data());
+    return Status::Ok();
+  }
   backend_.Linear(ws.attn.data(), n, heads * hd, l.o.weight(), hidden, ws.tmp.data());
   SPARK_RETURN_IF_ERROR(AllReduce(ws.tmp.data(), n * hidden));
   backend_.AddRmsNorm(ws.h.data(), ws.tmp.data(), l.post_attention_norm.data(), n, hidden,
@@ -228,6 +241,16 @@ Status Qwen3Model::Attention(int layer, const ForwardBatch& batch, PagedKvCache&
 Status Qwen3Model::Mlp(int layer, int64_t n, Workspace& ws) {
   const Qwen3LayerWeights& l = w_.layers[layer];
   const int hidden = config_.hidden_size;
+  if (FusesResidual()) {  // dense, one rank: from ws.h, added into it
+    const int inter = w_.dense_inter;
+    backend_.RmsNorm(ws.h.data(), l.post_attention_norm.data(), n, hidden, config_.rms_norm_eps,
+                     ws.x.data());
+    backend_.LinearSiluMul(ws.x.data(), n, hidden, l.gate_up.weight(), inter, ws.gate_up.data(),
+                           ws.act.data());
+    backend_.LinearAdd(ws.act.data(), n, inter, l.down.weight(), hidden, ws.tmp.data(),
+                       ws.h.data());
+    return Status::Ok();
+  }
   if (l.mlp == core::MlpType::kMoe) {
     const int experts = config_.moe.num_experts;
     backend_.Linear(ws.x.data(), n, hidden, l.router.data(), experts, ws.router.data());

@@ -57,6 +57,10 @@ class Qwen3Model : public Model {
   backend::AttentionShape AttentionShapeOf(const PagedKvCache& cache) const;
   Status Attention(int layer, const ForwardBatch& batch, PagedKvCache& cache, Workspace& ws);
   Status Mlp(int layer, int64_t n, Workspace& ws);
+  // Whether the output projections add into the residual themselves (ModelOptions::fuse_residual):
+  // one rank, no MoE layer. Each layer then starts from ws.h alone; otherwise also from ws.x, its
+  // input norm (the previous layer's AddRmsNorm).
+  bool FusesResidual() const;
   Status Logits(const ForwardBatch& batch, Workspace& ws, std::vector<float>* logits);
 
   core::ModelConfig config_;

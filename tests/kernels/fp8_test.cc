@@ -130,6 +130,32 @@ TEST(Fp8Test, GemvManyKeepsEachWeightsScales) {
   }
 }
 
+// out += x w^T with fp8 weights (the residual add of an output projection), one row and four.
+TEST(Fp8Test, GemvAccumulateAddsIntoTheOutput) {
+  SPARK_SKIP_WITHOUT_GPU();
+  const int k = 4096, n = 96;
+  const Fp8Matrix w = RandomFp8(n, k, 101);
+  DeviceArray<uint8_t> dw(w.codes);
+  DeviceArray<float> ds(w.scales);
+  for (int rows : {1, kGemvMaxRows}) {
+    SCOPED_TRACE(rows);
+    const auto x = Random(size_t(rows) * k, 103 + rows);
+    const auto before = Random(size_t(rows) * n, 105 + rows, 4.0f);
+    DeviceArray<float> dx(x), dout(before);
+    GemvSegments segs;
+    segs.count = 1;
+    segs.w[0] = dw.get();
+    segs.scales[0] = ds.get();
+    segs.out[0] = dout.get();
+    segs.n[0] = n;
+    segs.accumulate = true;
+    SPARK_ASSERT_OK(GemvFp8Many(dx.get(), rows, k, segs, nullptr));
+    auto want = Product(x, rows, w);
+    for (size_t i = 0; i < want.size(); ++i) want[i] += before[i];
+    EXPECT_LT(RelMax(dout.Host(), want), 1e-5);
+  }
+}
+
 TEST(Fp8Test, GemvRejectsKNotAMultipleOf16) {
   SPARK_SKIP_WITHOUT_GPU();
   EXPECT_EQ(GemvFp8(nullptr, 1, 24, nullptr, nullptr, 8, nullptr, nullptr).code(),

@@ -1,8 +1,8 @@
-// The bf16 decode GEMV (plain, SiLU-and-mul, several weights in one launch) against float64
-// products over the same bf16-rounded weights. Row lengths run from one warp per feature group
-// to the 8-warp split of long rows (k = 264, 4104, 8200 and 16392: 1, 2, 4 and 8 warps with the
-// planner's minimum of 8 loads per lane); each is 8 columns past a multiple of 256, so the lanes
-// of a row end on unequal numbers of loads.
+// The bf16 decode GEMV (plain, SiLU-and-mul, several weights in one launch, added into its
+// output) against float64 products over the same bf16-rounded weights. Row lengths run from one
+// warp per feature group to the 8-warp split of long rows (k = 264, 4104, 8200 and 16392: 1, 2, 4
+// and 8 warps with the planner's minimum of 8 loads per lane); each is 8 columns past a multiple of
+// 256, so the lanes of a row end on unequal numbers of loads.
 #include "kernels/gemv.h"
 
 #include <cmath>
@@ -65,6 +65,32 @@ TEST(GemvTest, Bf16SiluMulTakesGateAndUpRowsForEveryRowSplit) {
         want[size_t(r) * inter + f] = g / (1.0 + std::exp(-g)) * u;
       }
     EXPECT_LT(RelMax(dact.Host(), want), 1e-5);
+  }
+}
+
+// out += x w^T: the residual add of an output projection.
+TEST(GemvTest, Bf16AccumulateAddsIntoTheOutput) {
+  SPARK_SKIP_WITHOUT_GPU();
+  const int n = 29;
+  for (int k : kLengths) {
+    for (int rows : {1, kGemvMaxRows}) {
+      SCOPED_TRACE(::testing::Message() << "k " << k << ", rows " << rows);
+      const auto w = Random(size_t(n) * k, k + 5);
+      const auto x = Random(size_t(rows) * k, 600 + rows);
+      const auto before = Random(size_t(rows) * n, 700 + rows, 4.0f);
+      DeviceArray<__nv_bfloat16> dw(ToBf16(w));
+      DeviceArray<float> dx(x), dout(before);
+      GemvSegments segs;
+      segs.count = 1;
+      segs.w[0] = dw.get();
+      segs.out[0] = dout.get();
+      segs.n[0] = n;
+      segs.accumulate = true;
+      SPARK_ASSERT_OK(GemvBf16Many(dx.get(), rows, k, segs, nullptr));
+      auto want = Product(x, rows, w, n, k);
+      for (size_t i = 0; i < want.size(); ++i) want[i] += before[i];
+      EXPECT_LT(RelMax(dout.Host(), want), 1e-5);
+    }
   }
 }
 

@@ -86,6 +86,7 @@ void CudaBackend::Activate(bool keep_bf16_copy, bool keep_split) {
   cudaSetDevice(options_.device);
   if (mode_ == Mode::kEager) eager_since_graph_ = true;
   if (in_graph()) ++graph_ops_;
+  RunPendingAdd();
   if (!keep_bf16_copy) bf16_copy_ = {};
   if (!keep_split) RunPendingSplit();
 }
@@ -259,6 +260,11 @@ void CudaBackend::Embedding(const float* table, int64_t row_begin, int64_t rows,
 
 void CudaBackend::RmsNorm(const float* x, const float* weight, int64_t rows, int dim, float eps,
                           float* out) {
+  if (out != x) {
+    // A LinearAdd into x left pending (tensor-core shapes): the add and the norm in one kernel.
+    const PendingAdd add = TakePendingAdd(x, static_cast<size_t>(rows) * dim);
+    if (add.h != nullptr) return AddRmsNorm(add.h, add.delta, weight, rows, dim, eps, out);
+  }
   Activate();
   Status s = [&]() -> Status {
     SPARK_ASSIGN_OR_RETURN(__nv_bfloat16 * copy, MakeBf16Copy(out, rows, size_t(rows) * dim));

@@ -39,7 +39,10 @@
 // stacked rows itself and writes the outputs, and every other op runs the split first. Both
 // rest on those buffers being touched only through this backend's ops in between: a
 // communicator reading or writing them directly would see neither (the models all-reduce layer
-// outputs and embeddings only).
+// outputs and embeddings only). A LinearAdd through a tensor-core GEMM leaves its add into the
+// residual pending the same way: an RmsNorm of exactly that residual next folds it into
+// AddRmsNorm's one kernel, and every other op runs it first. (Through the GEMV the add happens
+// as each sum is stored.)
 // Thread-safety: one op at a time (see Backend); the calling thread may change between ops.
 #pragma once
 
@@ -136,6 +139,9 @@ class CudaBackend : public Backend {
                      float* gate_up, float* act) override;
   void AddRmsNorm(float* h, const float* delta, const float* weight, int64_t rows, int dim,
                   float eps, float* out) override;
+  // cuda_backend_residual.cc
+  void LinearAdd(const float* x, int64_t rows, int in_features, WeightRef w, int out_features,
+                 float* scratch, float* h) override;
   void QkNormRopeWriteKv(const QkvToCache& a, std::span<const int32_t> positions,
                          std::span<const int64_t> slots) override;
   void Rope(float* x, std::span<const int32_t> positions, int heads, int head_dim,
@@ -184,12 +190,25 @@ class CudaBackend : public Backend {
   // graph arena inside a graph step); not zeroed (the op overwrites it).
   Result<Buffer> Scratch(size_t bytes, DType dtype = DType::kF32);
   void Record(const Status& s);
-  // Makes this backend's device current. Drops the bf16 copy unless the op is a Linear that may
-  // read it (keep_bf16_copy); runs a pending column split unless the op may take it over
-  // (keep_split).
+  // Makes this backend's device current and runs a pending add (LinearAdd). Drops the bf16 copy
+  // unless the op is a Linear that may read it (keep_bf16_copy); runs a pending column split
+  // unless the op may take it over (keep_split).
   void Activate(bool keep_bf16_copy = false, bool keep_split = false);
   // Enqueues the pending column split of LinearMany, if any, and forgets it.
   void RunPendingSplit();
+  // A LinearAdd's add into the residual stream left for the next op (tensor-core shapes).
+  struct PendingAdd {
+    float* h = nullptr;  // nullptr: nothing pending
+    const float* delta = nullptr;
+    size_t count = 0;
+  };
+  // Enqueues the pending add, if any, and forgets it (Activate).
+  void RunPendingAdd();
+  // The pending add into exactly [h, h + count), taken over by the caller; none otherwise (any
+  // other pending add stays for Activate to run).
+  PendingAdd TakePendingAdd(const float* h, size_t count);
+  // Whether a Linear of `rows` rows through a [n, k] weight of `dtype` runs on the GEMV.
+  bool ByGemv(int64_t rows, int n, int k, DType dtype);
   // Device memory for the bf16 copy of `count` floats at `of` that the op being enqueued
   // writes, or nullptr when none is worth making (fp32 weights, or few enough rows for the
   // GEMV, which reads fp32).
@@ -288,6 +307,7 @@ class CudaBackend : public Backend {
     int total = 0;
     kernels::ColumnParts parts;
   } pending_split_;
+  PendingAdd pending_add_;
   // Graph state.
   Mode mode_ = Mode::kEager;
   std::string graph_key_;

@@ -284,6 +284,34 @@ TEST_P(Qwen3ModelTest, LaunchedStepsFeedTheirIdsOnward) {
 
 // The same checkpoint with bf16 Linear weights in backend memory (the CPU backend widens them
 // per call): logits within bf16 tolerance of transformers', and really rounded.
+// ModelOptions::fuse_residual: on the CPU backend the fused calls' defaults are the same ops in
+// the same order, so prompt and decode logits equal the op-by-op layers' bit for bit (the MoE
+// fixture runs op by op either way).
+TEST_P(Qwen3ModelTest, ResidualFusionsGiveTheOpByOpLogits) {
+  const Fixture f = LoadFixture(GetParam());
+  std::vector<std::vector<float>> runs;
+  for (bool fuse : {true, false}) {
+    backend::cpu::CpuBackend backend(2);
+    ModelOptions options;
+    options.fuse_residual = fuse;
+    Engine e = MakeEngine(f.dir, backend, nullptr, options);
+    ASSERT_NE(e.model, nullptr);
+    const Case& c = f.cases.back();
+    const std::vector<int32_t> table = e.Blocks(12);
+    ForwardBatch prompt;
+    prompt.all_logits = true;
+    prompt.AddSequence(c.prompt, 0, table, Engine::kBlockSize);
+    std::vector<float> logits, decoded;
+    ASSERT_TRUE(e.model->Forward(prompt, *e.cache, &logits).ok());
+    ForwardBatch step;
+    step.AddSequence(std::span(&c.greedy[0], 1), c.prompt.size(), table, Engine::kBlockSize);
+    ASSERT_TRUE(e.model->Forward(step, *e.cache, &decoded).ok());
+    logits.insert(logits.end(), decoded.begin(), decoded.end());
+    runs.push_back(std::move(logits));
+  }
+  EXPECT_EQ(runs[0], runs[1]);
+}
+
 TEST_P(Qwen3ModelTest, Bf16WeightTypeStaysWithinBf16Tolerance) {
   const Fixture f = LoadFixture(GetParam());
   ModelOptions options;
