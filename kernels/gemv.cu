@@ -357,6 +357,7 @@ int OneWave(Kernel kernel, std::atomic<int>& cached) {
                   cudaSuccess
           ? sms * per_sm
           : 0;
+  if (wave == 0) (void)cudaGetLastError();  // not left for a later launch check to find
   cached.store(wave, std::memory_order_relaxed);
   return wave;
 }
