@@ -15,6 +15,8 @@ Qwen3Model::Qwen3Model(core::ModelConfig config, Qwen3Weights weights, backend::
                        comm::Communicator* comm, const ModelOptions& options)
     : config_(std::move(config)),
       w_(std::move(weights)),
+      dense_(std::none_of(w_.layers.begin(), w_.layers.end(),
+                          [](const Qwen3LayerWeights& l) { return l.mlp == core::MlpType::kMoe; })),
       backend_(backend),
       comm_(comm),
       options_(options),
@@ -26,9 +28,7 @@ KvCacheSpec Qwen3Model::kv_cache_spec() const {
 }
 
 bool Qwen3Model::FusesResidual() const {
-  return options_.fuse_residual && options_.shard.size == 1 &&
-         std::none_of(w_.layers.begin(), w_.layers.end(),
-                      [](const Qwen3LayerWeights& l) { return l.mlp == core::MlpType::kMoe; });
+  return options_.fuse_residual && options_.shard.size == 1 && dense_;
 }
 
 bool Qwen3Model::decode_graphs_ok() const {
@@ -36,8 +36,7 @@ bool Qwen3Model::decode_graphs_ok() const {
   if (options_.shard.size != 1 && (comm_ == nullptr || !comm_->collectives_in_graphs())) {
     return false;
   }
-  return std::none_of(w_.layers.begin(), w_.layers.end(),
-                      [](const Qwen3LayerWeights& l) { return l.mlp == core::MlpType::kMoe; });
+  return dense_;
 }
 
 Status Qwen3Model::AllReduce(float* data, size_t count) {

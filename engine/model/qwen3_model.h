@@ -65,6 +65,7 @@ class Qwen3Model : public Model {
 
   core::ModelConfig config_;
   Qwen3Weights w_;
+  const bool dense_;  // no MoE layer (decided once from w_: steps ask per layer)
   backend::Backend& backend_;
   comm::Communicator* comm_;
   ModelOptions options_;

@@ -402,10 +402,7 @@ void CudaBackend::LinearManyImpl(const float* x, int64_t rows, int in_features,
 void CudaBackend::LinearSiluMul(const float* x, int64_t rows, int in_features, WeightRef w,
                                 int inter, float* gate_up, float* act) {
   const bool fp8 = w.dtype == DType::kFP8;
-  const bool gemv =
-      fp8 ? UseFp8Gemv(rows, 2 * inter, in_features)
-          : w.dtype == DType::kBF16 && rows <= kernels::kGemvMaxRows && in_features % 8 == 0;
-  if (!gemv) {
+  if (!ByGemv(rows, 2 * inter, in_features, w.dtype)) {
     return Backend::LinearSiluMul(x, rows, in_features, w, inter, gate_up, act);  // Linear, SiluMul
   }
   Activate();
