@@ -4,17 +4,21 @@
 //
 // Every rank exposes a region (PeerRegionBytes) to the others: signal slots, then two data
 // halves of `capacity` floats. Block b of every rank handles the same slice of the tensor. A
-// call: block b copies its slice of the input into its rank's half (epoch parity), tells each
-// peer so (a release store of the epoch into the peer's slot for (b, this rank)), waits for
-// every peer's signal in its own slots (acquire), then sums the slice over all ranks' halves in
-// rank order (every rank gets bit-identical results) into the input. Alternating halves make
-// one barrier per call enough: a rank can only write a half again two calls later, after every
-// peer has finished the call that read it. Epoch counters (one per block) live in device memory
-// of each rank and advance once per call of that block.
+// call: block b copies its slice of the input into its rank's half, tells each peer so (a
+// release store of the call's epoch into the peer's slot for (b, this rank)), waits until every
+// peer's slot for (b, peer) holds at least that epoch (acquire), then sums the slice over all
+// ranks' halves in rank order (every rank gets bit-identical results) into the input.
+// The epoch is the rank's call count (in device memory: the last block of a call to finish
+// advances it), and its parity picks the half, for every block of the call. So one barrier per
+// call is enough whatever the slices: a rank writes a half again only two calls later, and it
+// starts that call only after every peer has begun the call in between, which each peer began
+// only once it had finished the call that read the half. Calls may differ in size, block
+// count and kind (the plain sum, or the sum fused with the residual add and RMSNorm below).
 // A peer that never arrives (a dead rank) traps the kernel after `timeout_ns`: the stream's
 // next wait fails instead of spinning forever.
 #pragma once
 
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -29,12 +33,13 @@ constexpr int kPeerMaxBlocks = 64;
 
 // Bytes of one rank's region for tensors of up to capacity_floats floats.
 size_t PeerRegionBytes(size_t capacity_floats);
-// Bytes of one rank's epoch counters (zero them before the first call).
+// Bytes of one rank's call state (the epoch and the count of finished blocks; zero them before
+// the first call).
 constexpr size_t kPeerEpochBytes = kPeerMaxBlocks * sizeof(uint64_t);
 
 struct PeerAllReduceArgs {
   void* regions[kPeerMaxRanks] = {};  // every rank's region as this process addresses it
-  uint64_t* epochs = nullptr;         // this rank's counters (device memory)
+  uint64_t* epochs = nullptr;         // this rank's call state (device memory)
   int rank = 0;
   int world = 0;
   size_t capacity = 0;  // floats per data half
@@ -45,5 +50,19 @@ struct PeerAllReduceArgs {
 // InvalidArgument for a size, alignment or world outside those limits.
 Status PeerAllReduceSum(const PeerAllReduceArgs& args, float* data, size_t count,
                         cudaStream_t stream);
+
+// The sum fused with what follows it in a tensor-parallel layer: for each of `rows` rows of
+// `dim`, delta[r] = sum over ranks of delta[r] (the all-reduce, in rank order), h[r] +=
+// delta[r], out[r] = h[r] / sqrt(mean(h[r]^2) + eps) * weight, and out_bf16 (when not null)
+// out rounded to bf16. Bit-identical to PeerAllReduceSum followed by RmsNorm's residual form
+// (kernels/norm.h) on the same rows: one launch and one barrier instead of two kernels.
+// Takes rows <= kPeerMaxBlocks (one block a row), rows * dim <= capacity, dim a multiple of 4
+// and 16-byte aligned pointers (PeerAddRmsNormFits); InvalidArgument otherwise.
+bool PeerAddRmsNormFits(const PeerAllReduceArgs& args, const float* delta, int64_t rows, int dim,
+                        const float* h, const float* weight, const float* out,
+                        const __nv_bfloat16* out_bf16);
+Status PeerAllReduceAddRmsNorm(const PeerAllReduceArgs& args, float* delta, int64_t rows, int dim,
+                               float* h, const float* weight, float eps, float* out,
+                               __nv_bfloat16* out_bf16, cudaStream_t stream);
 
 }  // namespace spark::kernels

@@ -343,6 +343,8 @@ DType g_kv_dtype = DType::kBF16;
 bool g_fused_decode = false;
 // ModelOptions::fuse_residual (--no-fuse-residual turns it off).
 bool g_fuse_residual = true;
+// CudaBackend::Options::fuse_all_reduce_norm (--no-fuse-all-reduce-norm turns it off).
+bool g_fuse_all_reduce_norm = true;
 
 // nccl_only: TP collectives through NCCL (eager steps) even where the peer all-reduce works.
 void SetUpRank(RankSetup& r, int rank, int world, int port, bool profile = false,
@@ -352,7 +354,8 @@ void SetUpRank(RankSetup& r, int rank, int world, int port, bool profile = false
   r.backend = Take(CudaBackend::Create({.device = rank,
                                         .bf16_attention = true,
                                         .fused_decode = g_fused_decode,
-                                        .time_graph_steps = true}),
+                                        .time_graph_steps = true,
+                                        .fuse_all_reduce_norm = g_fuse_all_reduce_norm}),
                    "cuda backend");
   if (world > 1) {
     comm::RendezvousOptions ro;
@@ -527,7 +530,8 @@ int Main(int argc, char** argv) {
   CLI::App app{"spark-decode-bench: the CUDA backend end to end on a Qwen3-8B-shaped model"};
   std::vector<int> batches{1, 32};
   int steps = 200, tp = 2, prefill = 8192, port = 29517;
-  bool profile = false, tp_nccl = false, tp_only = false, fused = false, no_fuse_residual = false;
+  bool profile = false, tp_nccl = false, tp_only = false, fused = false, no_fuse_residual = false,
+       no_fuse_all_reduce_norm = false;
   std::string json_path, kv_dtype = "bf16", weight_dtype = "bf16";
   app.add_option("--batch", batches, "decode batch sizes")->delimiter(',');
   app.add_option("--steps", steps, "timed decode steps per batch size")->check(CLI::Range(1, 900));
@@ -551,6 +555,9 @@ int Main(int argc, char** argv) {
                "one GPU: the output projections into a buffer, then AddRmsNorm (op by op, as "
                "under tensor parallelism) instead of adding into the residual stream as they "
                "store (ModelOptions::fuse_residual)");
+  app.add_flag("--no-fuse-all-reduce-norm", no_fuse_all_reduce_norm,
+               "TP with the peer all-reduce: the sum, then AddRmsNorm (two kernels) instead of "
+               "one kernel for both (CudaBackend::Options::fuse_all_reduce_norm)");
   app.add_flag("--profile", profile, "also time every op of one eager step per batch size");
   app.add_flag("--tp-nccl", tp_nccl,
                "TP collectives through NCCL with eager steps (default: the peer all-reduce of "
@@ -560,6 +567,7 @@ int Main(int argc, char** argv) {
   g_weight_dtype = Take(backend::ParseDType(weight_dtype), "--weight-dtype");
   g_fused_decode = fused;
   g_fuse_residual = !no_fuse_residual;
+  g_fuse_all_reduce_norm = !no_fuse_all_reduce_norm;
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // rows show as they finish
   int devices = 0;
   Cuda(cudaGetDeviceCount(&devices), "device count");
@@ -577,6 +585,7 @@ int Main(int argc, char** argv) {
   j["kv_dtype"] = backend::DTypeName(g_kv_dtype);
   j["weight_dtype"] = backend::DTypeName(g_weight_dtype);
   j["fuse_residual"] = g_fuse_residual;
+  j["fuse_all_reduce_norm"] = g_fuse_all_reduce_norm;
 
   int64_t streamed = 0;
   if (profile) Profile(batches, ceil.copy_gbs);

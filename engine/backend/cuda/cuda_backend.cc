@@ -86,6 +86,7 @@ void CudaBackend::Activate(bool keep_bf16_copy, bool keep_split) {
   cudaSetDevice(options_.device);
   if (mode_ == Mode::kEager) eager_since_graph_ = true;
   if (in_graph()) ++graph_ops_;
+  RunPendingReduce();
   RunPendingAdd();
   if (!keep_bf16_copy) bf16_copy_ = {};
   if (!keep_split) RunPendingSplit();
@@ -419,10 +420,21 @@ void CudaBackend::LinearSiluMul(const float* x, int64_t rows, int in_features, W
 
 void CudaBackend::AddRmsNorm(float* h, const float* delta, const float* weight, int64_t rows,
                              int dim, float eps, float* out) {
+  // A peer all-reduce of exactly delta left pending: the sum, the add and the norm in one kernel.
+  const bool reduce =
+      options_.fuse_all_reduce_norm && pending_reduce_.data == delta &&
+      pending_reduce_.count == static_cast<size_t>(rows) * dim &&
+      kernels::PeerAddRmsNormFits(*pending_reduce_.args, delta, rows, dim, h, weight, out, nullptr);
+  const PendingReduce taken = reduce ? std::exchange(pending_reduce_, {}) : PendingReduce{};
+  fused_reduce_norms_ += reduce ? 1 : 0;
   Activate();
   Status s = [&]() -> Status {
     SPARK_ASSIGN_OR_RETURN(__nv_bfloat16 * copy, MakeBf16Copy(out, rows, size_t(rows) * dim));
     if (!launching()) return Status::Ok();
+    if (taken.args != nullptr) {
+      return kernels::PeerAllReduceAddRmsNorm(*taken.args, taken.data, rows, dim, h, weight, eps,
+                                              out, copy, stream_);
+    }
     // kernels::RmsNorm's residual form: residual (h) += x (delta), out = norm(residual).
     return kernels::RmsNorm<float>(delta, h, weight, rows, dim, eps, out, stream_, copy);
   }();

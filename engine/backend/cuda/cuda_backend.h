@@ -42,7 +42,11 @@
 // outputs and embeddings only). A LinearAdd through a tensor-core GEMM leaves its add into the
 // residual pending the same way: an RmsNorm of exactly that residual next folds it into
 // AddRmsNorm's one kernel, and every other op runs it first. (Through the GEMV the add happens
-// as each sum is stored.)
+// as each sum is stored.) The peer all-reduce of tensor-parallel ranks on one host
+// (DeferPeerAllReduce, from StreamOrderedCommunicator) is left pending too: an AddRmsNorm whose
+// delta is exactly the reduced tensor next runs the sum, the add and the norm as one kernel
+// (kernels::PeerAllReduceAddRmsNorm, bit-identical to the two), and every other op runs the sum
+// first.
 // Thread-safety: one op at a time (see Backend); the calling thread may change between ops.
 #pragma once
 
@@ -63,6 +67,7 @@
 #include "kernels/decode_stack.h"
 #include "kernels/elementwise.h"
 #include "kernels/gemm.h"
+#include "kernels/peer_all_reduce.h"
 
 namespace spark::engine::backend::cuda {
 
@@ -83,6 +88,9 @@ class CudaBackend : public Backend {
     std::chrono::milliseconds step_timeout{60000};
     // Time every graph step with CUDA events (graph_step_times()); for benchmarks.
     bool time_graph_steps = false;
+    // The peer all-reduce and the AddRmsNorm of its sum as one kernel (see above); off: two
+    // kernels, for comparisons.
+    bool fuse_all_reduce_norm = true;
   };
 
   // Graph steps timed so far (Options::time_graph_steps). gpu_ms: from the step's first work
@@ -158,6 +166,13 @@ class CudaBackend : public Backend {
                     int64_t slot) override;
   bool may_decode_layers() const override { return options_.fused_decode; }
 
+  // Sums data[0, count) over the ranks of `args` (device memory of this backend, within the
+  // region's capacity) after every op before, left pending for the next op (see above).
+  // `args` must stay valid until the next op. Errors go to status().
+  void DeferPeerAllReduce(const kernels::PeerAllReduceArgs* args, float* data, size_t count);
+  // Enqueues whatever an op left pending, so that work put on stream() directly comes after it.
+  void RunPending() { Activate(); }
+
   // Starts a graph step (see above). FailedPrecondition inside a step or after an error.
   Status BeginGraph(const std::string& key, int table_blocks);
   bool in_graph() const { return mode_ != Mode::kEager; }
@@ -169,6 +184,8 @@ class CudaBackend : public Backend {
   // many steps DecodeLayers has taken so far (for tests and benchmarks).
   void set_fused_decode(bool on) { options_.fused_decode = on; }
   int64_t decode_layers_taken() const { return decode_layers_taken_; }
+  // How many AddRmsNorms took a pending peer all-reduce into their kernel (for tests).
+  int64_t fused_reduce_norms() const { return fused_reduce_norms_; }
   const GraphStepTimes& graph_step_times() const { return step_times_; }
   // Zeroes the sums (the gap before the next step still counts from the last step's end).
   void ResetGraphStepTimes() { step_times_ = {}; }
@@ -190,9 +207,9 @@ class CudaBackend : public Backend {
   // graph arena inside a graph step); not zeroed (the op overwrites it).
   Result<Buffer> Scratch(size_t bytes, DType dtype = DType::kF32);
   void Record(const Status& s);
-  // Makes this backend's device current and runs a pending add (LinearAdd). Drops the bf16 copy
-  // unless the op is a Linear that may read it (keep_bf16_copy); runs a pending column split
-  // unless the op may take it over (keep_split).
+  // Makes this backend's device current and runs a pending sum or add (DeferPeerAllReduce,
+  // LinearAdd). Drops the bf16 copy unless the op is a Linear that may read it (keep_bf16_copy);
+  // runs a pending column split unless the op may take it over (keep_split).
   void Activate(bool keep_bf16_copy = false, bool keep_split = false);
   // Enqueues the pending column split of LinearMany, if any, and forgets it.
   void RunPendingSplit();
@@ -207,6 +224,14 @@ class CudaBackend : public Backend {
   // The pending add into exactly [h, h + count), taken over by the caller; none otherwise (any
   // other pending add stays for Activate to run).
   PendingAdd TakePendingAdd(const float* h, size_t count);
+  // DeferPeerAllReduce's sum, for the next op (cuda_backend_residual.cc).
+  struct PendingReduce {
+    const kernels::PeerAllReduceArgs* args = nullptr;  // nullptr: nothing pending
+    float* data = nullptr;
+    size_t count = 0;
+  };
+  // Enqueues the pending sum, if any, and forgets it (Activate).
+  void RunPendingReduce();
   // Whether a Linear of `rows` rows through a [n, k] weight of `dtype` runs on the GEMV.
   bool ByGemv(int64_t rows, int n, int k, DType dtype);
   // Device memory for the bf16 copy of `count` floats at `of` that the op being enqueued
@@ -295,6 +320,7 @@ class CudaBackend : public Backend {
   // DecodeLayers' plans by (shape, max context); a refused shape keeps its error.
   std::map<std::vector<int64_t>, Result<kernels::DecodeStackPlan>> decode_stack_plans_;
   int64_t decode_layers_taken_ = 0;
+  int64_t fused_reduce_norms_ = 0;
   bool bf16_weights_ = false;  // bf16 weights allocated or fp8 ones used: GEMMs want copies
   struct Bf16Copy {
     const float* of = nullptr;
@@ -308,6 +334,7 @@ class CudaBackend : public Backend {
     kernels::ColumnParts parts;
   } pending_split_;
   PendingAdd pending_add_;
+  PendingReduce pending_reduce_;
   // Graph state.
   Mode mode_ = Mode::kEager;
   std::string graph_key_;

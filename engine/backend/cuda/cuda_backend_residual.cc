@@ -1,7 +1,8 @@
 // CudaBackend's LinearAdd (see Backend::LinearAdd): where the GEMV serves the shapes, the output
 // projection adds into the residual stream as it stores each sum (no delta buffer, no add in the
 // norm kernel after it). Elsewhere (tensor-core GEMMs) the add is left pending, and the RmsNorm
-// of the residual that follows runs AddRmsNorm's one kernel, as the op-by-op layers do.
+// of the residual that follows runs AddRmsNorm's one kernel, as the op-by-op layers do. The peer
+// all-reduce of tensor-parallel layers waits the same way for the AddRmsNorm of its sum.
 #include "engine/backend/cuda/cuda_backend.h"
 #include "kernels/elementwise.h"
 #include "kernels/gemv.h"
@@ -18,6 +19,20 @@ void CudaBackend::RunPendingAdd() {
   if (add.h == nullptr) return;
   ForgetBf16CopyIfWritten(add.h, add.count);
   if (launching()) Record(kernels::Add<float>(add.h, add.delta, add.count, stream_));
+}
+
+void CudaBackend::DeferPeerAllReduce(const kernels::PeerAllReduceArgs* args, float* data,
+                                     size_t count) {
+  Activate();  // whatever is pending comes first
+  pending_reduce_ = {args, data, count};
+}
+
+void CudaBackend::RunPendingReduce() {
+  const PendingReduce reduce = std::exchange(pending_reduce_, {});
+  if (reduce.args == nullptr) return;
+  ForgetBf16CopyIfWritten(reduce.data, reduce.count);
+  if (launching())
+    Record(kernels::PeerAllReduceSum(*reduce.args, reduce.data, reduce.count, stream_));
 }
 
 CudaBackend::PendingAdd CudaBackend::TakePendingAdd(const float* h, size_t count) {

@@ -38,10 +38,8 @@ class PeerAllReduce {
   bool Fits(const float* data, size_t count) const {
     return count <= args_.capacity && reinterpret_cast<uintptr_t>(data) % 16 == 0;
   }
-  // Enqueues the sum on `stream` (graph-capturable).
-  Status Run(float* data, size_t count, cudaStream_t stream) {
-    return kernels::PeerAllReduceSum(args_, data, count, stream);
-  }
+  // What the kernels take (valid while this object lives).
+  const kernels::PeerAllReduceArgs* args() const { return &args_; }
 
  private:
   PeerAllReduce() = default;

@@ -2,6 +2,8 @@
 
 #include <cuda_runtime.h>
 
+#include <vector>
+
 #include "kernels/cuda_check.h"
 
 namespace spark::engine::backend::cuda {
@@ -49,21 +51,44 @@ bool StreamOrderedCommunicator::PeerFits(const float* data, size_t count) const 
   return peer_ != nullptr && peer_->Fits(data, count) && !IsHostPointer(data);
 }
 
+Status StreamOrderedCommunicator::ThroughHost(const float* in, size_t in_count, float* out,
+                                              size_t out_count, bool gather) {
+  SPARK_RETURN_IF_ERROR(backend_->Synchronize());
+  std::vector<float> host_in(in_count), host_out(gather ? out_count : 0);
+  SPARK_CUDA_RETURN_IF_ERROR(
+      cudaMemcpy(host_in.data(), in, in_count * sizeof(float), cudaMemcpyDefault));
+  if (gather) {
+    SPARK_RETURN_IF_ERROR(inner_->AllGather(host_in.data(), in_count, host_out.data()));
+  } else {
+    SPARK_RETURN_IF_ERROR(inner_->AllReduceSum(host_in.data(), in_count));
+  }
+  const std::vector<float>& result = gather ? host_out : host_in;
+  SPARK_CUDA_RETURN_IF_ERROR(
+      cudaMemcpy(out, result.data(), out_count * sizeof(float), cudaMemcpyDefault));
+  return Status::Ok();
+}
+
 Status StreamOrderedCommunicator::AllReduceSum(float* data, size_t count) {
   if (PeerFits(data, count)) {
-    // A graph replay's host-only pass launches nothing; the graph holds the kernel.
-    if (!backend_->launching()) return Status::Ok();
-    return peer_->Run(data, count, backend_->stream());
+    // Left pending in the backend (an AddRmsNorm of the sum next takes it in); in a graph
+    // replay's host-only pass it launches nothing, the graph holds the kernel.
+    backend_->DeferPeerAllReduce(peer_->args(), data, count);
+    return backend_->status();
   }
   if (backend_->in_graph()) return GraphRefusal();
-  if (!IsHostPointer(data)) {
+  const bool host = IsHostPointer(data);
+  if (nccl_ == nullptr) {
+    return host ? inner_->AllReduceSum(data, count) : ThroughHost(data, count, data, count, false);
+  }
+  if (!host) {
     // Device data: on the backend's stream, after the op that made it, no waiting here; the
     // backend's next Download waits (with its deadline).
-    return inner_->EnqueueAllReduceSum(data, data, count, backend_->stream());
+    backend_->RunPending();
+    return nccl_->EnqueueAllReduceSum(data, data, count, backend_->stream());
   }
   SPARK_RETURN_IF_ERROR(backend_->Synchronize());
   SPARK_ASSIGN_OR_RETURN(Buffer d, ToDevice(*backend_, data, count * sizeof(float)));
-  SPARK_RETURN_IF_ERROR(inner_->AllReduceSum(d.data(), count));
+  SPARK_RETURN_IF_ERROR(nccl_->AllReduceSum(d.data(), count));
   SPARK_CUDA_RETURN_IF_ERROR(
       cudaMemcpy(data, d.data(), count * sizeof(float), cudaMemcpyDeviceToHost));
   return Status::Ok();
@@ -71,38 +96,56 @@ Status StreamOrderedCommunicator::AllReduceSum(float* data, size_t count) {
 
 Status StreamOrderedCommunicator::AllGather(const float* in, size_t count, float* out) {
   const size_t world = static_cast<size_t>(world_size());
-  if (!IsHostPointer(in) && PeerFits(out, world * count)) {
+  const bool host_in = IsHostPointer(in), host_out = IsHostPointer(out);
+  if (!host_in && PeerFits(out, world * count)) {
     // A sum of zeros but for each rank's own slice is the gather (x + 0 == x, exactly).
-    if (!backend_->launching()) return Status::Ok();
-    const size_t bytes = count * sizeof(float);
-    SPARK_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(out, 0, bytes * world, backend_->stream()));
-    SPARK_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(out + rank() * count, in, bytes,
-                                               cudaMemcpyDeviceToDevice, backend_->stream()));
-    return peer_->Run(out, world * count, backend_->stream());
+    backend_->RunPending();
+    if (backend_->launching()) {
+      const size_t bytes = count * sizeof(float);
+      SPARK_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(out, 0, bytes * world, backend_->stream()));
+      SPARK_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(out + rank() * count, in, bytes,
+                                                 cudaMemcpyDeviceToDevice, backend_->stream()));
+    }
+    backend_->DeferPeerAllReduce(peer_->args(), out, world * count);
+    return backend_->status();
   }
   if (backend_->in_graph()) return GraphRefusal();
-  if (!IsHostPointer(in) && !IsHostPointer(out)) {
-    return inner_->EnqueueAllGather(in, out, count, backend_->stream());
+  if (nccl_ == nullptr) {
+    if (host_in && host_out) return inner_->AllGather(in, count, out);
+    return ThroughHost(in, count, out, world * count, true);
+  }
+  if (!host_in && !host_out) {
+    backend_->RunPending();
+    return nccl_->EnqueueAllGather(in, out, count, backend_->stream());
   }
   SPARK_RETURN_IF_ERROR(backend_->Synchronize());
   const size_t bytes = count * sizeof(float);
-  SPARK_ASSIGN_OR_RETURN(Buffer din, ToDevice(*backend_, IsHostPointer(in) ? in : nullptr, bytes));
-  if (!IsHostPointer(in)) {
+  SPARK_ASSIGN_OR_RETURN(Buffer din, ToDevice(*backend_, host_in ? in : nullptr, bytes));
+  if (!host_in) {
     SPARK_CUDA_RETURN_IF_ERROR(cudaMemcpy(din.data(), in, bytes, cudaMemcpyDeviceToDevice));
   }
   SPARK_ASSIGN_OR_RETURN(Buffer dout, ToDevice(*backend_, nullptr, bytes * world));
-  SPARK_RETURN_IF_ERROR(inner_->AllGather(din.data(), count, dout.data()));
+  SPARK_RETURN_IF_ERROR(nccl_->AllGather(din.data(), count, dout.data()));
   SPARK_CUDA_RETURN_IF_ERROR(
       cudaMemcpy(out, dout.data(), bytes * world,
-                 IsHostPointer(out) ? cudaMemcpyDeviceToHost : cudaMemcpyDeviceToDevice));
+                 host_out ? cudaMemcpyDeviceToHost : cudaMemcpyDeviceToDevice));
   return Status::Ok();
 }
 
 Status StreamOrderedCommunicator::Broadcast(void* data, size_t bytes, int root) {
   SPARK_RETURN_IF_ERROR(backend_->Synchronize());
-  if (!IsHostPointer(data)) return inner_->Broadcast(data, bytes, root);
+  const bool host = IsHostPointer(data);
+  if (nccl_ == nullptr) {
+    if (host) return inner_->Broadcast(data, bytes, root);
+    std::vector<char> staged(bytes);
+    SPARK_CUDA_RETURN_IF_ERROR(cudaMemcpy(staged.data(), data, bytes, cudaMemcpyDeviceToHost));
+    SPARK_RETURN_IF_ERROR(inner_->Broadcast(staged.data(), bytes, root));
+    SPARK_CUDA_RETURN_IF_ERROR(cudaMemcpy(data, staged.data(), bytes, cudaMemcpyHostToDevice));
+    return Status::Ok();
+  }
+  if (!host) return nccl_->Broadcast(data, bytes, root);
   SPARK_ASSIGN_OR_RETURN(Buffer d, ToDevice(*backend_, data, bytes));
-  SPARK_RETURN_IF_ERROR(inner_->Broadcast(d.data(), bytes, root));
+  SPARK_RETURN_IF_ERROR(nccl_->Broadcast(d.data(), bytes, root));
   SPARK_CUDA_RETURN_IF_ERROR(cudaMemcpy(data, d.data(), bytes, cudaMemcpyDeviceToHost));
   return Status::Ok();
 }

@@ -1,13 +1,17 @@
-// StreamOrderedCommunicator: puts a device communicator (NCCL) behind a CudaBackend so that the
-// model's collectives see finished data and may pass host or device pointers.
+// StreamOrderedCommunicator: puts a communicator behind a CudaBackend so that the model's
+// collectives see finished data and may pass host or device pointers.
 //
-// Collectives of device memory are enqueued on the backend's stream, in order after the ops
-// that produced their input, with no host wait (the backend's next Download waits, within its
-// step_timeout). Host pointers (the model gathers vocabulary-parallel logits and broadcasts
-// small plans in host memory) wait for the backend, go through device scratch on the
-// communicator's own stream, and are copied back.
-// With EnablePeerAllReduce (ranks of one host with peer access), all-reduces and all-gathers of
-// device tensors up to its capacity go through PeerAllReduce instead: a few microseconds each,
+// Over a device communicator (NCCL), collectives of device memory are enqueued on the backend's
+// stream, in order after the ops that produced their input, with no host wait (the backend's
+// next Download waits, within its step_timeout). Host pointers (the model gathers
+// vocabulary-parallel logits and broadcasts small plans in host memory) wait for the backend, go
+// through device scratch on the communicator's own stream, and are copied back.
+// Over a host communicator (Gloo, or LocalCommunicator for ranks that are threads, such as two
+// ranks sharing one GPU in tests), device tensors wait for the backend and go through host
+// memory.
+// With EnablePeerAllReduce (ranks of one host with peer access, or on one GPU), all-reduces and
+// all-gathers of device tensors up to its capacity go through the peer all-reduce instead: a few
+// microseconds each, left pending in the backend (an AddRmsNorm of the sum next fuses with it),
 // and allowed inside CUDA graph steps, so tensor-parallel decode can run in graphs. Other
 // collectives inside a graph step are refused (FailedPrecondition): captured NCCL collectives
 // stopped at a fixed replay on 2 x H200.
@@ -27,6 +31,9 @@ class StreamOrderedCommunicator : public comm::Communicator {
  public:
   // Both must outlive this object; `inner` takes device pointers on backend's device.
   StreamOrderedCommunicator(comm::NcclCommunicator* inner, CudaBackend* backend)
+      : inner_(inner), nccl_(inner), backend_(backend) {}
+  // `inner` takes host pointers.
+  StreamOrderedCommunicator(comm::Communicator* inner, CudaBackend* backend)
       : inner_(inner), backend_(backend) {}
 
   int rank() const override { return inner_->rank(); }
@@ -46,7 +53,11 @@ class StreamOrderedCommunicator : public comm::Communicator {
   // Whether a device tensor of `count` floats at `data` takes the peer path.
   bool PeerFits(const float* data, size_t count) const;
 
-  comm::NcclCommunicator* inner_;
+  // Device tensors over a host communicator: downloaded, passed to it, uploaded.
+  Status ThroughHost(const float* in, size_t in_count, float* out, size_t out_count, bool gather);
+
+  comm::Communicator* inner_;
+  comm::NcclCommunicator* nccl_ = nullptr;  // inner_ when it takes device pointers
   CudaBackend* backend_;
   std::unique_ptr<PeerAllReduce> peer_;
 };
