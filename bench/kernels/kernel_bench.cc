@@ -1,7 +1,8 @@
 // spark-kernel-bench: times the kernels on the GPU it runs on and sets each against the
 // ceiling measured in the same run: RMSNorm and paged decode attention in GB/s against the
 // device-to-device copy bandwidth (bytes read + written), GEMMs in TFLOP/s against the best
-// cuBLASLt bf16 throughput at large square sizes. Prints a table; --json writes the numbers.
+// cuBLASLt bf16 throughput at large square sizes; the peer all-reduce fused with AddRmsNorm
+// against the two kernels (peer_bench.h). Prints a table; --json writes the numbers.
 // Timing: CUDA events around `iters` back-to-back launches after warm-up; the median of 5.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -20,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/kernels/peer_bench.h"
 #include "kernels/attention.h"
 #include "kernels/cuda_check.h"
 #include "kernels/elementwise.h"
@@ -346,8 +348,9 @@ int Main(int argc, char** argv) {
   app.add_flag("--quick", quick, "Smaller sizes (a smoke run, not for reporting)");
   app.add_option("--only", only,
                  "Run one family after the ceilings: norm, decode (attention), prefill "
-                 "(attention), gemm or gemv (decode GEMVs, bf16 and fp8 weights)")
-      ->check(CLI::IsMember({"norm", "decode", "prefill", "gemm", "gemv"}));
+                 "(attention), gemm, gemv (decode GEMVs, bf16 and fp8 weights) or peer (the "
+                 "tensor-parallel all-reduce + AddRmsNorm of two ranks, fused and not)")
+      ->check(CLI::IsMember({"norm", "decode", "prefill", "gemm", "gemv", "peer"}));
   CLI11_PARSE(app, argc, argv);
   if (CudaDeviceCount() == 0) {
     std::fprintf(stderr, "spark-kernel-bench: no CUDA device visible (check nvidia-smi)\n");
@@ -404,6 +407,19 @@ int Main(int argc, char** argv) {
         rows.push_back(BenchGemv(fp8, false, b, 6144, 4096, copy_gbs));
         rows.push_back(BenchGemv(fp8, false, b, 4096, 4096, copy_gbs));
       }
+  }
+  // A Qwen3-8B layer output at batch 1 and 32, 72 calls a graph (a step); only when asked for
+  // (two ranks: with one GPU they share it).
+  if (only == "peer") {
+    for (int b : {1, 32}) {
+      const PeerTimes t = TimePeerAllReduceNorm(b, 4096, 72);
+      const std::string where = t.one_device ? " (2 ranks, 1 GPU)" : " (2 GPUs)";
+      const std::string shape = std::to_string(b) + "x4096, 72 a graph";
+      rows.push_back(
+          {"peer sum, add+rmsnorm" + where, shape, t.two_kernels_us * 1e-3, 1.0, "x", 1.0});
+      rows.push_back({"peer sum+add+rmsnorm fused" + where, shape, t.fused_us * 1e-3,
+                      t.two_kernels_us / t.fused_us, "x", 1.0});
+    }
   }
   // Qwen3-8B-shaped GEMMs: an 8K-token prefill's projections and batch-32 decode.
   struct Shape {
