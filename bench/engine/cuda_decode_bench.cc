@@ -345,11 +345,18 @@ bool g_fused_decode = false;
 bool g_fuse_residual = true;
 // CudaBackend::Options::fuse_all_reduce_norm (--no-fuse-all-reduce-norm turns it off).
 bool g_fuse_all_reduce_norm = true;
+// --rank-share N: the model's heads, KV heads, intermediate size and vocabulary divided by N
+// (one rank's matrices at TP=N, timed alone: no collectives).
+int g_rank_share = 1;
 
 // nccl_only: TP collectives through NCCL (eager steps) even where the peer all-reduce works.
 void SetUpRank(RankSetup& r, int rank, int world, int port, bool profile = false,
                bool nccl_only = false) {
   r.config = Take(core::ParseModelConfig(kQwen3_8B, "qwen3-8b-shape/config.json"), "config");
+  r.config.num_heads /= g_rank_share;
+  r.config.num_kv_heads /= g_rank_share;
+  r.config.intermediate_size /= g_rank_share;
+  r.config.vocab_size /= g_rank_share;
   r.shard = {rank, world};
   r.backend = Take(CudaBackend::Create({.device = rank,
                                         .bf16_attention = true,
@@ -558,6 +565,11 @@ int Main(int argc, char** argv) {
   app.add_flag("--no-fuse-all-reduce-norm", no_fuse_all_reduce_norm,
                "TP with the peer all-reduce: the sum, then AddRmsNorm (two kernels) instead of "
                "one kernel for both (CudaBackend::Options::fuse_all_reduce_norm)");
+  app.add_option("--rank-share", g_rank_share,
+                 "time one rank's share of a TP=N step alone: heads, KV heads, intermediate size "
+                 "and vocabulary divided by N, no collectives (what TP=N costs a GPU before its "
+                 "all-reduces; with --tp 1)")
+      ->check(CLI::IsMember({1, 2, 4, 8}));
   app.add_flag("--profile", profile, "also time every op of one eager step per batch size");
   app.add_flag("--tp-nccl", tp_nccl,
                "TP collectives through NCCL with eager steps (default: the peer all-reduce of "
@@ -568,6 +580,11 @@ int Main(int argc, char** argv) {
   g_fused_decode = fused;
   g_fuse_residual = !no_fuse_residual;
   g_fuse_all_reduce_norm = !no_fuse_all_reduce_norm;
+  if (g_rank_share > 1 && tp > 1) {
+    std::fprintf(stderr,
+                 "spark-decode-bench: --rank-share times one rank alone; use it with --tp 1\n");
+    return 2;
+  }
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // rows show as they finish
   int devices = 0;
   Cuda(cudaGetDeviceCount(&devices), "device count");
@@ -586,6 +603,7 @@ int Main(int argc, char** argv) {
   j["weight_dtype"] = backend::DTypeName(g_weight_dtype);
   j["fuse_residual"] = g_fuse_residual;
   j["fuse_all_reduce_norm"] = g_fuse_all_reduce_norm;
+  j["rank_share"] = g_rank_share;
 
   int64_t streamed = 0;
   if (profile) Profile(batches, ceil.copy_gbs);
