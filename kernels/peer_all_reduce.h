@@ -1,21 +1,29 @@
 // One-shot all-reduce (fp32 sum) among GPUs of one host that can read each other's memory
 // (NVLink or PCIe peer access), for the small tensors of tensor-parallel decode, where NCCL's
-// per-call latency dominates. Graph-capturable: all state lives in device memory.
+// per-call latency dominates. Graph-capturable: all state lives in device memory. Every rank
+// exposes a region (PeerRegionBytes, set up by PeerRegionInit) to the others, and block b of
+// every rank handles the same slice of the tensor. Each call has an epoch: the rank's call count
+// (in device memory: the last block of a call to finish advances it). Two protocols
+// (PeerProtocol, fixed for a region's life):
 //
-// Every rank exposes a region (PeerRegionBytes) to the others: signal slots, then two data
-// halves of `capacity` floats. Block b of every rank handles the same slice of the tensor. A
-// call: block b copies its slice of the input into its rank's half, tells each peer so (a
-// release store of the call's epoch into the peer's slot for (b, this rank)), waits until every
-// peer's slot for (b, peer) holds at least that epoch (acquire), then sums the slice over all
-// ranks' halves in rank order (every rank gets bit-identical results) into the input.
-// The epoch is the rank's call count (in device memory: the last block of a call to finish
-// advances it), and its parity picks the half, for every block of the call. So one barrier per
-// call is enough whatever the slices: a rank writes a half again only two calls later, and it
-// starts that call only after every peer has begun the call in between, which each peer began
-// only once it had finished the call that read the half. Calls may differ in size, block
-// count and kind (the plain sum, or the sum fused with the residual add and RMSNorm below).
-// A peer that never arrives (a dead rank) traps the kernel after `timeout_ns`: the stream's
-// next wait fails instead of spinning forever.
+// kSignal: block b copies its slice into its own region (one of two data halves, by the epoch's
+// parity), tells each peer so (a release store of the epoch into the peer's slot for (b, this
+// rank)), waits until every peer's slot for (b, peer) holds at least that epoch (acquire), then
+// reads the slice from every rank's half. One barrier per call is enough whatever the slices: a
+// rank writes a half again only two calls later, and it starts that call only after every peer
+// has begun the call in between, which each peer began only once it had finished the call that
+// read the half. A call costs a signal over the link and a read back.
+// kOneWay: block b stores its slice straight into every peer's region (buffer epoch % 3, the
+// slot of this rank) and reads the peers' slices from its own region, polling each element until
+// it no longer holds the empty pattern (all bits set; a value with that pattern, a NaN, is sent
+// as another NaN); then it sets the buffer of the call before back to empty. With three buffers
+// a rank's stores never meet the peer's reads or clearing: a peer can be one call ahead at most.
+// A call costs one trip over the link.
+//
+// Either way the sum runs in rank order, so every rank gets bit-identical results, and calls may
+// differ in size, block count and kind (the plain sum, or the sum fused with the residual add
+// and RMSNorm below). A peer that never arrives (a dead rank) traps the kernel after
+// `timeout_ns`: the stream's next wait fails instead of spinning forever.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -31,10 +39,15 @@ namespace spark::kernels {
 constexpr int kPeerMaxRanks = 8;
 constexpr int kPeerMaxBlocks = 64;
 
-// Bytes of one rank's region for tensors of up to capacity_floats floats.
-size_t PeerRegionBytes(size_t capacity_floats);
-// Bytes of one rank's call state (the epoch and the count of finished blocks; zero them before
-// the first call).
+enum class PeerProtocol { kSignal, kOneWay };
+
+// Bytes of one rank's region for tensors of up to capacity_floats floats among `world` ranks
+// (either protocol).
+size_t PeerRegionBytes(size_t capacity_floats, int world);
+// Sets a region up for its first call (synchronous).
+Status PeerRegionInit(void* region, size_t capacity_floats, int world);
+// Bytes of one rank's call state (the epoch, the count of finished blocks, the last call's
+// size; zero them before the first call).
 constexpr size_t kPeerEpochBytes = kPeerMaxBlocks * sizeof(uint64_t);
 
 struct PeerAllReduceArgs {
@@ -42,12 +55,13 @@ struct PeerAllReduceArgs {
   uint64_t* epochs = nullptr;         // this rank's call state (device memory)
   int rank = 0;
   int world = 0;
-  size_t capacity = 0;  // floats per data half
+  size_t capacity = 0;  // floats a call may sum (a multiple of 4)
   uint64_t timeout_ns = 60'000'000'000ull;
+  PeerProtocol protocol = PeerProtocol::kSignal;
 };
 
 // In place on data[0, count) (device memory, 16-byte aligned, count <= capacity) on `stream`.
-// InvalidArgument for a size, alignment or world outside those limits.
+// InvalidArgument for a size, alignment, capacity or world outside those limits.
 Status PeerAllReduceSum(const PeerAllReduceArgs& args, float* data, size_t count,
                         cudaStream_t stream);
 

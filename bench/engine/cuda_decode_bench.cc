@@ -345,6 +345,8 @@ bool g_fused_decode = false;
 bool g_fuse_residual = true;
 // CudaBackend::Options::fuse_all_reduce_norm (--no-fuse-all-reduce-norm turns it off).
 bool g_fuse_all_reduce_norm = true;
+// The peer all-reduce's protocol (--peer-one-way: kernels::PeerProtocol::kOneWay).
+kernels::PeerProtocol g_peer_protocol = kernels::PeerProtocol::kSignal;
 // --rank-share N: the model's heads, KV heads, intermediate size and vocabulary divided by N
 // (one rank's matrices at TP=N, timed alone: no collectives).
 int g_rank_share = 1;
@@ -374,7 +376,7 @@ void SetUpRank(RankSetup& r, int rank, int world, int port, bool profile = false
     r.comm =
         std::make_unique<backend::cuda::StreamOrderedCommunicator>(r.nccl.get(), r.backend.get());
     if (!nccl_only) {
-      if (Status s = r.comm->EnablePeerAllReduce(); !s.ok() && rank == 0) {
+      if (Status s = r.comm->EnablePeerAllReduce(size_t{1} << 18, g_peer_protocol); !s.ok() && rank == 0) {
         std::printf("tp %d: no peer all-reduce (%s); NCCL, eager steps\n", world,
                     s.message().c_str());
       }
@@ -565,6 +567,11 @@ int Main(int argc, char** argv) {
   app.add_flag("--no-fuse-all-reduce-norm", no_fuse_all_reduce_norm,
                "TP with the peer all-reduce: the sum, then AddRmsNorm (two kernels) instead of "
                "one kernel for both (CudaBackend::Options::fuse_all_reduce_norm)");
+  bool peer_one_way = false;
+  app.add_flag("--peer-one-way", peer_one_way,
+               "TP: the peer all-reduce stores each rank's slice straight into the others' "
+               "memory and polls the data (one trip over the link) instead of a signal and a read "
+               "back (kernels/peer_all_reduce.h)");
   app.add_option("--rank-share", g_rank_share,
                  "time one rank's share of a TP=N step alone: heads, KV heads, intermediate size "
                  "and vocabulary divided by N, no collectives (what TP=N costs a GPU before its "
@@ -580,6 +587,7 @@ int Main(int argc, char** argv) {
   g_fused_decode = fused;
   g_fuse_residual = !no_fuse_residual;
   g_fuse_all_reduce_norm = !no_fuse_all_reduce_norm;
+  g_peer_protocol = peer_one_way ? kernels::PeerProtocol::kOneWay : kernels::PeerProtocol::kSignal;
   if (g_rank_share > 1 && tp > 1) {
     std::fprintf(stderr,
                  "spark-decode-bench: --rank-share times one rank alone; use it with --tp 1\n");
@@ -604,6 +612,7 @@ int Main(int argc, char** argv) {
   j["fuse_residual"] = g_fuse_residual;
   j["fuse_all_reduce_norm"] = g_fuse_all_reduce_norm;
   j["rank_share"] = g_rank_share;
+  j["peer_protocol"] = peer_one_way ? "one-way" : "signal";
 
   int64_t streamed = 0;
   if (profile) Profile(batches, ceil.copy_gbs);

@@ -55,7 +55,7 @@ float* Filled(size_t n, float v) {
 
 }  // namespace
 
-PeerTimes TimePeerAllReduceNorm(int rows, int dim, int calls) {
+PeerTimes TimePeerAllReduceNorm(int rows, int dim, int calls, PeerProtocol protocol) {
   PeerTimes t;
   const int devices = CudaDeviceCount();
   t.one_device = devices < kWorld;
@@ -80,8 +80,8 @@ PeerTimes TimePeerAllReduceNorm(int rows, int dim, int calls) {
       cudaGetLastError();
     }
     Check(cudaStreamCreateWithFlags(&k.stream, cudaStreamNonBlocking), "stream");
-    Check(cudaMalloc(&k.region, PeerRegionBytes(n)), "cudaMalloc");
-    Check(cudaMemset(k.region, 0, PeerRegionBytes(n)), "cudaMemset");
+    Check(cudaMalloc(&k.region, PeerRegionBytes(n, kWorld)), "cudaMalloc");
+    Check(PeerRegionInit(k.region, n, kWorld));
     Check(cudaMalloc(reinterpret_cast<void**>(&k.epochs), kPeerEpochBytes), "cudaMalloc");
     Check(cudaMemset(k.epochs, 0, kPeerEpochBytes), "cudaMemset");
     // Zero deltas keep every value finite over any number of calls (the sum is written back).
@@ -98,6 +98,7 @@ PeerTimes TimePeerAllReduceNorm(int rows, int dim, int calls) {
     a.world = kWorld;
     a.capacity = n;
     a.timeout_ns = 10'000'000'000ull;
+    a.protocol = protocol;
   }
   for (Rank& k : ranks) {
     Check(cudaSetDevice(k.device), "cudaSetDevice");

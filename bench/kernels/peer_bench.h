@@ -7,6 +7,8 @@
 // stalled each other).
 #pragma once
 
+#include "kernels/peer_all_reduce.h"
+
 namespace spark::kernels {
 
 struct PeerTimes {
@@ -15,6 +17,6 @@ struct PeerTimes {
 };
 
 // `calls` calls of [rows, dim] per graph; exits with a message on a CUDA error or a refusal.
-PeerTimes TimePeerAllReduceNorm(int rows, int dim, int calls);
+PeerTimes TimePeerAllReduceNorm(int rows, int dim, int calls, PeerProtocol protocol);
 
 }  // namespace spark::kernels

@@ -1,8 +1,8 @@
-// The peer all-reduce across every visible GPU of this process (up to 8; skipped without peer
-// access between them), or, with one GPU, between two ranks on it (two streams; the ranks'
-// kernels run side by side): each rank's result must be bit-identical to the host's sum in rank
-// order, for sizes from one float to the capacity (tails that are no multiple of 4, one block
-// and the full 64), calls back to back (the two data halves alternate), and 200 replays of
+// The peer all-reduce, both protocols, across every visible GPU of this process (up to 8; skipped
+// without peer access between them), or, with one GPU, between two ranks on it (two streams; the
+// ranks' kernels run side by side): each rank's result must be bit-identical to the host's sum in
+// rank order, for sizes from one float to the capacity (tails that are no multiple of 4, one block
+// and the full 64), calls back to back (the data halves, or buffers, rotate), and 200 replays of
 // captured CUDA graphs with new inputs before each. The sum fused with the residual add and
 // RMSNorm must give bit for bit what the sum followed by the norm kernel gives, and calls of
 // either kind and of any size, enqueued back to back, must keep each other's data apart.
@@ -29,7 +29,7 @@ struct Rank {
   PeerAllReduceArgs args;
 };
 
-class PeerAllReduceTest : public ::testing::Test {
+class PeerAllReduceTest : public ::testing::TestWithParam<PeerProtocol> {
  protected:
   void SetUp() override {
     const int devices = CudaDeviceCount();
@@ -52,8 +52,8 @@ class PeerAllReduceTest : public ::testing::Test {
       }
       cudaGetLastError();  // already enabled by an earlier test
       ASSERT_EQ(cudaStreamCreateWithFlags(&k.stream, cudaStreamNonBlocking), cudaSuccess);
-      ASSERT_EQ(cudaMalloc(&k.region, PeerRegionBytes(kCapacity)), cudaSuccess);
-      ASSERT_EQ(cudaMemset(k.region, 0, PeerRegionBytes(kCapacity)), cudaSuccess);
+      ASSERT_EQ(cudaMalloc(&k.region, PeerRegionBytes(kCapacity, world_)), cudaSuccess);
+      SPARK_ASSERT_OK(PeerRegionInit(k.region, kCapacity, world_));
       ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&k.epochs), kPeerEpochBytes), cudaSuccess);
       ASSERT_EQ(cudaMemset(k.epochs, 0, kPeerEpochBytes), cudaSuccess);
       ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&k.data), kCapacity * sizeof(float)),
@@ -68,6 +68,7 @@ class PeerAllReduceTest : public ::testing::Test {
       a.world = world_;
       a.capacity = kCapacity;
       a.timeout_ns = 20'000'000'000ull;
+      a.protocol = GetParam();
     }
   }
 
@@ -152,7 +153,7 @@ class PeerAllReduceTest : public ::testing::Test {
   std::vector<std::pair<int, float*>> owned_;
 };
 
-TEST_F(PeerAllReduceTest, SumsMatchTheHostInRankOrder) {
+TEST_P(PeerAllReduceTest, SumsMatchTheHostInRankOrder) {
   uint32_t seed = 1;
   for (size_t count : {size_t{1}, size_t{3}, size_t{4096}, size_t{4099}, size_t{131072},
                        size_t{131077}, kCapacity}) {
@@ -168,7 +169,7 @@ TEST_F(PeerAllReduceTest, SumsMatchTheHostInRankOrder) {
   }
 }
 
-TEST_F(PeerAllReduceTest, GraphReplaysTakeNewInputs) {
+TEST_P(PeerAllReduceTest, GraphReplaysTakeNewInputs) {
   constexpr size_t kCount = 4096 * 8;
   std::vector<cudaGraphExec_t> execs(world_);
   for (int r = 0; r < world_; ++r) {
@@ -195,8 +196,31 @@ TEST_F(PeerAllReduceTest, GraphReplaysTakeNewInputs) {
   }
 }
 
+// A float whose bits are all set (a NaN) is the one-way protocol's empty pattern: it must still
+// arrive (as a NaN) rather than leave its reader waiting.
+TEST_P(PeerAllReduceTest, AValueWithTheEmptyPatternStillArrives) {
+  constexpr size_t kCount = 4096;
+  auto in = Inputs(kCount, world_, 77);
+  uint32_t empty = 0xFFFFFFFFu;
+  std::memcpy(&in[world_ - 1][5], &empty, sizeof(float));
+  Upload(in);
+  for (Rank& k : ranks_) {
+    cudaSetDevice(k.device);
+    SPARK_ASSERT_OK(PeerAllReduceSum(k.args, k.data, kCount, k.stream));
+  }
+  const std::vector<float> want = Want(in);
+  for (int r = 0; r < world_; ++r) {
+    const std::vector<float> got = Read(r, ranks_[r].data, kCount);
+    EXPECT_TRUE(std::isnan(got[5])) << "rank " << r;
+    for (size_t i = 0; i < kCount; ++i) {
+      if (i == 5) continue;
+      ASSERT_EQ(got[i], want[i]) << "rank " << r << ", float " << i;
+    }
+  }
+}
+
 // One fused call against the sum and the norm kernel on copies of the same inputs.
-TEST_F(PeerAllReduceTest, FusedAddRmsNormIsTheSumThenTheNorm) {
+TEST_P(PeerAllReduceTest, FusedAddRmsNormIsTheSumThenTheNorm) {
   constexpr float kEps = 1e-6f;
   for (auto [rows, dim] : {std::pair{1, 4096}, std::pair{3, 4096}, std::pair{32, 4096},
                            std::pair{64, 4096}, std::pair{2, 12}, std::pair{5, 8196}}) {
@@ -269,7 +293,7 @@ TEST_F(PeerAllReduceTest, FusedAddRmsNormIsTheSumThenTheNorm) {
 
 // Calls of both kinds and of sizes that split into 1 to 64 blocks, enqueued back to back with
 // no host wait between them, each into its own buffers: each must come out as if alone.
-TEST_F(PeerAllReduceTest, MixedCallsKeepEachOthersData) {
+TEST_P(PeerAllReduceTest, MixedCallsKeepEachOthersData) {
   struct Step {
     bool fused;
     size_t rows, dim;  // plain calls: rows * dim floats
@@ -311,6 +335,12 @@ TEST_F(PeerAllReduceTest, MixedCallsKeepEachOthersData) {
   FreeOwned();
 }
 
+INSTANTIATE_TEST_SUITE_P(Protocols, PeerAllReduceTest,
+                         ::testing::Values(PeerProtocol::kSignal, PeerProtocol::kOneWay),
+                         [](const auto& info) {
+                           return info.param == PeerProtocol::kSignal ? "Signal" : "OneWay";
+                         });
+
 TEST(PeerAllReduceArgsTest, RefusesSizesAndRanksOutsideTheLimits) {
   SPARK_SKIP_WITHOUT_GPU();
   PeerAllReduceArgs a;
@@ -331,6 +361,9 @@ TEST(PeerAllReduceArgsTest, RefusesSizesAndRanksOutsideTheLimits) {
   EXPECT_EQ(
       PeerAllReduceAddRmsNorm(a, d, kPeerMaxBlocks + 1, 8, d, d, 1e-6f, d, nullptr, nullptr).code(),
       StatusCode::kInvalidArgument);
+  a.capacity = 18;  // not a multiple of 4
+  EXPECT_EQ(PeerAllReduceSum(a, data.get(), 4, nullptr).code(), StatusCode::kInvalidArgument);
+  a.capacity = 16;
   a.world = kPeerMaxRanks + 1;
   EXPECT_EQ(PeerAllReduceSum(a, data.get(), 4, nullptr).code(), StatusCode::kInvalidArgument);
 }

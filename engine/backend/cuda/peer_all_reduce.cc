@@ -83,7 +83,8 @@ std::string OpenPeer(const Endpoint& self, const Endpoint& peer, void** out, boo
 
 Result<std::unique_ptr<PeerAllReduce>> PeerAllReduce::Create(comm::Communicator& comm, int device,
                                                              size_t capacity_floats,
-                                                             std::chrono::milliseconds timeout) {
+                                                             std::chrono::milliseconds timeout,
+                                                             kernels::PeerProtocol protocol) {
   const int world = comm.world_size(), rank = comm.rank();
   if (world > kernels::kPeerMaxRanks) {
     return UnavailableError("peer all-reduce: " + std::to_string(world) + " ranks (at most " +
@@ -95,6 +96,7 @@ Result<std::unique_ptr<PeerAllReduce>> PeerAllReduce::Create(comm::Communicator&
   p->args_.world = world;
   p->args_.capacity = capacity_floats;
   p->args_.timeout_ns = static_cast<uint64_t>(timeout.count()) * 1'000'000ull;
+  p->args_.protocol = protocol;
 
   std::vector<Endpoint> all(world);
   Endpoint& self = all[rank];
@@ -114,7 +116,7 @@ Result<std::unique_ptr<PeerAllReduce>> PeerAllReduce::Create(comm::Communicator&
       e != cudaSuccess) {
     fail("cudaDeviceGetPCIBusId", e);
   }
-  const size_t bytes = kernels::PeerRegionBytes(capacity_floats);
+  const size_t bytes = kernels::PeerRegionBytes(capacity_floats, world);
   if (error.empty()) {
     if (cudaError_t e = cudaMalloc(&p->own_region_, bytes); e != cudaSuccess) {
       p->own_region_ = nullptr;
@@ -130,10 +132,15 @@ Result<std::unique_ptr<PeerAllReduce>> PeerAllReduce::Create(comm::Communicator&
     }
   }
   if (error.empty()) {
-    cudaError_t e = cudaMemset(p->own_region_, 0, bytes);
-    if (e == cudaSuccess) e = cudaMemset(p->args_.epochs, 0, kernels::kPeerEpochBytes);
+    if (Status s = kernels::PeerRegionInit(p->own_region_, capacity_floats, world); !s.ok()) {
+      cudaGetLastError();
+      error = "setting up the region: " + s.message();
+    }
+  }
+  if (error.empty()) {
+    cudaError_t e = cudaMemset(p->args_.epochs, 0, kernels::kPeerEpochBytes);
     if (e == cudaSuccess) e = cudaDeviceSynchronize();
-    if (e != cudaSuccess) fail("zeroing the region", e);
+    if (e != cudaSuccess) fail("zeroing the call state", e);
   }
   if (error.empty()) {
     if (cudaError_t e = cudaIpcGetMemHandle(&self.handle, p->own_region_); e != cudaSuccess) {

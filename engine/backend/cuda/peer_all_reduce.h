@@ -24,11 +24,13 @@ namespace spark::engine::backend::cuda {
 
 class PeerAllReduce {
  public:
-  // Collective over `comm` (every rank calls it, with the same capacity). `device` is this rank's
-  // CUDA device. Unavailable with the reason when the ranks cannot use it (see above).
-  static Result<std::unique_ptr<PeerAllReduce>> Create(comm::Communicator& comm, int device,
-                                                       size_t capacity_floats,
-                                                       std::chrono::milliseconds timeout);
+  // Collective over `comm` (every rank calls it, with the same capacity, a multiple of 4, and
+  // protocol: kernels/peer_all_reduce.h). `device` is this rank's CUDA device. Unavailable with
+  // the reason when the ranks cannot use it (see above).
+  static Result<std::unique_ptr<PeerAllReduce>> Create(
+      comm::Communicator& comm, int device, size_t capacity_floats,
+      std::chrono::milliseconds timeout,
+      kernels::PeerProtocol protocol = kernels::PeerProtocol::kSignal);
   ~PeerAllReduce();
   PeerAllReduce(const PeerAllReduce&) = delete;
   PeerAllReduce& operator=(const PeerAllReduce&) = delete;

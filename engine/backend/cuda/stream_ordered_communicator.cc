@@ -38,12 +38,14 @@ bool IsHostPointer(const void* p) {
   return attr.type != cudaMemoryTypeDevice && attr.type != cudaMemoryTypeManaged;
 }
 
-Status StreamOrderedCommunicator::EnablePeerAllReduce(size_t capacity_floats) {
+Status StreamOrderedCommunicator::EnablePeerAllReduce(size_t capacity_floats,
+                                                      kernels::PeerProtocol protocol) {
   if (world_size() == 1) return UnavailableError("peer all-reduce: one rank");
   SPARK_ASSIGN_OR_RETURN(
       peer_, PeerAllReduce::Create(
                  *this, backend_->device(), capacity_floats,
-                 std::chrono::duration_cast<std::chrono::milliseconds>(backend_->step_timeout())));
+                 std::chrono::duration_cast<std::chrono::milliseconds>(backend_->step_timeout()),
+                 protocol));
   return Status::Ok();
 }
 

@@ -45,9 +45,11 @@ class StreamOrderedCommunicator : public comm::Communicator {
   Status Barrier() override;
   bool collectives_in_graphs() const override { return peer_ != nullptr; }
 
-  // Collective: sets up the peer all-reduce for tensors of up to capacity_floats floats. Ok when
-  // it is on; Unavailable with the reason otherwise (collectives keep using NCCL).
-  Status EnablePeerAllReduce(size_t capacity_floats = size_t{1} << 18);
+  // Collective: sets up the peer all-reduce for tensors of up to capacity_floats floats (a
+  // multiple of 4), with `protocol` (kernels/peer_all_reduce.h). Ok when it is on; Unavailable
+  // with the reason otherwise (collectives keep using the inner communicator).
+  Status EnablePeerAllReduce(size_t capacity_floats = size_t{1} << 18,
+                             kernels::PeerProtocol protocol = kernels::PeerProtocol::kSignal);
 
  private:
   // Whether a device tensor of `count` floats at `data` takes the peer path.

@@ -3,7 +3,7 @@
 // one device). First with collectives through host memory, which must give transformers' logits
 // (1e-4 relative) and the same greedy tokens as one rank; then with the peer all-reduce between
 // the two ranks' memory, for the dense fixture in CUDA graph steps, with its sum fused into the
-// AddRmsNorm after it (and once without, for the same tokens both ways).
+// AddRmsNorm after it (and once without, for the same tokens both ways), with either protocol.
 // This is the TP=2 path of a two-GPU host (shards, peer all-reduce, graphs) on the one GPU a
 // test machine may have; the two-GPU test (cuda_tp_test.cc) covers NCCL and peer access.
 // Runs with SPARK_PDL=0 and CUDA_MODULE_LOADING=EAGER (CMakeLists.txt): with dependent launch,
@@ -30,6 +30,7 @@ struct Param {
   std::string fixture;
   MoeSharding moe;
   bool fuse = true;  // CudaBackend::Options::fuse_all_reduce_norm
+  kernels::PeerProtocol protocol = kernels::PeerProtocol::kSignal;
 };
 
 class CudaTensorParallelOneGpuTest : public ::testing::TestWithParam<Param> {};
@@ -65,7 +66,7 @@ TEST_P(CudaTensorParallelOneGpuTest, TwoRanksOnOneGpuMatchOneRank) {
       runs[r] = RunModel(dir, **gpu, cases, eos, &ordered, {{r, kWorld}, param.moe});
       EXPECT_TRUE((*gpu)->Synchronize().ok()) << (*gpu)->status().message();
       EXPECT_EQ((*gpu)->fused_reduce_norms(), 0);  // no peer all-reduce yet
-      Status peer = ordered.EnablePeerAllReduce();
+      Status peer = ordered.EnablePeerAllReduce(size_t{1} << 18, param.protocol);
       ASSERT_TRUE(peer.ok()) << peer.message();
       EXPECT_TRUE(ordered.collectives_in_graphs());
       const size_t graphs_before = (*gpu)->graph_count();
@@ -106,7 +107,11 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, CudaTensorParallelOneGpuTest,
                          ::testing::Values(Param{"qwen3-tiny", MoeSharding::kInsideExperts},
                                            Param{"qwen3-tiny", MoeSharding::kInsideExperts, false},
                                            Param{"qwen3-moe-tiny", MoeSharding::kInsideExperts},
-                                           Param{"qwen3-moe-tiny", MoeSharding::kByExpert}),
+                                           Param{"qwen3-moe-tiny", MoeSharding::kByExpert},
+                                           Param{"qwen3-tiny", MoeSharding::kInsideExperts, true,
+                                                 kernels::PeerProtocol::kOneWay},
+                                           Param{"qwen3-moe-tiny", MoeSharding::kByExpert, true,
+                                                 kernels::PeerProtocol::kOneWay}),
                          [](const auto& info) {
                            std::string n = info.param.fixture + "_" + std::to_string(info.index);
                            std::replace(n.begin(), n.end(), '-', '_');
