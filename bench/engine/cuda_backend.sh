@@ -52,6 +52,10 @@ if [ "$gpus" -ge 2 ]; then
   echo "== engine at TP=2 (spark-decode-bench)" >&2
   timeout "${TP_TIMEOUT:-300}" "$bin/spark-decode-bench" --tp 2 --tp-only --prefill 0 ${TP_ARGS:-} \
     --json "$tmp/decode_tp2.json" || echo "cuda_backend.sh: the TP=2 run failed (rc $?)" >&2
+  echo "== engine at TP=2, the one-way peer protocol (for comparison)" >&2
+  timeout "${TP_TIMEOUT:-300}" "$bin/spark-decode-bench" --tp 2 --tp-only --prefill 0 --peer-one-way \
+    ${TP_ARGS:-} --json "$tmp/decode_tp2_one_way.json" ||
+    echo "cuda_backend.sh: the TP=2 one-way run failed (rc $?)" >&2
   echo "== engine at TP=2, collectives through NCCL (for comparison)" >&2
   timeout "${TP_TIMEOUT:-300}" "$bin/spark-decode-bench" --tp 2 --tp-only --prefill 0 --tp-nccl \
     ${TP_ARGS:-} --json "$tmp/decode_tp2_nccl.json" ||

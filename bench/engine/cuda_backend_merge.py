@@ -1,7 +1,8 @@
 # Merges the parts of bench/engine/cuda_backend.sh (decode.json and its repeats decode_2.json,
-# ..., decode_fp32_kv.json, decode_fp8.json, decode_tp2.json and decode_tp2_nccl.json from
-# spark-decode-bench, kernels.json from spark-kernel-bench + sdpa_peer.py, peer.json and its
-# repeats peer_2.json, ... from peer_torch_decode.py) into the results file: the ratios the CUDA
+# ..., decode_fp32_kv.json, decode_fp8.json, decode_tp2.json, decode_tp2_one_way.json and
+# decode_tp2_nccl.json from spark-decode-bench, kernels.json from spark-kernel-bench +
+# sdpa_peer.py, peer.json and its repeats peer_2.json, ... from peer_torch_decode.py) into the
+# results file: the ratios the CUDA
 # backend is judged by, and the raw figures behind each. Ours and the peer's decode figures are
 # the medians over the rounds (every round's figures are kept in raw.rounds).
 # Usage: python3 cuda_backend_merge.py PARTS_DIR OUT.json
@@ -27,6 +28,8 @@ for key in ("b1_tok_s", "b32_tok_s"):
 tp2_path = f"{parts}/decode_tp2.json"
 tp2_runs = json.load(open(tp2_path))["decode"] if os.path.exists(tp2_path) else []
 nccl_path = f"{parts}/decode_tp2_nccl.json"
+one_way_path = f"{parts}/decode_tp2_one_way.json"
+one_way_runs = json.load(open(one_way_path))["decode"] if os.path.exists(one_way_path) else []
 nccl_runs = json.load(open(nccl_path))["decode"] if os.path.exists(nccl_path) else []
 for d in nccl_runs:
     d["collectives"] = "nccl"
@@ -77,6 +80,7 @@ def fp8_summary(f):
     }
 tp2 = next((d for d in tp2_runs if d["tp"] == 2 and d["batch"] == 1), None)
 tp2_nccl = next((d for d in nccl_runs if d["tp"] == 2 and d["batch"] == 1), None)
+tp2_one_way = next((d for d in one_way_runs if d["tp"] == 2 and d["batch"] == 1), None)
 # The decode attention kernel of the engine's KV cache (bf16 with bf16 weights, the engine's
 # default pairing: fp32 queries on tensor cores), at batch 32 and 4K context.
 kv_dtype = decode.get("kv_dtype", "fp32")
@@ -114,6 +118,9 @@ res = {
     "tp2_vs_tp1_token_time": tp2["ms_per_step"] / b1["ms_per_step"] if tp2 else None,
     "tp2_in_graphs": tp2["graphs"] if tp2 else None,
     "tp2_nccl_vs_tp1_token_time": tp2_nccl["ms_per_step"] / b1["ms_per_step"] if tp2_nccl else None,
+    # The peer all-reduce's opt-in one-way protocol (the figure above is the default's, signal).
+    "tp2_one_way_vs_tp1_token_time": (tp2_one_way["ms_per_step"] / b1["ms_per_step"]
+                                      if tp2_one_way else None),
     # fp8 weights (E4M3, 128 x 128 block scales), the same model and job: not an issue target,
     # set against our bf16 figures of this run.
     "fp8_weights": (fp8_summary(fp8) if fp8 else None),
@@ -121,7 +128,7 @@ res = {
         "copy_bandwidth_gbs": decode["copy_bandwidth_gbs"],
         "bf16_matmul_peak_tflops": decode["bf16_matmul_peak_tflops"],
         "weight_bytes_streamed_per_step": decode["weight_bytes_streamed_per_step"],
-        "ours_decode": [b1, b32] + tp2_runs + nccl_runs,
+        "ours_decode": [b1, b32] + tp2_runs + nccl_runs + one_way_runs,
         "ours_decode_ahead": [b1a, b32a] if ahead else None,
         "rounds": {
             "note": "each round's decode tokens/s; the ratios use the medians",
@@ -149,7 +156,8 @@ res = {
 if tp2 is None and os.path.exists(out):
     prev = json.load(open(out))
     if prev.get("tp2_vs_tp1_token_time") is not None:
-        for key in ("tp2_vs_tp1_token_time", "tp2_in_graphs", "tp2_nccl_vs_tp1_token_time"):
+        for key in ("tp2_vs_tp1_token_time", "tp2_in_graphs", "tp2_nccl_vs_tp1_token_time",
+                    "tp2_one_way_vs_tp1_token_time"):
             res[key] = prev.get(key)
         res["tp2_measured_in"] = prev.get("tp2_measured_in") or {
             "date": prev["date"], "gpu": prev["gpu"],

@@ -106,6 +106,19 @@ class MergeTest(unittest.TestCase):
         self.assertIn("waits", res["decode_steps"])  # no ahead figures: the host-waits ones
         self.assertIsNone(res["decode_engine"])
 
+    def test_tp2_ratios_are_per_protocol_against_tp1(self):
+        def tp2(ms):
+            return {"decode": [{"tp": 2, "batch": 1, "ms_per_step": ms, "graphs": True}]}
+        res = self.merge({"decode.json": decode_part(200.0, 5000.0), "kernels.json": KERNELS,
+                          "peer.json": {"gpu": "test GPU", "b1_tok_s": 160.0, "b32_tok_s": 4000.0},
+                          "decode_tp2.json": tp2(3.0), "decode_tp2_one_way.json": tp2(2.8),
+                          "decode_tp2_nccl.json": tp2(3.5)})
+        # TP=1 takes 5 ms a step at 200 tok/s.
+        self.assertAlmostEqual(res["tp2_vs_tp1_token_time"], 3.0 / 5.0)
+        self.assertAlmostEqual(res["tp2_one_way_vs_tp1_token_time"], 2.8 / 5.0)
+        self.assertAlmostEqual(res["tp2_nccl_vs_tp1_token_time"], 3.5 / 5.0)
+        self.assertEqual(len([d for d in res["raw"]["ours_decode"] if d["tp"] == 2]), 3)
+
 
 if __name__ == "__main__":
     unittest.main()
