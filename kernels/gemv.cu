@@ -320,21 +320,26 @@ __global__ void __launch_bounds__(kWarps * 32)
     }
 }
 
+template <bool kFp8>
+constexpr int kMinLoads = kFp8 ? 8 : 4;  // SplitFor's floor
+
 // Warps per feature group (1 to a block's 4), for `groups` groups over rows of `chunks` 16-byte
 // chunks: enough groups x split warps to keep every SM's memory pipe busy (about 16K warps on an
-// H200), but each lane still making at least 8 loads per row, as a warp's start (row pointers)
-// and end (sums across lanes and warps) cost the same however little it loads. (Without that
-// floor, fp8's 4-feature groups over 4096-wide rows were split 8 ways: one load per lane and
-// row.) Then fewer warps a group where that lets the grid fit in `one_wave` (the blocks the GPU
-// holds at once): the blocks all run together instead of a partial second wave streaming on part
-// of the SMs. Batch-1 q/k/v of the 8B shapes (4096 x 6144, bf16): one warp a group, 1536 blocks
-// where an H200 holds 2112 (132 SMs x 16 at 32 registers, derived), instead of two (3072
-// blocks): +0.4% on the step (run 93).
-int SplitFor(int groups, int chunks, int one_wave) {
-  constexpr int kTargetWarps = 16384, kMinLoads = 8;
+// H200), but each lane still making at least `min_loads` loads per row, as a warp's start (row
+// pointers) and end (sums across lanes and warps) cost the same however little it loads: 8 for
+// fp8 (without that floor its 4-feature groups over 4096-wide rows were split 8 ways, one load
+// per lane and row; a floor of 4 cost its batch-1 step 1.2%, run 104), 4 for bf16 (the tensor-
+// parallel o projection, 4096 x 2048 a rank at TP=2, then takes two warps a row: one TP=2 rank's
+// batch-1 step 0.7% faster, the one-rank shapes unchanged, run 104). Then fewer warps a group
+// where that lets the grid fit in `one_wave` (the blocks the GPU holds at once): the blocks all
+// run together instead of a partial second wave streaming on part of the SMs. Batch-1 q/k/v of
+// the 8B shapes (4096 x 6144, bf16): one warp a group, 1536 blocks where an H200 holds 2112 (132
+// SMs x 16 at 32 registers, derived), instead of two (3072 blocks): +0.4% on the step (run 93).
+int SplitFor(int groups, int chunks, int one_wave, int min_loads) {
+  constexpr int kTargetWarps = 16384;
   int split = 1;
   while (split < kWarps && int64_t{groups} * split < kTargetWarps &&
-         chunks / (32 * split * 2) >= kMinLoads) {
+         chunks / (32 * split * 2) >= min_loads) {
     split *= 2;
   }
   for (int fewer = split; fewer >= 1; fewer /= 2) {
@@ -391,8 +396,8 @@ Status Many(const float* x, int64_t rows, int k, const GemvSegments& segments,
   void (*const by_rows[])(const float*, int, int, int, Segments) = {
       GemvKernel<1, kFp8>, GemvKernel<2, kFp8>, GemvKernel<3, kFp8>, GemvKernel<4, kFp8>};
   static std::atomic<int> waves[kGemvMaxRows] = {-1, -1, -1, -1};
-  const int split =
-      SplitFor(groups, k / kPerChunk<kFp8>, OneWave(by_rows[rows - 1], waves[rows - 1]));
+  const int split = SplitFor(groups, k / kPerChunk<kFp8>,
+                             OneWave(by_rows[rows - 1], waves[rows - 1]), kMinLoads<kFp8>);
   const unsigned blocks = static_cast<unsigned>(detail::CeilDiv(groups, kWarps / split));
   SPARK_CUDA_RETURN_IF_ERROR(detail::LaunchDependent(by_rows[rows - 1], blocks, kWarps * 32, 0,
                                                      stream, x, k, groups, split, segs));
@@ -409,8 +414,8 @@ Status SiluMul(const float* x, int64_t rows, int k, const void* w, const float* 
       GemvSiluMulKernel<1, kFp8>, GemvSiluMulKernel<2, kFp8>, GemvSiluMulKernel<3, kFp8>,
       GemvSiluMulKernel<4, kFp8>};
   static std::atomic<int> waves[kGemvMaxRows] = {-1, -1, -1, -1};
-  const int split =
-      SplitFor(groups, k / kPerChunk<kFp8>, OneWave(by_rows[rows - 1], waves[rows - 1]));
+  const int split = SplitFor(groups, k / kPerChunk<kFp8>,
+                             OneWave(by_rows[rows - 1], waves[rows - 1]), kMinLoads<kFp8>);
   const unsigned blocks = static_cast<unsigned>(detail::CeilDiv(groups, kWarps / split));
   SPARK_CUDA_RETURN_IF_ERROR(detail::LaunchDependent(by_rows[rows - 1], blocks, kWarps * 32, 0,
                                                      stream, x, k, inter, w, scales, split, act));
