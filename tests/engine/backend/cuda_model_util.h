@@ -196,4 +196,24 @@ class CudaFixtureTest : public ::testing::TestWithParam<std::string> {
   std::unique_ptr<backend::cuda::CudaBackend> gpu;
 };
 
+// What the TP=2 tests check of two ranks' runs: rank 0's prefill logits against transformers'
+// (kMaxRelError), and each rank's greedy tokens, through the communicator (`runs`) and through
+// the peer all-reduce (`peer_runs`), against one rank's (`single`).
+inline void ExpectTwoRanksMatchOne(const std::vector<Case>& cases, const ModelRun& single,
+                                   const std::vector<ModelRun>& runs,
+                                   const std::vector<ModelRun>& peer_runs) {
+  ASSERT_FALSE(runs[0].prefill_logits.empty());
+  size_t row = 0;
+  const size_t vocab = cases[0].logits[0].size();
+  for (size_t i = 0; i < cases.size(); ++i) {
+    EXPECT_LT(RelError(&runs[0].prefill_logits[row * vocab], cases[i].logits), kMaxRelError)
+        << "case " << i;
+    row += cases[i].prompt.size();
+    EXPECT_EQ(runs[0].tokens[i], single.tokens[i]) << "case " << i << ": TP=2 vs TP=1";
+    EXPECT_EQ(runs[1].tokens[i], runs[0].tokens[i]) << "case " << i << ": rank 1 vs rank 0";
+    EXPECT_EQ(peer_runs[0].tokens[i], single.tokens[i]) << "case " << i << ": peer all-reduce";
+    EXPECT_EQ(peer_runs[1].tokens[i], peer_runs[0].tokens[i]) << "case " << i << ": peer, rank 1";
+  }
+}
+
 }  // namespace spark::engine::model::testing

@@ -84,18 +84,7 @@ TEST_P(CudaTensorParallelOneGpuTest, TwoRanksOnOneGpuMatchOneRank) {
     });
   }
   for (auto& t : threads) t.join();
-  ASSERT_FALSE(runs[0].prefill_logits.empty());
-  size_t row = 0;
-  const size_t vocab = cases[0].logits[0].size();
-  for (size_t i = 0; i < cases.size(); ++i) {
-    EXPECT_LT(RelError(&runs[0].prefill_logits[row * vocab], cases[i].logits), kMaxRelError)
-        << "case " << i;
-    row += cases[i].prompt.size();
-    EXPECT_EQ(runs[0].tokens[i], single.tokens[i]) << "case " << i << ": TP=2 vs TP=1";
-    EXPECT_EQ(runs[1].tokens[i], runs[0].tokens[i]) << "case " << i << ": rank 1 vs rank 0";
-    EXPECT_EQ(peer_runs[0].tokens[i], single.tokens[i]) << "case " << i << ": peer all-reduce";
-    EXPECT_EQ(peer_runs[1].tokens[i], peer_runs[0].tokens[i]) << "case " << i << ": peer, rank 1";
-  }
+  ExpectTwoRanksMatchOne(cases, single, runs, peer_runs);
   for (int r = 0; r < kWorld; ++r) {
     EXPECT_EQ(peer_graphs[r] >= 1, dense) << "rank " << r << ": decode graphs captured";
     // Every layer's two AddRmsNorms but the last layer's second (an Add) take the sum in.
