@@ -328,9 +328,10 @@ constexpr int kMinLoads = kFp8 ? 8 : 4;  // SplitFor's floor
 // H200), but each lane still making at least `min_loads` loads per row, as a warp's start (row
 // pointers) and end (sums across lanes and warps) cost the same however little it loads: 8 for
 // fp8 (without that floor its 4-feature groups over 4096-wide rows were split 8 ways, one load
-// per lane and row; a floor of 4 cost its batch-1 step 1.2%, run 104), 4 for bf16 (the tensor-
-// parallel o projection, 4096 x 2048 a rank at TP=2, then takes two warps a row: one TP=2 rank's
-// batch-1 step 0.7% faster, the one-rank shapes unchanged, run 104). Then fewer warps a group
+// per lane and row; with a floor of 4 its batch-1 step took 2.879-2.882 ms against 2.844, run
+// 104), 4 for bf16 (the tensor-parallel o projection, 4096 x 2048 a rank at TP=2, then takes two
+// warps a row: one TP=2 rank's batch-1 step 2.380-2.384 ms against 2.399, the one-rank shapes
+// split as before, run 104). Then fewer warps a group
 // where that lets the grid fit in `one_wave` (the blocks the GPU holds at once): the blocks all
 // run together instead of a partial second wave streaming on part of the SMs. Batch-1 q/k/v of
 // the 8B shapes (4096 x 6144, bf16): one warp a group, 1536 blocks where an H200 holds 2112 (132

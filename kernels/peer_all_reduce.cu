@@ -154,8 +154,8 @@ __device__ __forceinline__ uint4 Poll(const PeerAllReduceArgs& a, const Call& c,
   }
 }
 
-__device__ __forceinline__ uint32_t Poll(const PeerAllReduceArgs& a, const Call& c,
-                                         const uint32_t* p, int) {
+__device__ __forceinline__ uint32_t Poll1(const PeerAllReduceArgs& a, const Call& c,
+                                          const uint32_t* p) {
   uint32_t v;
   while (true) {
     asm volatile("ld.volatile.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p));
@@ -184,7 +184,7 @@ __device__ __forceinline__ float Gather(const PeerAllReduceArgs& a, const Call& 
   float s = 0.0f;
   for (int r = 0; r < a.world; ++r) {
     s += __uint_as_float(
-        r == a.rank ? own : Poll(a, c, Slot(a, c.regions[a.rank], c.buffer, r) + offset, 1));
+        r == a.rank ? own : Poll1(a, c, Slot(a, c.regions[a.rank], c.buffer, r) + offset));
   }
   return s;
 }
@@ -319,7 +319,7 @@ __global__ void __launch_bounds__(1024)
   EndCall(a, c, size_t(gridDim.x) * dim);
 }
 
-Status CheckRanks(const PeerAllReduceArgs& args) {
+Status CheckArgs(const PeerAllReduceArgs& args) {
   if (args.world < 1 || args.world > kPeerMaxRanks || args.rank < 0 || args.rank >= args.world) {
     return InvalidArgumentError("peer all-reduce: rank " + std::to_string(args.rank) + " of " +
                                 std::to_string(args.world) + " (at most " +
@@ -357,7 +357,7 @@ Status PeerRegionInit(void* region, size_t capacity_floats, int world) {
 
 Status PeerAllReduceSum(const PeerAllReduceArgs& args, float* data, size_t count,
                         cudaStream_t stream) {
-  SPARK_RETURN_IF_ERROR(CheckRanks(args));
+  SPARK_RETURN_IF_ERROR(CheckArgs(args));
   if (count > args.capacity || !detail::Aligned16(data)) {
     return InvalidArgumentError("peer all-reduce: " + std::to_string(count) + " floats (capacity " +
                                 std::to_string(args.capacity) +
@@ -384,7 +384,7 @@ bool PeerAddRmsNormFits(const PeerAllReduceArgs& args, const float* delta, int64
 Status PeerAllReduceAddRmsNorm(const PeerAllReduceArgs& args, float* delta, int64_t rows, int dim,
                                float* h, const float* weight, float eps, float* out,
                                __nv_bfloat16* out_bf16, cudaStream_t stream) {
-  SPARK_RETURN_IF_ERROR(CheckRanks(args));
+  SPARK_RETURN_IF_ERROR(CheckArgs(args));
   if (!PeerAddRmsNormFits(args, delta, rows, dim, h, weight, out, out_bf16)) {
     return InvalidArgumentError("peer all-reduce + RMSNorm: " + std::to_string(rows) + " rows of " +
                                 std::to_string(dim) + " (at most " +

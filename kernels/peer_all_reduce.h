@@ -48,7 +48,7 @@ size_t PeerRegionBytes(size_t capacity_floats, int world);
 Status PeerRegionInit(void* region, size_t capacity_floats, int world);
 // Bytes of one rank's call state (the epoch, the count of finished blocks, the last call's
 // size; zero them before the first call).
-constexpr size_t kPeerEpochBytes = kPeerMaxBlocks * sizeof(uint64_t);
+constexpr size_t kPeerEpochBytes = 3 * sizeof(uint64_t);
 
 struct PeerAllReduceArgs {
   void* regions[kPeerMaxRanks] = {};  // every rank's region as this process addresses it

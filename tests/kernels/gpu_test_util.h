@@ -79,13 +79,15 @@ inline std::vector<float> ToFloat(const std::vector<__nv_bfloat16>& v) {
   return out;
 }
 
-// ||got - want|| / ||want|| (L2), NaN when got holds a NaN.
-inline double RelL2(const std::vector<float>& got, const std::vector<double>& want) {
+// ||got - want|| / ||want|| (L2, in double), NaN when got holds a NaN; want in float or double.
+template <typename W>
+double RelL2(const std::vector<float>& got, const std::vector<W>& want) {
   double num = 0, den = 0;
   for (size_t i = 0; i < want.size(); ++i) {
     if (std::isnan(got[i])) return NAN;
-    num += (got[i] - want[i]) * (got[i] - want[i]);
-    den += want[i] * want[i];
+    const double d = double{got[i]} - double{want[i]};
+    num += d * d;
+    den += double{want[i]} * double{want[i]};
   }
   return std::sqrt(num / std::max(den, 1e-300));
 }

@@ -15,13 +15,13 @@
 #include "engine/backend/cpu/cpu_backend.h"
 #include "engine/core/dtype.h"
 #include "kernels/cuda_check.h"
-#include "tests/engine/backend/backend_test_util.h"
+#include "tests/kernels/gpu_test_util.h"
 
 namespace spark::engine::backend::cuda {
 namespace {
 
-using testing::Random;
-using testing::RelL2;
+using kernels::testing::Random;
+using kernels::testing::RelL2;
 
 // The bf16 elements held in float storage (two per float, as a bf16 cache's bytes download).
 std::vector<float> WidenBf16(const std::vector<float>& storage) {

@@ -196,6 +196,33 @@ class CudaFixtureTest : public ::testing::TestWithParam<std::string> {
   std::unique_ptr<backend::cuda::CudaBackend> gpu;
 };
 
+// One rank on GPU 0: what the TP=2 tests compare with.
+inline ModelRun RunOneGpu(const std::string& dir, const std::vector<Case>& cases, int eos) {
+  auto gpu = backend::cuda::CudaBackend::Create({});
+  EXPECT_TRUE(gpu.ok()) << gpu.status().message();
+  if (!gpu.ok()) return {};
+  return RunModel(dir, **gpu, cases, eos);
+}
+
+// Greedy decode through Model::ForwardArgMax over `comm`, each step a CUDA graph (keyed by the
+// live sequences) when `graphs`; *captured: how many graphs it captured.
+inline ModelRun RunArgMaxDecode(const std::string& dir, backend::cuda::CudaBackend& gpu,
+                                const std::vector<Case>& cases, int eos, comm::Communicator* comm,
+                                const ModelOptions& options, bool graphs, size_t* captured) {
+  const size_t before = gpu.graph_count();
+  DecodeOptions decode;
+  decode.argmax = true;
+  if (graphs) {
+    decode.before_step = [&](int live) {
+      ASSERT_TRUE(gpu.BeginGraph("tp-decode-b" + std::to_string(live), kBlocksPerSeq).ok());
+    };
+  }
+  ModelRun run = RunModel(dir, gpu, cases, eos, comm, options, decode);
+  EXPECT_TRUE(gpu.Synchronize().ok()) << gpu.status().message();
+  *captured = gpu.graph_count() - before;
+  return run;
+}
+
 // What the TP=2 tests check of two ranks' runs: rank 0's prefill logits against transformers'
 // (kMaxRelError), and each rank's greedy tokens, through the communicator (`runs`) and through
 // the peer all-reduce (`peer_runs`), against one rank's (`single`).

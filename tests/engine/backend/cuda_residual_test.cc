@@ -10,13 +10,13 @@
 #include "engine/backend/cpu/cpu_backend.h"
 #include "engine/backend/cuda/cuda_backend.h"
 #include "kernels/cuda_check.h"
-#include "tests/engine/backend/backend_test_util.h"
+#include "tests/kernels/gpu_test_util.h"
 
 namespace spark::engine::backend::cuda {
 namespace {
 
-using testing::Random;
-using testing::RelL2;
+using kernels::testing::Random;
+using kernels::testing::RelL2;
 
 constexpr int kHidden = 512, kInter = 384, kQ = 256, kKv = 64;
 constexpr float kEps = 1e-6f;

@@ -41,12 +41,7 @@ TEST_P(CudaTensorParallelOneGpuTest, TwoRanksOnOneGpuMatchOneRank) {
   const std::string dir = std::string(SPARK_SOURCE_DIR) + "/tests/fixtures/models/" + param.fixture;
   int eos = -1;
   const std::vector<Case> cases = LoadCases(dir, &eos);
-  ModelRun single;
-  {
-    auto gpu = backend::cuda::CudaBackend::Create({});
-    ASSERT_TRUE(gpu.ok()) << gpu.status().message();
-    single = RunModel(dir, **gpu, cases, eos);
-  }
+  const ModelRun single = RunOneGpu(dir, cases, eos);
   constexpr int kWorld = 2;
   auto group = std::make_shared<comm::LocalGroupState>(kWorld, std::chrono::seconds(60));
   std::vector<ModelRun> runs(kWorld), peer_runs(kWorld);
@@ -69,17 +64,8 @@ TEST_P(CudaTensorParallelOneGpuTest, TwoRanksOnOneGpuMatchOneRank) {
       Status peer = ordered.EnablePeerAllReduce(size_t{1} << 18, param.protocol);
       ASSERT_TRUE(peer.ok()) << peer.message();
       EXPECT_TRUE(ordered.collectives_in_graphs());
-      const size_t graphs_before = (*gpu)->graph_count();
-      DecodeOptions decode;
-      decode.argmax = true;
-      if (dense) {
-        decode.before_step = [&](int live) {
-          ASSERT_TRUE((*gpu)->BeginGraph("tp-decode-b" + std::to_string(live), kBlocksPerSeq).ok());
-        };
-      }
-      peer_runs[r] = RunModel(dir, **gpu, cases, eos, &ordered, {{r, kWorld}, param.moe}, decode);
-      EXPECT_TRUE((*gpu)->Synchronize().ok()) << (*gpu)->status().message();
-      peer_graphs[r] = (*gpu)->graph_count() - graphs_before;
+      peer_runs[r] = RunArgMaxDecode(dir, **gpu, cases, eos, &ordered, {{r, kWorld}, param.moe},
+                                     dense, &peer_graphs[r]);
       fused[r] = (*gpu)->fused_reduce_norms();
     });
   }

@@ -35,12 +35,7 @@ TEST_P(CudaTensorParallelTest, TwoGpusMatchOneGpu) {
       std::string(SPARK_SOURCE_DIR) + "/tests/fixtures/models/" + GetParam().fixture;
   int eos = -1;
   const std::vector<Case> cases = LoadCases(dir, &eos);
-  ModelRun single;
-  {
-    auto gpu = backend::cuda::CudaBackend::Create({});
-    ASSERT_TRUE(gpu.ok()) << gpu.status().message();
-    single = RunModel(dir, **gpu, cases, eos);
-  }
+  const ModelRun single = RunOneGpu(dir, cases, eos);
   constexpr int kWorld = 2;
   auto r0 = comm::Rendezvous::Connect({0, kWorld, "127.0.0.1", 0, std::chrono::seconds(30)});
   ASSERT_TRUE(r0.ok()) << r0.status().message();
@@ -83,18 +78,8 @@ TEST_P(CudaTensorParallelTest, TwoGpusMatchOneGpu) {
       Status peer = ordered.EnablePeerAllReduce();
       ASSERT_TRUE(peer.ok()) << peer.message();
       EXPECT_TRUE(ordered.collectives_in_graphs());
-      const size_t graphs_before = (*gpu)->graph_count();
-      DecodeOptions decode;
-      decode.argmax = true;
-      if (dense) {
-        decode.before_step = [&](int live) {
-          ASSERT_TRUE((*gpu)->BeginGraph("tp-decode-b" + std::to_string(live), kBlocksPerSeq).ok());
-        };
-      }
-      peer_runs[r] =
-          RunModel(dir, **gpu, cases, eos, &ordered, {{r, kWorld}, GetParam().moe}, decode);
-      EXPECT_TRUE((*gpu)->Synchronize().ok()) << (*gpu)->status().message();
-      peer_graphs[r] = (*gpu)->graph_count() - graphs_before;
+      peer_runs[r] = RunArgMaxDecode(dir, **gpu, cases, eos, &ordered,
+                                     {{r, kWorld}, GetParam().moe}, dense, &peer_graphs[r]);
     });
   }
   for (auto& t : threads) t.join();
