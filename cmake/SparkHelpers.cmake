@@ -56,7 +56,13 @@ function(spark_test)
     set(ARG_TIMEOUT 300)
   endif()
   add_executable(${ARG_NAME} ${ARG_SOURCES})
-  target_link_libraries(${ARG_NAME} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gmock GTest::gtest_main)
+  # GPU tests start from the engine's configuration layer (tests/testing/engine_test_main.cc).
+  if(ARG_LABEL STREQUAL "gpu")
+    set(main spark_engine_test_main)
+  else()
+    set(main GTest::gtest_main)
+  endif()
+  target_link_libraries(${ARG_NAME} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gmock ${main})
   target_compile_options(${ARG_NAME} PRIVATE ${SPARK_CXX_WARNINGS})
   target_compile_definitions(${ARG_NAME} PRIVATE
     SPARK_SOURCE_DIR="${PROJECT_SOURCE_DIR}"

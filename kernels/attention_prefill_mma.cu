@@ -16,12 +16,12 @@
 // see none of a KV tile skip its math; tiles run last-first so the long causal rows start early.
 #include <atomic>
 #include <cmath>
-#include <cstdlib>
 
 #include "kernels/attention_prefill_mma.h"
 #include "kernels/cuda_check.h"
 #include "kernels/device_math.cuh"
 #include "kernels/launch.cuh"
+#include "kernels/launch_settings.h"
 #include "kernels/mma.cuh"
 
 namespace spark::kernels::detail {
@@ -240,13 +240,10 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
 }
 
 // Double buffering when the device gives a block enough shared memory (H100/H200: yes; GB10:
-// no). SPARK_PREFILL_STAGES=1|2 in the environment forces one, for comparisons.
+// no). LaunchSettings::prefill_stages forces one, for comparisons and tests.
 template <int D>
 int PickStages() {
-  static const int forced = [] {
-    const char* env = std::getenv("SPARK_PREFILL_STAGES");
-    return env == nullptr ? 0 : std::atoi(env);
-  }();
+  const int forced = GetLaunchSettings().prefill_stages;
   if (forced == 1 || forced == 2) return forced;
   int device = 0, optin = 0;
   if (cudaGetDevice(&device) != cudaSuccess ||

@@ -2,8 +2,7 @@
 
 #include <unistd.h>
 
-#include <cstdlib>
-#include <cstring>
+#include "kernels/launch_settings.h"
 
 namespace spark::kernels {
 namespace {
@@ -41,16 +40,21 @@ int CudaDeviceCount() {
   return count;
 }
 
+namespace {
+
+LaunchSettings& Settings() {
+  static LaunchSettings settings;
+  return settings;
+}
+
+}  // namespace
+
+void SetLaunchSettings(const LaunchSettings& settings) { Settings() = settings; }
+const LaunchSettings& GetLaunchSettings() { return Settings(); }
+
 namespace detail {
 
-// Declared in launch.cuh: SPARK_PDL=0 turns programmatic dependent launch off.
-bool DependentLaunchEnabled() {
-  static const bool enabled = [] {
-    const char* v = std::getenv("SPARK_PDL");
-    return v == nullptr || std::strcmp(v, "0") != 0;
-  }();
-  return enabled;
-}
+bool DependentLaunchEnabled() { return GetLaunchSettings().dependent_launch; }
 
 }  // namespace detail
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/cuda_check.h"
+#include "kernels/launch_settings.h"
 
 namespace spark::kernels {
 
@@ -244,10 +245,7 @@ Status Gemm::Launch(Plan& plan, const std::string& what, const void* x, const vo
 // the weights come from memory as in a decode step. The output is rewritten by the caller.
 Status Gemm::Tune(Plan& plan, const std::string& what, const void* x, const void* w, void* out,
                   cudaStream_t stream) {
-  static const bool log = [] {
-    const char* v = std::getenv("SPARK_GEMM_TUNE_LOG");
-    return v != nullptr && std::string(v) == "1";
-  }();
+  const bool log = GetLaunchSettings().log_gemm_tuning;
   if (flush_ == nullptr) {
     int device = 0, l2 = 0;
     SPARK_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));

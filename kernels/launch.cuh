@@ -9,8 +9,8 @@
 // the preceding kernel has finished and its writes are visible; what no kernel writes, like the
 // GEMVs' weights and decode attention's older K/V entries, may be loaded before it) and then lets
 // its own successor be placed (griddepcontrol.launch_dependents). The GEMVs let it later, the
-// small kernels between them earlier (the helpers below). SPARK_PDL=0 in the environment turns
-// the attribute off (plain stream order), for comparisons. Included only by .cu files.
+// small kernels between them earlier (the helpers below). LaunchSettings::dependent_launch
+// turns the attribute off (plain stream order). Included only by .cu files.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -23,7 +23,7 @@
 
 namespace spark::kernels::detail {
 
-// Whether launches carry the attribute (reads SPARK_PDL once; see cuda_check.cc).
+// Whether launches carry the attribute (LaunchSettings::dependent_launch).
 bool DependentLaunchEnabled();
 
 // The two dependent-launch steps. Every thread of a kernel calls both (in one of the orders

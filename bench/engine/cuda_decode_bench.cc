@@ -32,6 +32,7 @@
 #include "engine/backend/cuda/stream_ordered_communicator.h"
 #include "engine/comm/nccl_communicator.h"
 #include "engine/comm/rendezvous.h"
+#include "engine/config/environment.h"
 #include "engine/core/model_config.h"
 #include "engine/model/model_runner.h"
 #include "engine/model/qwen3_model.h"
@@ -149,7 +150,6 @@ struct DecodeResult {
   double engine_tok_s = 0, engine_ms_per_step = 0;
   int64_t engine_launched_ahead = 0, engine_taken_ahead = 0;
   int64_t kv_bytes_per_step = 0;  // K and V read at the mean timed context, all layers
-  bool fused = false;             // the steps ran as one persistent kernel (DecodeLayers)
 };
 
 struct RankSetup {
@@ -219,7 +219,6 @@ DecodeResult RunDecode(RankSetup& r, model::PagedKvCache& cache, int batch_size,
     Check(r.model->ForwardArgMax(b, cache, &next), "decode step");
     ++cached;
   };
-  const int64_t fused_before = r.backend->decode_layers_taken();
   step(false);  // eager first: builds the RoPE table and cuBLAS plans
   for (int i = 1; i < kWarmup; ++i) step(graphs);
   const int64_t first_ctx = cached + 1;
@@ -241,7 +240,6 @@ DecodeResult RunDecode(RankSetup& r, model::PagedKvCache& cache, int batch_size,
   res.kv_bytes_per_step = static_cast<int64_t>(batch_size * mean_ctx) * 2 * c.num_layers *
                           r.model->kv_cache_spec().kv_width *
                           static_cast<int64_t>(backend::DTypeBytes(r.model->kv_cache_spec().dtype));
-  res.fused = r.backend->decode_layers_taken() > fused_before;
   res.graph_tok_s = batch_size * steps / graph_s;
   res.graph_ms_per_step = graph_s * 1e3 / steps;
   if (graphs) {
@@ -339,8 +337,6 @@ void RunEngine(RankSetup& r, int batch_size, int steps, DecodeResult* res) {
 
 // The KV cache's element type for every run (--kv-dtype; set before the first run).
 DType g_kv_dtype = DType::kBF16;
-// Batch-1 steps as one persistent kernel where the backend can (--fused-decode).
-bool g_fused_decode = false;
 // ModelOptions::fuse_residual (--no-fuse-residual turns it off).
 bool g_fuse_residual = true;
 // CudaBackend::Options::fuse_all_reduce_norm (--no-fuse-all-reduce-norm turns it off).
@@ -362,7 +358,6 @@ void SetUpRank(RankSetup& r, int rank, int world, int port, bool profile = false
   r.shard = {rank, world};
   r.backend = Take(CudaBackend::Create({.device = rank,
                                         .bf16_attention = true,
-                                        .fused_decode = g_fused_decode,
                                         .time_graph_steps = true,
                                         .fuse_all_reduce_norm = g_fuse_all_reduce_norm}),
                    "cuda backend");
@@ -536,10 +531,16 @@ PrefillResult RunPrefill(int tokens) {
 }
 
 int Main(int argc, char** argv) {
+  const Result<config::Environment> env = config::ReadEnvironment();
+  if (!env.ok()) {
+    std::fprintf(stderr, "%s\n", env.status().message().c_str());
+    return 2;
+  }
+  config::ApplyKernelSettings(*env);
   CLI::App app{"spark-decode-bench: the CUDA backend end to end on a Qwen3-8B-shaped model"};
   std::vector<int> batches{1, 32};
   int steps = 200, tp = 2, prefill = 8192, port = 29517;
-  bool profile = false, tp_nccl = false, tp_only = false, fused = false, no_fuse_residual = false,
+  bool profile = false, tp_nccl = false, tp_only = false, no_fuse_residual = false,
        no_fuse_all_reduce_norm = false;
   std::string json_path, kv_dtype = "bf16", weight_dtype = "bf16";
   app.add_option("--batch", batches, "decode batch sizes")->delimiter(',');
@@ -557,9 +558,6 @@ int Main(int argc, char** argv) {
                  "Linear weights: bf16 (default; what the peer runs) or fp8 (E4M3 with 128 x 128 "
                  "block scales: half the bytes a decode step streams)");
   app.add_flag("--tp-only", tp_only, "only the TP run (skip the one-GPU decode)");
-  app.add_flag(
-      "--fused-decode", fused,
-      "batch-1 steps as one persistent kernel (kernels/decode_stack.h) instead of op by op");
   app.add_flag("--no-fuse-residual", no_fuse_residual,
                "one GPU: the output projections into a buffer, then AddRmsNorm (op by op, as "
                "under tensor parallelism) instead of adding into the residual stream as they "
@@ -584,7 +582,6 @@ int Main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   g_kv_dtype = Take(backend::ParseDType(kv_dtype), "--kv-dtype");
   g_weight_dtype = Take(backend::ParseDType(weight_dtype), "--weight-dtype");
-  g_fused_decode = fused;
   g_fuse_residual = !no_fuse_residual;
   g_fuse_all_reduce_norm = !no_fuse_all_reduce_norm;
   g_peer_protocol = peer_one_way ? kernels::PeerProtocol::kOneWay : kernels::PeerProtocol::kSignal;
@@ -622,35 +619,34 @@ int Main(int argc, char** argv) {
     tp1 = DecodeOnGpus(1, batches, steps, port, false, &streamed, &graphs);
     j["weight_bytes_streamed_per_step"] = streamed;
   }
-  std::printf("%-6s %-4s %-6s %12s %12s %10s %12s %6s %10s %8s\n", "tp", "b", "host", "timed tok/s",
-              "eager tok/s", "ms/step", "roofline", "fused", "gpu ms", "gap us");
+  std::printf("%-6s %-4s %-6s %12s %12s %10s %12s %10s %8s\n", "tp", "b", "host", "timed tok/s",
+              "eager tok/s", "ms/step", "roofline", "gpu ms", "gap us");
   auto report = [&](int world, const std::vector<DecodeResult>& rs, int64_t bytes, bool graphs) {
     for (const DecodeResult& d : rs) {
       const double step_bytes = static_cast<double>(bytes) + d.kv_bytes_per_step / world;
       const double roofline_ms = step_bytes / (ceil.copy_gbs * 1e9) * 1e3;
       const double ratio = roofline_ms / d.graph_ms_per_step;
-      std::printf("%-6d %-4d %-6s %12.1f %12.1f %10.3f %11.1f%% %6s %10.3f %8.1f\n", world, d.batch,
+      std::printf("%-6d %-4d %-6s %12.1f %12.1f %10.3f %11.1f%% %10.3f %8.1f\n", world, d.batch,
                   "waits", d.graph_tok_s, d.eager_tok_s, d.graph_ms_per_step, 100 * ratio,
-                  d.fused ? "yes" : "no", d.gpu_ms_per_step, d.host_gap_us_per_step);
+                  d.gpu_ms_per_step, d.host_gap_us_per_step);
       const double ahead_ratio = d.ahead_ms_per_step > 0 ? roofline_ms / d.ahead_ms_per_step : 0;
       if (d.ahead_ms_per_step > 0) {
-        std::printf("%-6d %-4d %-6s %12.1f %12s %10.3f %11.1f%% %6s %10.3f %8.1f\n", world, d.batch,
+        std::printf("%-6d %-4d %-6s %12.1f %12s %10.3f %11.1f%% %10.3f %8.1f\n", world, d.batch,
                     "ahead", d.ahead_tok_s, "-", d.ahead_ms_per_step, 100 * ahead_ratio,
-                    d.fused ? "yes" : "no", d.ahead_gpu_ms_per_step, d.ahead_gap_us_per_step);
+                    d.ahead_gpu_ms_per_step, d.ahead_gap_us_per_step);
       }
       const double engine_ratio = d.engine_ms_per_step > 0 ? roofline_ms / d.engine_ms_per_step : 0;
       if (d.engine_ms_per_step > 0) {
         std::printf(
-            "%-6d %-4d %-6s %12.1f %12s %10.3f %11.1f%% %6s  (%lld of %lld launched "
+            "%-6d %-4d %-6s %12.1f %12s %10.3f %11.1f%%  (%lld of %lld launched "
             "ahead taken)\n",
             world, d.batch, "engine", d.engine_tok_s, "-", d.engine_ms_per_step, 100 * engine_ratio,
-            "no", static_cast<long long>(d.engine_taken_ahead),
+            static_cast<long long>(d.engine_taken_ahead),
             static_cast<long long>(d.engine_launched_ahead));
       }
       j["decode"].push_back({{"tp", world},
                              {"batch", d.batch},
                              {"graphs", graphs},
-                             {"fused_decode", d.fused},
                              {"tok_s", d.graph_tok_s},
                              {"eager_tok_s", d.eager_tok_s},
                              {"ms_per_step", d.graph_ms_per_step},

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "bench/kernels/peer_bench.h"
+#include "engine/config/environment.h"
 #include "kernels/attention.h"
 #include "kernels/cuda_check.h"
 #include "kernels/elementwise.h"
@@ -338,6 +339,12 @@ Row BenchGemv(bool fp8, bool silu, int rows, int n, int k, double copy_gbs) {
 }
 
 int Main(int argc, char** argv) {
+  const Result<engine::config::Environment> env = engine::config::ReadEnvironment();
+  if (!env.ok()) {
+    std::fprintf(stderr, "%s\n", env.status().message().c_str());
+    return 2;
+  }
+  engine::config::ApplyKernelSettings(*env);
   CLI::App app{
       "Times the CUDA kernels against the GPU's measured ceilings.\n"
       "Example: spark-kernel-bench --json bench/results/kernels_h200.json"};

@@ -1,9 +1,9 @@
 #include <csignal>
 #include <cstdio>
-#include <cstdlib>
 
 #include "base/logging.h"
 #include "base/version.h"
+#include "engine/config/environment.h"
 #include "engine/app/engine_command.h"
 
 namespace spark::engine {
@@ -26,11 +26,13 @@ int RunSparkEngine(int argc, char** argv) {
   app.add_option("--log-level", context.log_level,
                  "trace, debug, info, warn (default), error or off; also SPARK_LOG_LEVEL");
   for (const EngineCommand& command : EngineCommandTable()) command.register_fn(app, context);
+  Result<config::Environment> env = config::ReadEnvironment();
+  if (!env.ok()) return ReportEngineError(env.status());
+  config::ApplyKernelSettings(*env);
   app.parse_complete_callback([&] {
     if (context.log_level.empty()) {
-      const char* env = std::getenv("SPARK_LOG_LEVEL");
-      context.log_level = env ? env : "warn";
-      context.log_level_given = env != nullptr;
+      context.log_level = env->log_level.value_or("warn");
+      context.log_level_given = env->log_level.has_value();
     } else {
       context.log_level_given = true;
     }

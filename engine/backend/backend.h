@@ -171,29 +171,6 @@ struct MoeExperts {
   std::vector<WeightRef> down;
 };
 
-// One dense pre-norm layer (Qwen3's) for DecodeLayers: input RMSNorm, q/k/v, per-head q/k RMSNorm
-// and RoPE, attention over `cache`, o, post-attention RMSNorm, SwiGLU MLP (gate_up stacked as in
-// LinearSiluMul), each sublayer's output added into the residual.
-struct DenseLayerRefs {
-  const float* input_norm = nullptr;
-  WeightRef q, k, v;
-  const float* q_norm = nullptr;
-  const float* k_norm = nullptr;
-  WeightRef o;
-  const float* post_attention_norm = nullptr;
-  WeightRef gate_up, down;
-  KvCacheRef cache;
-};
-
-struct DenseStack {
-  int hidden = 0;
-  int inter = 0;
-  float eps = 1e-6f;
-  double theta = 10000.0;
-  AttentionShape attention;  // heads, KV heads and head_dim of q/k/v and the cache
-  std::span<const DenseLayerRefs> layers;
-};
-
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -307,20 +284,6 @@ class Backend {
   // context_len - query_len + i and sees cache positions <= its own.
   virtual void PagedAttention(const float* q, std::span<const AttentionSequence> sequences,
                               const KvCacheRef& cache, const AttentionShape& shape, float* out) = 0;
-
-  // One decode token of one sequence through every layer of `stack` as a single operation: h
-  // [1, hidden] is the residual stream (in: the token's embedding; out: after the last layer's
-  // MLP, what the op-by-op loop leaves), the token (at position seq.context_len - 1) is written
-  // to each layer's cache at `slot`. Returns false, having done nothing, when this backend has no
-  // such path for these shapes and types; the caller then runs the layers op by op. Decided by
-  // the shapes, types and backend options only, so every step of a decode graph decides alike.
-  virtual bool DecodeLayers(const DenseStack& stack, float* h, const AttentionSequence& seq,
-                            int64_t slot) {
-    (void)stack, (void)h, (void)seq, (void)slot;
-    return false;
-  }
-  // False when DecodeLayers declines every stack (so a caller need not build one each step).
-  virtual bool may_decode_layers() const { return false; }
 
   // out[rows, hidden] = sum over the top-k experts (softmax of router_logits) held by this rank
   // of weight * down(silu(gate) * up)(x).

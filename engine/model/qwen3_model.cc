@@ -147,7 +147,6 @@ Status Qwen3Model::Hidden(const ForwardBatch& batch, PagedKvCache& cache, Worksp
                        batch.token_ids, ws.h.data());
   }
   SPARK_RETURN_IF_ERROR(AllReduce(ws.h.data(), n * hidden));
-  if (DecodeLayers(batch, cache, ws)) return Status::Ok();
   for (int layer = 0; layer < config_.num_layers; ++layer) {
     SPARK_RETURN_IF_ERROR(Attention(layer, batch, cache, ws));
     SPARK_RETURN_IF_ERROR(Mlp(layer, n, ws));
@@ -159,33 +158,6 @@ backend::AttentionShape Qwen3Model::AttentionShapeOf(const PagedKvCache& cache) 
   const int hd = config_.head_dim;
   return {static_cast<int>(w_.heads.size), static_cast<int>(w_.kv_heads.size), hd,
           cache.block_size(), 1.0f / std::sqrt(static_cast<float>(hd))};
-}
-
-bool Qwen3Model::DecodeLayers(const ForwardBatch& batch, PagedKvCache& cache, Workspace& ws) {
-  // One sequence with one token (so its query_len is 1), without tensor parallelism.
-  if (!backend_.may_decode_layers() || batch.num_tokens() != 1 || batch.sequences.size() != 1 ||
-      options_.shard.size != 1) {
-    return false;
-  }
-  std::vector<backend::DenseLayerRefs> layers;
-  layers.reserve(w_.layers.size());
-  for (int layer = 0; layer < config_.num_layers; ++layer) {
-    const Qwen3LayerWeights& l = w_.layers[layer];
-    if (l.mlp != core::MlpType::kDense) return false;
-    layers.push_back({l.input_norm.data(), l.q.weight(), l.k.weight(), l.v.weight(),
-                      l.q_norm.data(), l.k_norm.data(), l.o.weight(), l.post_attention_norm.data(),
-                      l.gate_up.weight(), l.down.weight(), cache.layer(layer)});
-  }
-  backend::DenseStack stack;
-  stack.hidden = config_.hidden_size;
-  stack.inter = w_.dense_inter;
-  stack.eps = config_.rms_norm_eps;
-  stack.theta = config_.rope_theta;
-  stack.attention = AttentionShapeOf(cache);
-  stack.layers = layers;
-  const BatchSequence& s = batch.sequences[0];
-  return backend_.DecodeLayers(stack, ws.h.data(), {0, 1, s.context_len, s.block_table},
-                               batch.slots[0]);
 }
 
 Status Qwen3Model::Attention(int layer, const ForwardBatch& batch, PagedKvCache& cache,

@@ -50,9 +50,6 @@ class Qwen3Model : public Model {
   // Final norm of the rows that need logits (every token, or each sequence's last) into ws.x;
   // returns their count.
   int64_t FinalNorm(const ForwardBatch& batch, Workspace& ws);
-  // Batch-1 decode through every layer as one backend op (Backend::DecodeLayers); false when
-  // the batch, the sharding or the backend does not allow it (the layers then run op by op).
-  bool DecodeLayers(const ForwardBatch& batch, PagedKvCache& cache, Workspace& ws);
   // This rank's attention heads over `cache` (scale 1 / sqrt(head_dim)).
   backend::AttentionShape AttentionShapeOf(const PagedKvCache& cache) const;
   Status Attention(int layer, const ForwardBatch& batch, PagedKvCache& cache, Workspace& ws);

@@ -64,7 +64,6 @@
 
 #include "engine/backend/backend.h"
 #include "engine/backend/cuda/device_allocator.h"
-#include "kernels/decode_stack.h"
 #include "kernels/elementwise.h"
 #include "kernels/gemm.h"
 #include "kernels/peer_all_reduce.h"
@@ -79,10 +78,6 @@ class CudaBackend : public Backend {
     // Prefill attention, and decode attention over a bf16 KV cache, on bf16 tensor cores (far
     // faster; head_dim 64 and 128).
     bool bf16_attention = false;
-    // Batch-1 decode of dense bf16 layers over a bf16 cache as one persistent kernel
-    // (DecodeLayers, kernels/decode_stack.h) where the device and shapes allow. Off by default:
-    // on the H200 it is still 5-7% slower than the layers op by op (bench/engine notes).
-    bool fused_decode = false;
     // How long Download/Synchronize wait for the stream before DeadlineExceeded (a dead peer
     // rank leaves the collectives queued on it waiting).
     std::chrono::milliseconds step_timeout{60000};
@@ -162,9 +157,6 @@ class CudaBackend : public Backend {
                       const KvCacheRef& cache, const AttentionShape& shape, float* out) override;
   void Moe(const float* x, int64_t rows, int hidden, const float* router_logits,
            const MoeExperts& experts, float* out) override;
-  bool DecodeLayers(const DenseStack& stack, float* h, const AttentionSequence& seq,
-                    int64_t slot) override;
-  bool may_decode_layers() const override { return options_.fused_decode; }
 
   // Sums data[0, count) over the ranks of `args` (device memory of this backend, within the
   // region's capacity) after every op before, left pending for the next op (see above).
@@ -180,10 +172,6 @@ class CudaBackend : public Backend {
   bool launching() const { return mode_ != Mode::kReplay; }
   std::chrono::milliseconds step_timeout() const { return options_.step_timeout; }
   size_t graph_count() const { return graphs_.size(); }
-  // Options::fused_decode for the steps to come (graphs captured before keep their way), and how
-  // many steps DecodeLayers has taken so far (for tests and benchmarks).
-  void set_fused_decode(bool on) { options_.fused_decode = on; }
-  int64_t decode_layers_taken() const { return decode_layers_taken_; }
   // How many AddRmsNorms took a pending peer all-reduce into their kernel (for tests).
   int64_t fused_reduce_norms() const { return fused_reduce_norms_; }
   const GraphStepTimes& graph_step_times() const { return step_times_; }
@@ -247,10 +235,6 @@ class CudaBackend : public Backend {
   Status MoeImpl(const float* x, int64_t rows, int hidden, const float* router_logits,
                  const MoeExperts& experts, float* out);
   Result<const float*> InvFreq(int head_dim, double theta);
-  // DecodeLayers once it has taken the step (cuda_backend_decode_stack.cc).
-  Status DecodeStackImpl(const DenseStack& stack, const kernels::DecodeStackShape& shape,
-                         const kernels::DecodeStackPlan& plan, float* h,
-                         const AttentionSequence& seq, int64_t slot, int table_blocks);
   Status LinearImpl(const float* x, int64_t rows, int in_features, WeightRef w, int out_features,
                     float* out);
   // fp8 weights (cuda_backend_fp8.cc): the GEMV, cuBLASLt's block-scaled FP8 GEMM or the bf16
@@ -317,9 +301,6 @@ class CudaBackend : public Backend {
   const int32_t* attention_device_ = nullptr;
   int32_t* counts_host_ = nullptr;  // pinned, for the MoE expert counts
   std::map<std::pair<int, double>, Buffer> inv_freq_;
-  // DecodeLayers' plans by (shape, max context); a refused shape keeps its error.
-  std::map<std::vector<int64_t>, Result<kernels::DecodeStackPlan>> decode_stack_plans_;
-  int64_t decode_layers_taken_ = 0;
   int64_t fused_reduce_norms_ = 0;
   bool bf16_weights_ = false;  // bf16 weights allocated or fp8 ones used: GEMMs want copies
   struct Bf16Copy {

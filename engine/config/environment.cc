@@ -1,0 +1,55 @@
+#include "engine/config/environment.h"
+
+#include <cstdlib>
+
+#if SPARK_HAVE_KERNELS
+#include "kernels/launch_settings.h"
+#endif
+
+namespace spark::engine::config {
+namespace {
+
+std::optional<std::string> Get(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr) return std::nullopt;
+  return std::string(v);
+}
+
+}  // namespace
+
+Result<Environment> ReadEnvironment() {
+  Environment env;
+  env.log_level = Get("SPARK_LOG_LEVEL");
+  if (auto v = Get("SPARK_PDL")) {
+    if (*v != "0" && *v != "1") {
+      return InvalidArgumentError("SPARK_PDL='" + *v + "': want 0 (off) or 1 (on, the default)");
+    }
+    env.dependent_launch = *v == "1";
+  }
+  if (auto v = Get("SPARK_PREFILL_STAGES")) {
+    if (*v != "1" && *v != "2") {
+      return InvalidArgumentError("SPARK_PREFILL_STAGES='" + *v +
+                                  "': want 1 or 2 (unset: chosen by the GPU's shared memory)");
+    }
+    env.prefill_stages = *v == "1" ? 1 : 2;
+  }
+  if (auto v = Get("SPARK_GEMM_TUNE_LOG")) {
+    if (*v != "0" && *v != "1") {
+      return InvalidArgumentError("SPARK_GEMM_TUNE_LOG='" + *v + "': want 0 or 1");
+    }
+    env.log_gemm_tuning = *v == "1";
+  }
+  return env;
+}
+
+void ApplyKernelSettings(const Environment& env) {
+#if SPARK_HAVE_KERNELS
+  kernels::SetLaunchSettings({.dependent_launch = env.dependent_launch,
+                              .prefill_stages = env.prefill_stages,
+                              .log_gemm_tuning = env.log_gemm_tuning});
+#else
+  (void)env;
+#endif
+}
+
+}  // namespace spark::engine::config

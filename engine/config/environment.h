@@ -1,0 +1,32 @@
+// The engine's environment variables, read in one place: the configuration layer that the
+// engine's command line, the benchmarks' mains and the GPU tests' main share. Nothing else in
+// the engine or the kernels reads the environment.
+//
+//   SPARK_LOG_LEVEL       default log level (--log-level overrides it)
+//   SPARK_PDL=0           no programmatic dependent launch (kernels::LaunchSettings)
+//   SPARK_PREFILL_STAGES  1 or 2: force the prefill attention's pipeline depth
+//   SPARK_GEMM_TUNE_LOG=1 print the GEMM autotune's candidates
+// Thread-safety: call from main before other threads start.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "base/status.h"
+
+namespace spark::engine::config {
+
+struct Environment {
+  std::optional<std::string> log_level;  // SPARK_LOG_LEVEL when set
+  bool dependent_launch = true;
+  int prefill_stages = 0;  // 0: by device
+  bool log_gemm_tuning = false;
+};
+
+// InvalidArgument naming the variable for a value that is not one of the documented ones.
+Result<Environment> ReadEnvironment();
+
+// Applies the kernel settings (a no-op in builds without CUDA). Call before the first kernel.
+void ApplyKernelSettings(const Environment& env);
+
+}  // namespace spark::engine::config
