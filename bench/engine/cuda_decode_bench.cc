@@ -34,8 +34,9 @@
 #include "engine/comm/rendezvous.h"
 #include "engine/config/environment.h"
 #include "engine/core/model_config.h"
+#include "engine/model/model_family.h"
 #include "engine/model/model_runner.h"
-#include "engine/model/qwen3_model.h"
+#include "engine/model/qwen3/qwen3_model.h"
 #include "engine/runtime/engine.h"
 #include "kernels/elementwise.h"
 #include "kernels/fp8.h"
@@ -69,13 +70,13 @@ DType g_weight_dtype = DType::kBF16;
 
 // Weights of one rank, uniform in +-0.0346 (std 0.02, the peer's init), norms at 1.
 struct RandomModel {
-  model::Qwen3Weights weights;
+  model::qwen3::Qwen3Weights weights;
   int64_t streamed_bytes = 0;  // what one decode step reads: matrices, norms, one embedding row
 };
 
 RandomModel MakeWeights(const core::ModelConfig& c, const model::TpShard& shard, CudaBackend& b) {
   RandomModel m;
-  model::Qwen3Weights& w = m.weights;
+  model::qwen3::Qwen3Weights& w = m.weights;
   w.heads = shard.Heads(c);
   w.kv_heads = shard.KvHeads(c);
   w.vocab = shard.Vocab(c.vocab_size);
@@ -112,7 +113,7 @@ RandomModel MakeWeights(const core::ModelConfig& c, const model::TpShard& shard,
   w.lm_head = make(w.vocab.size, hidden, wt, false, true);
   w.final_norm = make(1, hidden, DType::kF32, true, true);
   for (int i = 0; i < c.num_layers; ++i) {
-    model::Qwen3LayerWeights l;
+    model::qwen3::Qwen3LayerWeights l;
     l.input_norm = make(1, hidden, DType::kF32, true, true);
     l.post_attention_norm = make(1, hidden, DType::kF32, true, true);
     if (wt == DType::kFP8) {  // three matrices, as the loader makes them
@@ -160,7 +161,7 @@ struct RankSetup {
   std::unique_ptr<comm::NcclCommunicator> nccl;
   std::unique_ptr<backend::cuda::StreamOrderedCommunicator> comm;
   std::unique_ptr<TimingBackend> timing;  // --profile only: the model's ops go through it
-  std::unique_ptr<model::Qwen3Model> model;
+  std::unique_ptr<model::qwen3::Qwen3Model> model;
   int64_t streamed_bytes = 0;
 };
 
@@ -350,7 +351,7 @@ int g_rank_share = 1;
 // nccl_only: TP collectives through NCCL (eager steps) even where the peer all-reduce works.
 void SetUpRank(RankSetup& r, int rank, int world, int port, bool profile = false,
                bool nccl_only = false) {
-  r.config = Take(core::ParseModelConfig(kQwen3_8B, "qwen3-8b-shape/config.json"), "config");
+  r.config = Take(model::ParseModelConfig(kQwen3_8B, "qwen3-8b-shape/config.json"), "config");
   r.config.num_heads /= g_rank_share;
   r.config.num_kv_heads /= g_rank_share;
   r.config.intermediate_size /= g_rank_share;
@@ -386,7 +387,7 @@ void SetUpRank(RankSetup& r, int rank, int world, int port, bool profile = false
   options.fuse_residual = g_fuse_residual;
   if (profile) r.timing = std::make_unique<TimingBackend>(*r.backend);
   backend::Backend& ops = r.timing ? static_cast<backend::Backend&>(*r.timing) : *r.backend;
-  r.model = std::make_unique<model::Qwen3Model>(r.config, std::move(m.weights), ops, r.comm.get(),
+  r.model = std::make_unique<model::qwen3::Qwen3Model>(r.config, std::move(m.weights), ops, r.comm.get(),
                                                 options);
 }
 

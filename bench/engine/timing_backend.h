@@ -30,6 +30,7 @@ class TimingBackend : public backend::Backend {
   }
   std::string name() const override { return "timed " + inner_.name(); }
   Result<Buffer> Allocate(size_t count) override { return inner_.Allocate(count); }
+  size_t bytes_in_use() const override { return inner_.bytes_in_use(); }
   Result<Buffer> AllocateWeights(size_t count, DType dtype) override {
     return inner_.AllocateWeights(count, dtype);
   }

@@ -27,6 +27,7 @@
 #include "engine/app/rank_launch.h"
 #include "engine/app/rank_status.h"
 #include "engine/app/serve_control.h"
+#include "engine/model/model_family.h"
 #include "engine/runtime/engine.h"
 #include "engine/server/engine_service.h"
 #include "engine/server/openai_server.h"
@@ -286,7 +287,7 @@ Status RunRankZero(const ServeOptions& o, std::shared_ptr<app::ServeControl> con
   SPARK_ASSIGN_OR_RETURN(
       auto codec, server::TokenizerCodec::FromDir(
                       o.tokenizer_dir.empty() ? o.model_dir : o.tokenizer_dir, o.chat_format));
-  SPARK_ASSIGN_OR_RETURN(core::ModelConfig config, core::LoadModelConfig(o.model_dir));
+  SPARK_ASSIGN_OR_RETURN(core::ModelConfig config, model::LoadModelConfig(o.model_dir));
   const int max_len =
       o.max_model_len > 0 ? o.max_model_len : std::min(8192, config.max_position_embeddings);
   const int blocks =

@@ -97,6 +97,11 @@ size_t Fp8Floats(int64_t rows, int64_t cols) {
 }
 }  // namespace
 
+size_t MatrixBytes(int64_t rows, int64_t cols, DType dtype) {
+  if (dtype == DType::kFP8) return Fp8Floats(rows, cols) * sizeof(float);
+  return static_cast<size_t>(rows) * static_cast<size_t>(cols) * DTypeBytes(dtype);
+}
+
 Result<Buffer> Backend::AllocateMatrix(int64_t rows, int64_t cols, DType dtype) {
   const size_t count = static_cast<size_t>(rows) * static_cast<size_t>(cols);
   if (dtype != DType::kFP8) return AllocateWeights(count, dtype);

@@ -55,6 +55,10 @@ inline float* Fp8Scales(void* data, size_t values) {
   return reinterpret_cast<float*>(static_cast<char*>(data) + Fp8ScaleOffset(values));
 }
 
+// Bytes of backend memory a [rows, cols] matrix of `dtype` takes (AllocateMatrix): fp8 counts its
+// values, padding and block scales.
+size_t MatrixBytes(int64_t rows, int64_t cols, DType dtype);
+
 // A read-only weight matrix in backend memory and its element type. fp32 pointers convert
 // implicitly, so call sites with fp32 weights need no change.
 struct WeightRef {
@@ -191,6 +195,9 @@ class Backend {
 
   // ResourceExhausted when the memory is not there.
   virtual Result<Buffer> Allocate(size_t count) = 0;
+  // Bytes of backend memory in live buffers (weights, KV cache, workspace), as allocated: what
+  // memory accounting is checked against.
+  virtual size_t bytes_in_use() const = 0;
   virtual void Upload(std::span<const float> host, float* dst) = 0;
   virtual void Download(const float* src, std::span<float> host) = 0;
   // Steps that run ahead of the host (Model::LaunchArgMax). DownloadLater is Download without

@@ -1,16 +1,15 @@
-// ModelConfig: the architecture of a checkpoint, read from its Hugging Face config.json.
+// ModelConfig: the architecture of a checkpoint, as the families' config.json parsers
+// (engine/model/<family>/, dispatched by engine/model/model_family.h) fill it in.
 //
-// Supported model_type values: "qwen3" (dense), "qwen3_moe" and "deepseek_v4". A per-layer list
-// says each layer's attention and MLP kind, MoE settings include shared experts, and the residual
-// stream count is explicit; DeepSeek-V4's own settings are in DeepseekV4Settings. Keys that would
-// change the numerics but are not implemented (rope_scaling, sliding windows, attention biases,
-// other activations) are rejected with the file and key named rather than silently ignored;
-// keys that do not affect the forward pass (architectures, torch_dtype, ...) are ignored.
+// A per-layer list says each layer's attention and MLP kind, MoE settings include shared
+// experts, and the residual stream count is explicit; DeepSeek-V4's own settings are in
+// DeepseekV4Settings. The parsers refuse keys that would change the numerics but are not
+// implemented, naming the file and key; keys that do not affect the forward pass
+// (architectures, torch_dtype, ...) are ignored.
 // Thread-safety: plain values.
 #pragma once
 
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "base/status.h"
@@ -68,7 +67,7 @@ struct DeepseekV4Settings {
 };
 
 struct ModelConfig {
-  std::string model_type;  // "qwen3", "qwen3_moe" or "deepseek_v4"
+  std::string model_type;  // config.json's, e.g. "qwen3_moe"
   int vocab_size = 0;
   int hidden_size = 0;
   int intermediate_size = 0;  // dense MLP layers
@@ -90,12 +89,5 @@ struct ModelConfig {
   // InvalidArgument listing every inconsistent field ("config.json: num_key_value_heads: ...").
   Status Validate(const std::string& path) const;
 };
-
-// Parses config.json text. `path` only names the file in errors. InvalidArgument for bad JSON,
-// a missing or ill-typed key, an unsupported model_type or an unsupported feature.
-Result<ModelConfig> ParseModelConfig(std::string_view json_text, const std::string& path);
-
-// Reads <dir>/config.json. NotFound when it is missing.
-Result<ModelConfig> LoadModelConfig(const std::string& dir);
 
 }  // namespace spark::engine::core

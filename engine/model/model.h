@@ -97,9 +97,11 @@ class Model {
 };
 
 // Reads config.json and this rank's shards from `dir` and returns the model for its
-// model_type. `comm` may be null only when options.shard.size == 1; `backend` and `comm` must
-// outlive the model. NotFound/DataLoss/InvalidArgument from the checkpoint (file and tensor
-// named), Unimplemented for an unsupported model_type.
+// model_type (the family table, model_family.h). `comm` may be null only when
+// options.shard.size == 1; `backend` and `comm` must outlive the model. NotFound/DataLoss/
+// InvalidArgument from the checkpoint (file and tensor named), Unimplemented for a model_type no
+// family reads or when the family does not run on `backend`, InvalidArgument when it keeps other
+// element types than options asks (CheckSupported names the ones it supports).
 Result<std::unique_ptr<Model>> LoadModel(const std::string& dir, backend::Backend& backend,
                                          comm::Communicator* comm, const ModelOptions& options);
 

@@ -42,7 +42,12 @@ Result<Buffer> CpuBackend::Allocate(size_t count) {
                                   " bytes; use a smaller model, fewer KV blocks or more ranks");
   }
   std::memset(p, 0, bytes);
-  return Buffer(static_cast<float*>(p), count, [](float* f) { std::free(f); });
+  *in_use_ += count * sizeof(float);
+  return Buffer(static_cast<float*>(p), count,
+                [in_use = in_use_, n = count * sizeof(float)](float* f) {
+                  *in_use -= n;
+                  std::free(f);
+                });
 }
 
 void CpuBackend::Upload(std::span<const float> host, float* dst) {

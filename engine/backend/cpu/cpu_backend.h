@@ -5,6 +5,7 @@
 // Thread-safety: one op at a time (see Backend).
 #pragma once
 
+#include <atomic>
 #include <memory>
 
 #include "engine/backend/backend.h"
@@ -21,6 +22,8 @@ class CpuBackend : public Backend {
   int threads() const { return pool_.size(); }
 
   Result<Buffer> Allocate(size_t count) override;
+  // The requested sizes (count x 4 bytes) of live buffers.
+  size_t bytes_in_use() const override { return *in_use_; }
   void Upload(std::span<const float> host, float* dst) override;
   void Download(const float* src, std::span<float> host) override;
   // bf16 weights are kept for correctness checks (Linear widens them per call; not fast).
@@ -47,6 +50,8 @@ class CpuBackend : public Backend {
 
  private:
   ThreadPool pool_;
+  // Shared with the buffers' release functions (a buffer may outlive the backend).
+  std::shared_ptr<std::atomic<size_t>> in_use_ = std::make_shared<std::atomic<size_t>>(0);
 };
 
 // Single-threaded helpers shared by the ops and their tests.

@@ -117,6 +117,8 @@ class CudaBackend : public Backend {
   Status Synchronize();
 
   Result<Buffer> Allocate(size_t count) override;
+  // The device allocator's live blocks (size classes; graph arenas and staging not counted).
+  size_t bytes_in_use() const override { return allocator_.bytes_in_use(); }
   void Upload(std::span<const float> host, float* dst) override;
   void Download(const float* src, std::span<float> host) override;
   // In a graph step: launches the graph and returns; the host may stage and launch one more

@@ -30,6 +30,7 @@ Result<void*> DeviceAllocator::Allocate(size_t bytes) {
   if (it != free_.end()) {
     void* p = it->second;
     free_.erase(it);
+    cached_ -= size;
     in_use_[p] = size;
     return p;
   }
@@ -42,6 +43,7 @@ Result<void*> DeviceAllocator::Allocate(size_t bytes) {
       held_ -= s;
     }
     free_.clear();
+    cached_ = 0;
     err = cudaMalloc(&p, size);
   }
   if (err != cudaSuccess) {
@@ -59,6 +61,7 @@ void DeviceAllocator::Free(void* p) {
   auto it = in_use_.find(p);
   if (it == in_use_.end()) return;
   free_.emplace(it->second, p);
+  cached_ += it->second;
   in_use_.erase(it);
 }
 

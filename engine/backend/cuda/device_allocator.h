@@ -28,12 +28,14 @@ class DeviceAllocator {
   void Free(void* p);
 
   size_t bytes_held() const { return held_; }  // cached plus in use
+  size_t bytes_in_use() const { return held_ - cached_; }  // size classes of live blocks
 
  private:
   static size_t SizeClass(size_t bytes);
   std::multimap<size_t, void*> free_;
   std::unordered_map<void*, size_t> in_use_;
   size_t held_ = 0;
+  size_t cached_ = 0;  // in free_
 };
 
 }  // namespace spark::engine::backend::cuda

@@ -109,36 +109,4 @@ Status DeepseekV4Model::Logits(const std::vector<float>& head_in, int64_t rows,
   return Status::Ok();
 }
 
-namespace {
-
-// Feeds options.on_progress from the tensors the loader consumes, as a fraction of this rank's
-// expected share of the checkpoint (the way LoadModel reports it for the other architectures).
-ReadObserver ProgressObserver(const TensorSource& source, const ModelOptions& options) {
-  if (!options.on_progress) return {};
-  const double expected = std::max<double>(
-      1.0, static_cast<double>(source.total_bytes()) / std::max(1, options.shard.size));
-  options.on_progress(0.0);
-  return [expected, read = uint64_t{0}, cb = options.on_progress](uint64_t bytes) mutable {
-    read += bytes;
-    cb(std::min(0.999, static_cast<double>(read) / expected));
-  };
-}
-
-}  // namespace
-
-Result<std::unique_ptr<Model>> LoadDeepseekV4(const std::string& dir, core::ModelConfig config,
-                                              backend::Backend& backend, comm::Communicator* comm,
-                                              const ModelOptions& options) {
-  if (backend.name() != "cpu") {
-    return UnimplementedError(dir + ": deepseek_v4 needs the cpu backend for now, not '" +
-                              backend.name() + "'");
-  }
-  SPARK_ASSIGN_OR_RETURN(std::unique_ptr<TensorSource> source, TensorSource::Open(dir));
-  SPARK_ASSIGN_OR_RETURN(Weights weights,
-                         LoadWeights(*source, config, options.shard, options.moe_sharding,
-                                     ProgressObserver(*source, options)));
-  return std::unique_ptr<Model>(
-      new DeepseekV4Model(std::move(config), std::move(weights), backend, comm));
-}
-
 }  // namespace spark::engine::model::dsv4

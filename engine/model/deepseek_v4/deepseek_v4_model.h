@@ -45,11 +45,4 @@ class DeepseekV4Model : public Model {
   Moe moe_;
 };
 
-// Loads this rank's weights from `dir` (any of the namings weights.h accepts). `comm` may be
-// null only for one rank. Unimplemented for a backend whose memory is not host memory;
-// InvalidArgument when the world size does not divide a sharded dimension; the loader's errors.
-Result<std::unique_ptr<Model>> LoadDeepseekV4(const std::string& dir, core::ModelConfig config,
-                                              backend::Backend& backend, comm::Communicator* comm,
-                                              const ModelOptions& options);
-
 }  // namespace spark::engine::model::dsv4

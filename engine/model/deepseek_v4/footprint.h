@@ -44,5 +44,8 @@ KvFootprint ServingKvFootprint(const core::ModelConfig& config, const ServingKvL
 // PlanShard: InvalidArgument naming the config key the world size does not divide.
 Result<int64_t> WeightBytesPerRank(const core::ModelConfig& config, const TpShard& shard,
                                    MoeSharding moe);
+// The same tensors as the CPU reference holds them: every element as fp32, hash tables as int32.
+Result<int64_t> HeldWeightBytesPerRank(const core::ModelConfig& config, const TpShard& shard,
+                                       MoeSharding moe);
 
 }  // namespace spark::engine::model::dsv4

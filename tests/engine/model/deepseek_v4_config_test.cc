@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "engine/core/model_config.h"
+#include "engine/model/model_family.h"
 
 namespace spark::engine::core {
 namespace {
@@ -17,7 +17,9 @@ nlohmann::json FixtureJson() {
   return nlohmann::json::parse(in);
 }
 
-Result<ModelConfig> Parse(const nlohmann::json& j) { return ParseModelConfig(j.dump(), "c.json"); }
+Result<ModelConfig> Parse(const nlohmann::json& j) {
+  return model::ParseModelConfig(j.dump(), "c.json");
+}
 
 TEST(DeepseekV4ConfigTest, ParsesTheTransformersConfig) {
   auto c = Parse(FixtureJson());

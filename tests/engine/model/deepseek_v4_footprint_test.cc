@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/model/deepseek_v4/footprint.h"
+#include "engine/model/model_family.h"
 
 namespace spark::engine::model::dsv4 {
 namespace {
@@ -68,7 +69,7 @@ nlohmann::json FlashConfig() {
 }
 
 core::ModelConfig Flash() {
-  auto c = core::ParseModelConfig(FlashConfig().dump(), "flash/config.json");
+  auto c = model::ParseModelConfig(FlashConfig().dump(), "flash/config.json");
   EXPECT_TRUE(c.ok()) << c.status().message();
   return c.ok() ? *c : core::ModelConfig{};
 }
@@ -108,7 +109,7 @@ TEST(DeepseekV4FootprintTest, FlashWeightsSplitIntoReplicatedAndSharded) {
 }
 
 TEST(DeepseekV4FootprintTest, TinyFixtureByHand) {
-  auto c = core::LoadModelConfig(std::string(SPARK_SOURCE_DIR) +
+  auto c = model::LoadModelConfig(std::string(SPARK_SOURCE_DIR) +
                                  "/tests/fixtures/models/deepseek-v4-tiny");
   ASSERT_TRUE(c.ok()) << c.status().message();
   // Layers [sliding, HCA 8, CSA 4, CSA 4], head_dim 32, index_head_dim 16, window 8.
@@ -133,7 +134,7 @@ TEST(DeepseekV4FootprintTest, PrintsServingFiguresPerRank) {
   v41["moe_intermediate_size"] = 2304;
   v41["index_n_heads"] = 32;
   v41["compress_ratios"].erase(v41["compress_ratios"].begin() + 40, v41["compress_ratios"].end());
-  auto v41_config = core::ParseModelConfig(v41.dump(), "v41/config.json");
+  auto v41_config = model::ParseModelConfig(v41.dump(), "v41/config.json");
   ASSERT_TRUE(v41_config.ok()) << v41_config.status().message();
   const std::pair<const char*, core::ModelConfig> models[] = {
       {"V4-Flash", Flash()}, {"V4.1-Flash (approx.)", *v41_config}};

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "engine/core/model_config.h"
+#include "engine/model/model_family.h"
 #include "engine/model/deepseek_v4/tensor_source.h"
 #include "engine/model/deepseek_v4/weight_names.h"
 #include "engine/model/deepseek_v4/weights.h"
@@ -40,7 +41,7 @@ TEST(DeepseekV4WeightNamesTest, MapsReleasedNamesToTransformersNames) {
 Result<Weights> LoadEdited(const std::string& tag,
                            const std::function<void(testing::RawTensor&)>& edit,
                            std::vector<testing::RawTensor> extra = {}) {
-  auto config = core::LoadModelConfig(FixtureDir());
+  auto config = model::LoadModelConfig(FixtureDir());
   EXPECT_TRUE(config.ok());
   auto source = TensorSource::Open(FixtureDir());
   EXPECT_TRUE(source.ok());
@@ -122,7 +123,7 @@ TEST(DeepseekV4WeightsTest, RejectsAHashTableOutsideTheExperts) {
 
 TEST(DeepseekV4WeightsTest, ReportsEveryTensorsBytesOnceWhileLoading) {
   for (const std::string& dir : {FixtureDir(), FixtureDir() + "/fp8"}) {
-    auto config = core::LoadModelConfig(dir);
+    auto config = model::LoadModelConfig(dir);
     ASSERT_TRUE(config.ok()) << config.status().message();
     auto source = TensorSource::Open(dir);
     ASSERT_TRUE(source.ok()) << source.status().message();

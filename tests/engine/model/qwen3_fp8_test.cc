@@ -18,12 +18,16 @@
 #include "engine/core/checkpoint.h"
 #include "engine/core/dtype.h"
 #include "engine/core/model_config.h"
-#include "engine/model/qwen3_weights.h"
+#include "engine/model/model_family.h"
+#include "engine/model/qwen3/qwen3_weights.h"
 #include "tests/engine/core/safetensors_writer.h"
 
 namespace spark::engine::model {
 namespace {
 
+using qwen3::LoadQwen3Weights;
+using qwen3::Qwen3LayerWeights;
+using qwen3::Qwen3Weights;
 using testing::RawTensor;
 
 constexpr int64_t kHidden = 256, kInter = 384, kHeads = 4, kKvHeads = 2, kHeadDim = 64, kVocab = 64,
@@ -132,7 +136,7 @@ class Qwen3Fp8Test : public ::testing::Test {
     testing::WriteSafetensors((dir_ / "model.safetensors").string(), tensors);
   }
   Result<Qwen3Weights> LoadRank(int rank, int size, backend::Backend& backend) {
-    SPARK_ASSIGN_OR_RETURN(core::ModelConfig config, core::LoadModelConfig(dir_.string()));
+    SPARK_ASSIGN_OR_RETURN(core::ModelConfig config, model::LoadModelConfig(dir_.string()));
     SPARK_ASSIGN_OR_RETURN(auto ckpt, core::Checkpoint::Open(dir_.string()));
     return LoadQwen3Weights(*ckpt, config, {rank, size}, MoeSharding::kInsideExperts,
                             backend::DType::kF32, backend);

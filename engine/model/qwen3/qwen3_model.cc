@@ -1,9 +1,9 @@
-#include "engine/model/qwen3_model.h"
+#include "engine/model/qwen3/qwen3_model.h"
 
 #include <algorithm>
 #include <cmath>
 
-namespace spark::engine::model {
+namespace spark::engine::model::qwen3 {
 
 // Activations of one forward step, sized for its token count.
 struct Qwen3Model::Workspace {
@@ -305,4 +305,4 @@ Status Qwen3Model::Logits(const ForwardBatch& batch, Workspace& ws, std::vector<
   return Status::Ok();
 }
 
-}  // namespace spark::engine::model
+}  // namespace spark::engine::model::qwen3

@@ -13,9 +13,9 @@
 #include <memory>
 
 #include "engine/model/model.h"
-#include "engine/model/qwen3_weights.h"
+#include "engine/model/qwen3/qwen3_weights.h"
 
-namespace spark::engine::model {
+namespace spark::engine::model::qwen3 {
 
 class Qwen3Model : public Model {
  public:
@@ -71,4 +71,4 @@ class Qwen3Model : public Model {
   Result<backend::Buffer> feed_;
 };
 
-}  // namespace spark::engine::model
+}  // namespace spark::engine::model::qwen3

@@ -1,10 +1,10 @@
-#include "engine/model/qwen3_weights.h"
+#include "engine/model/qwen3/qwen3_weights.h"
 
 #include <string>
 
 #include "engine/core/block_quant.h"
 
-namespace spark::engine::model {
+namespace spark::engine::model::qwen3 {
 namespace {
 
 using core::TensorSlice;
@@ -199,4 +199,4 @@ Result<Qwen3Weights> LoadQwen3Weights(const core::Checkpoint& ckpt, const core::
   return w;
 }
 
-}  // namespace spark::engine::model
+}  // namespace spark::engine::model::qwen3

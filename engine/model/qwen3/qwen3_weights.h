@@ -17,7 +17,7 @@
 #include "engine/core/model_config.h"
 #include "engine/model/tp_shard.h"
 
-namespace spark::engine::model {
+namespace spark::engine::model::qwen3 {
 
 struct Qwen3LayerWeights {
   core::MlpType mlp = core::MlpType::kDense;
@@ -61,4 +61,4 @@ Result<Qwen3Weights> LoadQwen3Weights(const core::Checkpoint& ckpt, const core::
                                       const TpShard& shard, MoeSharding moe_sharding,
                                       backend::DType matrix_dtype, backend::Backend& backend);
 
-}  // namespace spark::engine::model
+}  // namespace spark::engine::model::qwen3

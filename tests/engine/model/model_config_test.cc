@@ -1,4 +1,4 @@
-#include "engine/core/model_config.h"
+#include "engine/model/model_family.h"
 
 #include <gtest/gtest.h>
 
@@ -6,8 +6,11 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-namespace spark::engine::core {
+namespace spark::engine::model {
 namespace {
+
+using core::LayerSpec;
+using core::MlpType;
 
 nlohmann::json Qwen3Json() {
   return {{"model_type", "qwen3"},
@@ -114,12 +117,6 @@ TEST(ModelConfigTest, LoadsFixtureDirectories) {
   EXPECT_EQ(LoadModelConfig("/nonexistent").status().code(), StatusCode::kNotFound);
 }
 
-}  // namespace
-}  // namespace spark::engine::core
-
-namespace spark::engine::core {
-namespace {
-
 TEST(ModelConfigTest, AddsStopTokensFromGenerationConfig) {
   const auto dir = std::filesystem::temp_directory_path() / "spark_model_config_gen";
   std::filesystem::create_directories(dir);
@@ -132,4 +129,4 @@ TEST(ModelConfigTest, AddsStopTokensFromGenerationConfig) {
 }
 
 }  // namespace
-}  // namespace spark::engine::core
+}  // namespace spark::engine::model

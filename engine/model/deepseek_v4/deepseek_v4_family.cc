@@ -1,0 +1,70 @@
+#include "engine/model/deepseek_v4/deepseek_v4_family.h"
+
+#include <algorithm>
+
+#include "engine/model/deepseek_v4/cache_layout.h"
+#include "engine/model/deepseek_v4/deepseek_v4_config.h"
+#include "engine/model/deepseek_v4/deepseek_v4_model.h"
+#include "engine/model/deepseek_v4/footprint.h"
+#include "engine/model/deepseek_v4/tensor_source.h"
+#include "engine/model/deepseek_v4/weights.h"
+
+namespace spark::engine::model::dsv4 {
+namespace {
+
+// Feeds options.on_progress from the tensors the loader consumes, as a fraction of this rank's
+// expected share of the checkpoint (the way LoadModel reports it for the other architectures).
+ReadObserver ProgressObserver(const TensorSource& source, const ModelOptions& options) {
+  if (!options.on_progress) return {};
+  const double expected = std::max<double>(
+      1.0, static_cast<double>(source.total_bytes()) / std::max(1, options.shard.size));
+  options.on_progress(0.0);
+  return [expected, read = uint64_t{0}, cb = options.on_progress](uint64_t bytes) mutable {
+    read += bytes;
+    cb(std::min(0.999, static_cast<double>(read) / expected));
+  };
+}
+
+Result<std::unique_ptr<Model>> LoadDeepseekV4(const std::string& dir, core::ModelConfig config,
+                                              backend::Backend& backend, comm::Communicator* comm,
+                                              const ModelOptions& options) {
+  SPARK_ASSIGN_OR_RETURN(std::unique_ptr<TensorSource> source, TensorSource::Open(dir));
+  SPARK_ASSIGN_OR_RETURN(Weights weights,
+                         LoadWeights(*source, config, options.shard, options.moe_sharding,
+                                     ProgressObserver(*source, options)));
+  return std::unique_ptr<Model>(
+      new DeepseekV4Model(std::move(config), std::move(weights), backend, comm));
+}
+
+}  // namespace
+
+Result<MemoryFootprint> DeepseekV4Memory(const core::ModelConfig& c, const MemoryQuery& q) {
+  MemoryFootprint f;
+  SPARK_ASSIGN_OR_RETURN(f.weight_bytes, HeldWeightBytesPerRank(c, q.shard, q.moe));
+  f.kv_bytes_per_token = int64_t{2} * c.num_layers * CacheLayout(c).kv_width() * 4;
+  return f;
+}
+
+namespace {
+
+constexpr std::string_view kModelTypes[] = {"deepseek_v4"};
+constexpr std::string_view kBackends[] = {"cpu"};
+constexpr backend::DType kFp32[] = {backend::DType::kF32};
+
+}  // namespace
+
+constinit const ModelFamily kDeepseekV4Family = {
+    .name = "deepseek_v4",
+    .model_types = kModelTypes,
+    .parse_config = ParseDeepseekV4Config,
+    .load = LoadDeepseekV4,
+    .memory = DeepseekV4Memory,
+    .backends = kBackends,
+    .weight_dtypes = kFp32,
+    .kv_dtypes = kFp32,
+    .chat_format = "deepseek_v4",
+    .reasoning_parser = "deepseek_v4",
+    .tool_parser = "deepseek_v4",
+};
+
+}  // namespace spark::engine::model::dsv4

@@ -1,0 +1,16 @@
+// The DeepSeek-V4 family's row of the model table (model_family.h): model_type deepseek_v4 on the
+// CPU reference backend, fp32 weights (quantised checkpoints dequantised at load) and the fp32
+// per-token cache record of cache_layout.h.
+#pragma once
+
+#include "engine/model/model_family.h"
+
+namespace spark::engine::model::dsv4 {
+
+extern const ModelFamily kDeepseekV4Family;
+
+// Bytes one rank holds as the CPU reference keeps them (the row's `memory`): fp32 weights
+// (footprint.h's HeldWeightBytesPerRank) and the per-token record of every layer.
+Result<MemoryFootprint> DeepseekV4Memory(const core::ModelConfig& config, const MemoryQuery& query);
+
+}  // namespace spark::engine::model::dsv4
