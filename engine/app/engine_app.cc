@@ -4,9 +4,18 @@
 #include "base/logging.h"
 #include "base/version.h"
 #include "engine/config/environment.h"
+#include "engine/tokenizer/chat_format.h"
 #include "engine/app/engine_command.h"
 
 namespace spark::engine {
+
+std::string ChatFormatHelp(const std::string& default_what) {
+  std::string names;
+  for (std::string_view n : tokenizer::ChatFormatNames()) {
+    names += (names.empty() ? "" : ", ") + std::string(n);
+  }
+  return "One of " + names + " (default: " + default_what + ")";
+}
 
 int ReportEngineError(const Status& status) {
   std::fprintf(stderr, "spark-engine: %s\n", status.message().c_str());

@@ -32,6 +32,10 @@ struct EngineCommand {
 
 std::span<const EngineCommand> EngineCommandTable();
 
+// "One of deepseek_v3, deepseek_v4, qwen3 (default: <default_what>)": the --chat-format help
+// from the tokenizer's table of formats.
+std::string ChatFormatHelp(const std::string& default_what);
+
 // Prints "spark-engine: <message>" to stderr; returns kExitFailed.
 int ReportEngineError(const Status& status);
 

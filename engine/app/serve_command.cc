@@ -284,10 +284,12 @@ Status ServeUntilDone(const ServeOptions& o, app::ServeControl& control,
 
 Status RunRankZero(const ServeOptions& o, std::shared_ptr<app::ServeControl> control,
                    app::RankStatus& status) {
+  SPARK_ASSIGN_OR_RETURN(core::ModelConfig config, model::LoadModelConfig(o.model_dir));
+  const model::ModelFamily* family = model::FindModelFamily(config.model_type);
   SPARK_ASSIGN_OR_RETURN(
       auto codec, server::TokenizerCodec::FromDir(
-                      o.tokenizer_dir.empty() ? o.model_dir : o.tokenizer_dir, o.chat_format));
-  SPARK_ASSIGN_OR_RETURN(core::ModelConfig config, model::LoadModelConfig(o.model_dir));
+                      o.tokenizer_dir.empty() ? o.model_dir : o.tokenizer_dir, o.chat_format,
+                      std::string(family->chat_format)));
   const int max_len =
       o.max_model_len > 0 ? o.max_model_len : std::min(8192, config.max_position_embeddings);
   const int blocks =
@@ -388,7 +390,7 @@ void RegisterServeCommand(CLI::App& parent, EngineContext& context) {
   cmd->add_option("--model", o->model_dir, "Hugging Face checkpoint directory")->required();
   cmd->add_option("--tokenizer", o->tokenizer_dir, "Tokenizer directory (default: --model)");
   cmd->add_option("--chat-format", o->chat_format,
-                  "qwen3, deepseek_v3 or deepseek_v4 (default: detected)");
+                  ChatFormatHelp("detected from the chat template, else the model family's"));
   cmd->add_option("--host", o->host,
                   "Address to bind (default 127.0.0.1; others need --api-key-file)");
   cmd->add_option("--port", o->port, "Port (default 8000; 0 = any free port)");

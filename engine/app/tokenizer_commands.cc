@@ -117,7 +117,7 @@ void RegisterRenderChatCommand(CLI::App& parent, EngineContext& context) {
   cmd->add_option("--tokenizer", options->dir,
                   "Directory with tokenizer.json and tokenizer_config.json")->required();
   cmd->add_option("--chat-format", options->format,
-                  "auto (from tokenizer_config.json chat_template), deepseek_v3, deepseek_v4 or qwen3")
+                  ChatFormatHelp("auto: from tokenizer_config.json's chat_template"))
       ->capture_default_str();
   cmd->add_flag("--ids", options->ids, "Print the prompt's token ids (JSON array) instead of text");
   cmd->footer(

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "base/logging.h"
 #include "engine/tokenizer/stream_decoder.h"
 
 namespace spark::engine::server {
@@ -109,11 +110,21 @@ std::string ByteCodec::TokenText(int32_t id) const {
 }
 
 Result<std::unique_ptr<TokenizerCodec>> TokenizerCodec::FromDir(const std::string& dir,
-                                                                const std::string& format_name) {
+                                                                const std::string& format_name,
+                                                                const std::string& fallback_format) {
   SPARK_ASSIGN_OR_RETURN(tokenizer::Tokenizer tok, tokenizer::Tokenizer::FromDir(dir));
   std::string name = format_name;
   if (name.empty()) {
-    SPARK_ASSIGN_OR_RETURN(name, tokenizer::DetectChatFormat(tok.chat_template()));
+    Result<std::string> detected = tokenizer::DetectChatFormat(tok.chat_template());
+    if (detected.ok()) {
+      name = *detected;
+    } else if (!fallback_format.empty()) {
+      name = fallback_format;
+      Logger("engine.server")
+          ->info("chat format {} (the model family's: {})", name, detected.status().message());
+    } else {
+      return detected.status();
+    }
   }
   std::string bos;
   if (tok.bos_id()) bos = tok.IdToToken(*tok.bos_id()).value_or("");

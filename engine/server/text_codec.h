@@ -69,13 +69,15 @@ class ByteCodec : public TextCodec {
   std::vector<int32_t> stop_ids_;
 };
 
-// The model's tokenizer and chat format (chosen from tokenizer_config.json's chat_template
-// unless `format_name` is given).
+// The model's tokenizer and chat format: `format_name` when given, else the one
+// tokenizer_config.json's chat_template belongs to, else `fallback_format` (the model family's,
+// when the template is missing or not one we recognise).
 class TokenizerCodec : public TextCodec {
  public:
   // NotFound / InvalidArgument from the tokenizer files or an unknown chat format.
   static Result<std::unique_ptr<TokenizerCodec>> FromDir(const std::string& dir,
-                                                         const std::string& format_name = "");
+                                                         const std::string& format_name = "",
+                                                         const std::string& fallback_format = "");
 
   std::vector<int32_t> Encode(std::string_view text, bool add_special) const override;
   Result<std::string> RenderChat(const tokenizer::ChatRequest& request) const override;

@@ -11,6 +11,7 @@
 
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -91,6 +92,9 @@ class ChatFormat {
   virtual ToolCallPrefill ForcedToolCall(const ChatRequest& request,
                                          std::string_view function) const = 0;
 };
+
+// The formats this build has, in a fixed order: "deepseek_v3", "deepseek_v4", "qwen3".
+std::span<const std::string_view> ChatFormatNames();
 
 // A format by name; bos_token is used by the DeepSeek formats. Returns InvalidArgument listing
 // the known names.

@@ -103,12 +103,41 @@ Result<ChatRequest> ParseChatRequest(const ordered_json& body) {
   return request;
 }
 
+namespace {
+
+struct FormatRow {
+  std::string_view name;
+  std::unique_ptr<ChatFormat> (*make)(std::string bos_token);
+};
+
+std::unique_ptr<ChatFormat> MakeQwen3(std::string) { return internal::MakeQwen3Format(); }
+
+// The formats, one row each; ChatFormatNames lists them in this order.
+constexpr FormatRow kFormats[] = {
+    {"deepseek_v3", internal::MakeDeepSeekV3Format},
+    {"deepseek_v4", internal::MakeDeepSeekV4Format},
+    {"qwen3", MakeQwen3},
+};
+constexpr std::string_view kFormatNames[] = {kFormats[0].name, kFormats[1].name,
+                                             kFormats[2].name};
+static_assert(std::size(kFormatNames) == std::size(kFormats));
+
+std::string FormatList() {
+  std::string out;
+  for (std::string_view n : kFormatNames) out += (out.empty() ? "" : ", ") + std::string(n);
+  return out;
+}
+
+}  // namespace
+
+std::span<const std::string_view> ChatFormatNames() { return kFormatNames; }
+
 Result<std::unique_ptr<ChatFormat>> MakeChatFormat(std::string_view name, std::string bos_token) {
-  if (name == "deepseek_v3") return internal::MakeDeepSeekV3Format(std::move(bos_token));
-  if (name == "deepseek_v4") return internal::MakeDeepSeekV4Format(std::move(bos_token));
-  if (name == "qwen3") return internal::MakeQwen3Format();
-  return InvalidArgumentError("unknown chat format '" + std::string(name) +
-                              "' (known: deepseek_v3, deepseek_v4, qwen3)");
+  for (const FormatRow& row : kFormats) {
+    if (row.name == name) return row.make(std::move(bos_token));
+  }
+  return InvalidArgumentError("unknown chat format '" + std::string(name) + "' (known: " +
+                              FormatList() + ")");
 }
 
 Result<std::string> DetectChatFormat(std::string_view chat_template) {
@@ -118,10 +147,10 @@ Result<std::string> DetectChatFormat(std::string_view chat_template) {
     const bool thinking = chat_template.find("thinking") != std::string_view::npos;
     return std::string(thinking ? "deepseek_v4" : "deepseek_v3");
   }
-  return NotFoundError(chat_template.empty()
-                           ? "tokenizer_config.json has no chat_template; pass --chat-format"
-                           : "chat_template is of no known family; pass --chat-format "
-                             "(deepseek_v3, deepseek_v4, qwen3)");
+  return NotFoundError((chat_template.empty()
+                            ? std::string("tokenizer_config.json has no chat_template")
+                            : std::string("chat_template is of no known family")) +
+                       "; pass --chat-format (" + FormatList() + ")");
 }
 
 namespace internal {

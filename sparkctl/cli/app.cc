@@ -1,7 +1,11 @@
 #include "sparkctl/cli/app.h"
 
+#include <limits.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 
 #include "base/logging.h"
@@ -18,6 +22,15 @@ int ReportError(const Status& status) {
 void SetExample(CLI::App* command, const std::string& example) {
   command->footer("\nExample:\n  " + example);
 }
+
+std::string SelfDir() {
+  char buf[PATH_MAX];
+  const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return ".";
+  return std::filesystem::path(std::string(buf, n)).parent_path().string();
+}
+
+std::string DefaultEngineBinary() { return SelfDir() + "/spark-engine"; }
 
 int RunSparkctl(int argc, char** argv) {
   CLI::App app{

@@ -46,4 +46,9 @@ int ReportError(const Status& status);
 // Adds the "Example:" footer that every command's --help shows.
 void SetExample(CLI::App* command, const std::string& example);
 
+// The folder this sparkctl binary is in, and the spark-engine beside it (what `up` installs and
+// what profile checks ask; --engine overrides both).
+std::string SelfDir();
+std::string DefaultEngineBinary();
+
 }  // namespace spark::cli

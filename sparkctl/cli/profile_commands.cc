@@ -17,13 +17,17 @@ namespace {
 struct CheckOptions {
   std::vector<std::string> files;
   bool json = false;
+  std::string engine;  // default: the spark-engine beside sparkctl
 };
 
 int RunCheck(const CheckOptions& options) {
+  auto engine = profile::QueryEngine(options.engine.empty() ? DefaultEngineBinary()
+                                                            : options.engine);
+  if (!engine.ok()) return ReportError(engine.status());
   int failed = 0;
   nlohmann::ordered_json results = nlohmann::ordered_json::array();
   for (const std::string& file : options.files) {
-    auto profile = profile::LoadProfileFile(file);
+    auto profile = profile::LoadProfileFile(file, &*engine);
     if (profile.ok()) {
       results.push_back({{"file", file}, {"ok", true}, {"name", profile->name}});
       if (!options.json) std::printf("ok      %s (%s)\n", file.c_str(), profile->name.c_str());
@@ -78,6 +82,9 @@ void RegisterProfileCommands(CLI::App& parent, CommandContext& context) {
       ->required()
       ->check(CLI::ExistingFile);
   c->add_flag("--json", check->json, "Machine-readable result");
+  c->add_option("--engine", check->engine,
+                "spark-engine whose capabilities the engine fields are checked against "
+                "(default: the one beside sparkctl; it runs `spark-engine info --json`)");
   SetExample(c, "sparkctl profile check profiles/*.yaml");
   c->callback([check, &context] { context.exit_code = RunCheck(*check); });
 

@@ -70,7 +70,7 @@ ordered_json ClusterJson(const sim::Simulator& simulator, const sim::ClusterStat
 int RunCreate(const SimOptions& o) {
   Result<sim::Topology> topology = sim::ParseTopology(o.topology);
   if (!topology.ok()) return ReportError(topology.status());
-  sim::ProcessRunner runner;
+  ProcessRunner runner;
   sim::Simulator simulator(runner);
   auto start = std::chrono::steady_clock::now();
   Result<sim::ClusterState> c =
@@ -95,7 +95,7 @@ int RunCreate(const SimOptions& o) {
 }
 
 int RunDestroy(const SimOptions& o) {
-  sim::ProcessRunner runner;
+  ProcessRunner runner;
   sim::Simulator simulator(runner);
   Status s = simulator.Destroy(o.name);
   if (o.json) {
@@ -110,7 +110,7 @@ int RunDestroy(const SimOptions& o) {
 }
 
 int RunStatus(const SimOptions& o, bool name_given) {
-  sim::ProcessRunner runner;
+  ProcessRunner runner;
   sim::Simulator simulator(runner);
   std::vector<std::string> names = name_given ? std::vector<std::string>{o.name} : simulator.List();
   ordered_json clusters = ordered_json::array();
@@ -139,11 +139,11 @@ int RunStatus(const SimOptions& o, bool name_given) {
 }
 
 int RunExec(const SimOptions& o) {
-  sim::ProcessRunner runner;
+  ProcessRunner runner;
   sim::Simulator simulator(runner);
   Result<std::vector<std::string>> argv = simulator.ExecArgv(o.name, o.node, o.args);
   if (!argv.ok()) return ReportError(argv.status());
-  Result<int> rc = sim::RunInherited(*argv);
+  Result<int> rc = RunInherited(*argv);
   if (!rc.ok()) return ReportError(rc.status());
   return *rc;
 }
@@ -151,7 +151,7 @@ int RunExec(const SimOptions& o) {
 int RunFault(const SimOptions& o) {
   Result<sim::Fault> fault = sim::ParseFault(o.args);
   if (!fault.ok()) return ReportError(fault.status());
-  sim::ProcessRunner runner;
+  ProcessRunner runner;
   sim::Simulator simulator(runner);
   Status s = simulator.InjectFault(o.name, *fault);
   if (o.json) {

@@ -50,13 +50,6 @@ std::string Absolute(const std::string& path) {
   return ec ? path : p.lexically_normal().string();
 }
 
-std::string SelfDir() {
-  char buf[PATH_MAX];
-  const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) return ".";
-  return std::filesystem::path(std::string(buf, n)).parent_path().string();
-}
-
 // The cluster, its transport and the state directory of the model that runs on it.
 struct Cluster {
   netplan::ClusterSpec spec;
@@ -138,7 +131,10 @@ Status StartMonitorFor(const std::string& cluster_file, const CommonOptions& c,
 }
 
 int RunUpCommand(const UpCliOptions& o) {
-  auto prof = profile::LoadProfileFile(o.profile_file);
+  const std::string engine_binary = o.engine.empty() ? DefaultEngineBinary() : o.engine;
+  auto engine = profile::QueryEngine(engine_binary);
+  if (!engine.ok()) return ReportError(engine.status());
+  auto prof = profile::LoadProfileFile(o.profile_file, &*engine);
   if (!prof.ok()) return ReportError(prof.status());
   auto cluster = OpenCluster(o.common);
   if (!cluster.ok()) return ReportError(cluster.status());
@@ -146,7 +142,7 @@ int RunUpCommand(const UpCliOptions& o) {
   u.cluster_file = Absolute(o.common.cluster_file);
   u.profile_file = Absolute(o.profile_file);
   u.state_dir = cluster->state_dir;
-  u.engine_binary = o.engine.empty() ? SelfDir() + "/spark-engine" : o.engine;
+  u.engine_binary = engine_binary;
   u.master_port = o.master_port;
   u.plan_only = o.plan_only;
   u.sync_weights = o.sync_weights;

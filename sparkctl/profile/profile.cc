@@ -132,14 +132,6 @@ void ValidateEngine(const EngineSpec& e, const TopologySpec& t, FieldErrors* err
              (e.speculative.num_tokens < 1 || e.speculative.num_tokens > 16)) {
     errors->Add("engine.speculative.num_tokens", "must be 1..16 when a method is set");
   }
-  const std::vector<std::string> parsers = {"", "deepseek_v4", "qwen3"};
-  for (auto [key, value] : {std::pair{"reasoning_parser", &e.reasoning_parser},
-                            std::pair{"tool_parser", &e.tool_parser}}) {
-    if (!value->empty() && *value != "deepseek_v4" && *value != "qwen3") {
-      errors->Add(std::string("engine.") + key,
-                  "'" + *value + "' is not a parser (deepseek_v4, qwen3)" + DidYouMean(*value, parsers));
-    }
-  }
 }
 
 void ValidateApi(const ApiSpec& a, FieldErrors* errors) {

@@ -79,8 +79,8 @@ struct EngineSpec {
   int chunked_prefill = 2048;  // tokens per prefill chunk; 0 disables chunking
   bool prefix_caching = true;
   SpeculativeSpec speculative;
-  std::string reasoning_parser;  // "", deepseek_v4, qwen3
-  std::string tool_parser;       // "", deepseek_v4, qwen3
+  std::string reasoning_parser;  // "" or a parser of the engine (spark-engine info)
+  std::string tool_parser;       // "" or a parser of the engine (spark-engine info)
 };
 
 struct ApiSpec {

@@ -115,7 +115,7 @@ void ReadApi(YamlReader* r, const YAML::Node& node, ApiSpec* a) {
   map.RejectUnknown();
 }
 
-Result<Profile> Read(YamlReader reader) {
+Result<Profile> Read(YamlReader reader, const EngineCapabilities* caps) {
   Profile p;
   p.source_file = reader.file();
   YamlMap root(&reader, reader.root(), "");
@@ -140,6 +140,7 @@ Result<Profile> Read(YamlReader reader) {
     ApplyDefaults(&p);
     FieldErrors errors;
     Validate(p, &errors);
+    if (caps != nullptr) ValidateAgainstEngine(p, *caps, &errors);
     reader.AddAll(errors);
   }
   SPARK_RETURN_IF_ERROR(reader.ToStatus());
@@ -148,14 +149,15 @@ Result<Profile> Read(YamlReader reader) {
 
 }  // namespace
 
-Result<Profile> LoadProfileFile(const std::string& path) {
+Result<Profile> LoadProfileFile(const std::string& path, const EngineCapabilities* engine) {
   SPARK_ASSIGN_OR_RETURN(YamlReader reader, YamlReader::FromFile(path));
-  return Read(std::move(reader));
+  return Read(std::move(reader), engine);
 }
 
-Result<Profile> ParseProfile(const std::string& text, const std::string& file) {
+Result<Profile> ParseProfile(const std::string& text, const std::string& file,
+                             const EngineCapabilities* engine) {
   SPARK_ASSIGN_OR_RETURN(YamlReader reader, YamlReader::FromString(text, file));
-  return Read(std::move(reader));
+  return Read(std::move(reader), engine);
 }
 
 std::string ResolvedManifestPath(const Profile& profile) {

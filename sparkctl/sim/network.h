@@ -13,7 +13,7 @@
 
 #include "base/status.h"
 #include "sparkctl/sim/cluster_state.h"
-#include "sparkctl/sim/runner.h"
+#include "base/process.h"
 
 namespace spark::sim {
 

@@ -15,7 +15,7 @@
 #include "base/status.h"
 #include "sparkctl/sim/cluster_state.h"
 #include "sparkctl/sim/faults.h"
-#include "sparkctl/sim/runner.h"
+#include "base/process.h"
 #include "sparkctl/sim/topology.h"
 
 namespace spark::sim {

@@ -132,7 +132,7 @@ class FabricSimTest : public ::testing::Test {
     EXPECT_EQ(NodeStates(), before);
   }
 
-  sim::ProcessRunner runner_;
+  ProcessRunner runner_;
   sim::Simulator sim_{runner_};
   std::string name_;
   netplan::ClusterSpec spec_;

@@ -5,7 +5,7 @@
 #include <set>
 #include <string>
 
-#include "sparkctl/sim/runner.h"
+#include "base/process.h"
 #include "sparkctl/sim/simulator.h"
 
 namespace spark::sim::testing {

@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "sparkctl/sim/runner.h"
+#include "base/process.h"
 
 namespace spark::testing {
 
@@ -16,8 +16,8 @@ struct Output {
 };
 
 inline Output Shell(const std::string& command, bool merge_stderr = false) {
-  sim::ProcessRunner runner;
-  Result<sim::CommandResult> r = runner.Run({"/bin/sh", "-c", command});
+  ProcessRunner runner;
+  Result<CommandResult> r = runner.Run({"/bin/sh", "-c", command});
   if (!r.ok()) return {127, "", r.status().ToString()};
   Output o{r->exit_code, r->out, r->err};
   if (merge_stderr) o.out += r->err;

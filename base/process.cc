@@ -1,4 +1,4 @@
-#include "sparkctl/sim/runner.h"
+#include "base/process.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -15,7 +15,7 @@
 
 extern char** environ;
 
-namespace spark::sim {
+namespace spark {
 namespace {
 
 struct Pipes {
@@ -133,4 +133,4 @@ Status RunOk(Runner& runner, const std::vector<std::string>& argv, std::string_v
   return RunOutput(runner, argv, input).status();
 }
 
-}  // namespace spark::sim
+}  // namespace spark

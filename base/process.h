@@ -1,7 +1,8 @@
-// Runner: how the simulator executes host commands (ip, ssh-keygen, nsenter, ...).
+// Runner: how local commands are executed (the simulator's ip, ssh-keygen, nsenter, ...;
+// `spark-engine info --json` for profile checks).
 //
 // An interface so that planning code can be tested with a fake that records command lines;
-// ProcessRunner is the real one (fork/exec, no shell, stdin fed from a string).
+// ProcessRunner is the real one (posix_spawn, no shell, stdin fed from a string).
 // Thread-safety: ProcessRunner is safe to use from many threads at once.
 #pragma once
 
@@ -11,7 +12,7 @@
 
 #include "base/status.h"
 
-namespace spark::sim {
+namespace spark {
 
 struct CommandResult {
   int exit_code = 0;  // 128 + signal when killed by a signal
@@ -45,4 +46,4 @@ Result<int> RunInherited(const std::vector<std::string>& argv);
 Result<std::string> RunOutput(Runner& runner, const std::vector<std::string>& argv,
                               std::string_view input = {});
 
-}  // namespace spark::sim
+}  // namespace spark

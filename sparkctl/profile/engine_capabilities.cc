@@ -1,0 +1,125 @@
+#include "sparkctl/profile/engine_capabilities.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "base/process.h"
+#include "base/strings.h"
+
+namespace spark::profile {
+namespace {
+
+using nlohmann::json;
+
+bool Contains(const std::vector<std::string>& list, const std::string& v) {
+  return std::find(list.begin(), list.end(), v) != list.end();
+}
+
+std::string Join(const std::vector<std::string>& list) {
+  std::string out;
+  for (const std::string& s : list) out += (out.empty() ? "" : ", ") + s;
+  return out;
+}
+
+// obj[key] as a list of strings, or an error naming `where`.
+Status Strings(const json& obj, const char* key, const std::string& where,
+               std::vector<std::string>* out) {
+  if (!obj.contains(key) || !obj[key].is_array()) {
+    return InvalidArgumentError(where + "." + key + ": missing or not a list");
+  }
+  for (const json& v : obj[key]) {
+    if (!v.is_string()) return InvalidArgumentError(where + "." + key + ": holds a non-string");
+    out->push_back(v.get<std::string>());
+  }
+  return Status::Ok();
+}
+
+Status String(const json& obj, const char* key, const std::string& where, std::string* out) {
+  if (!obj.contains(key) || !obj[key].is_string()) {
+    return InvalidArgumentError(where + "." + key + ": missing or not a string");
+  }
+  *out = obj[key].get<std::string>();
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::vector<std::string> EngineCapabilities::Parsers() const {
+  std::vector<std::string> out;
+  for (const EngineFamily& f : families) {
+    for (const std::string& p : {f.reasoning_parser, f.tool_parser}) {
+      if (!p.empty() && !Contains(out, p)) out.push_back(p);
+    }
+  }
+  return out;
+}
+
+Result<EngineCapabilities> ParseEngineInfo(std::string_view json_text, const std::string& source) {
+  const json doc = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
+  const std::string what = source + " info --json";
+  if (!doc.is_object()) return InvalidArgumentError(what + ": not a JSON object");
+  if (!doc.contains("schema") || doc["schema"] != "spark-engine-info/v1") {
+    return InvalidArgumentError(what + ": schema is not spark-engine-info/v1 (sparkctl and "
+                                       "spark-engine come from different builds?)");
+  }
+  EngineCapabilities caps;
+  caps.source = source;
+  Status s = String(doc, "version", what, &caps.version);
+  if (s.ok()) s = Strings(doc, "backends", what, &caps.backends);
+  if (s.ok()) s = Strings(doc, "chat_formats", what, &caps.chat_formats);
+  if (!s.ok()) return s;
+  if (!doc.contains("model_families") || !doc["model_families"].is_array()) {
+    return InvalidArgumentError(what + ".model_families: missing or not a list");
+  }
+  for (const json& f : doc["model_families"]) {
+    EngineFamily family;
+    const std::string where = what + ".model_families[" + std::to_string(caps.families.size()) + "]";
+    SPARK_RETURN_IF_ERROR(String(f, "name", where, &family.name));
+    SPARK_RETURN_IF_ERROR(Strings(f, "model_types", where, &family.model_types));
+    SPARK_RETURN_IF_ERROR(Strings(f, "backends", where, &family.backends));
+    SPARK_RETURN_IF_ERROR(Strings(f, "weight_dtypes", where, &family.weight_dtypes));
+    SPARK_RETURN_IF_ERROR(Strings(f, "kv_dtypes", where, &family.kv_dtypes));
+    SPARK_RETURN_IF_ERROR(String(f, "chat_format", where, &family.chat_format));
+    SPARK_RETURN_IF_ERROR(String(f, "reasoning_parser", where, &family.reasoning_parser));
+    SPARK_RETURN_IF_ERROR(String(f, "tool_parser", where, &family.tool_parser));
+    caps.families.push_back(std::move(family));
+  }
+  return caps;
+}
+
+Result<EngineCapabilities> QueryEngine(const std::string& engine_binary) {
+  if (!std::filesystem::exists(engine_binary)) {
+    return NotFoundError("cannot ask spark-engine what it supports: " + engine_binary +
+                         " does not exist (build it with ./scripts/build.sh, or pass --engine)");
+  }
+  ProcessRunner runner;
+  SPARK_ASSIGN_OR_RETURN(CommandResult r, runner.Run({engine_binary, "info", "--json"}));
+  if (r.exit_code != 0) {
+    return InternalError(engine_binary + " info --json exited with " +
+                         std::to_string(r.exit_code) + ": " + r.err);
+  }
+  return ParseEngineInfo(r.out, engine_binary);
+}
+
+void ValidateAgainstEngine(const Profile& p, const EngineCapabilities& engine,
+                           FieldErrors* errors) {
+  const EngineSpec& e = p.engine;
+  if (e.backend != "auto" && !Contains(engine.backends, e.backend)) {
+    errors->Add("engine.backend", "'" + e.backend + "' is not a backend of " + engine.source +
+                                      " (it has " + Join(engine.backends) + ")" +
+                                      DidYouMean(e.backend, engine.backends));
+  }
+  const std::vector<std::string> parsers = engine.Parsers();
+  for (auto [key, value] : {std::pair{"reasoning_parser", &e.reasoning_parser},
+                            std::pair{"tool_parser", &e.tool_parser}}) {
+    if (!value->empty() && !Contains(parsers, *value)) {
+      errors->Add(std::string("engine.") + key, "'" + *value + "' is not a parser of this "
+                                                "spark-engine (" + Join(parsers) + ")" +
+                                                    DidYouMean(*value, parsers));
+    }
+  }
+}
+
+}  // namespace spark::profile
