@@ -43,12 +43,15 @@ class TimingBackend : public backend::Backend {
                  std::span<const int32_t> ids, float* out) override {
     Time("Embedding", 0, [&] { inner_.Embedding(table, row_begin, rows, hidden, ids, out); });
   }
+  bool Bf16InputsPay(int64_t rows, DType weights) const override {
+    return inner_.Bf16InputsPay(rows, weights);
+  }
   void RmsNorm(const float* x, const float* weight, int64_t rows, int dim, float eps,
-               float* out) override {
+               backend::Output out) override {
     Time("RmsNorm " + std::to_string(rows) + "x" + std::to_string(dim), 8.0 * rows * dim,
          [&] { inner_.RmsNorm(x, weight, rows, dim, eps, out); });
   }
-  void Linear(const float* x, int64_t rows, int in, backend::WeightRef w, int out_f,
+  void Linear(backend::Input x, int64_t rows, int in, backend::WeightRef w, int out_f,
               float* out) override {
     Time("Linear " + std::to_string(rows) + "x" + std::to_string(in) + "->" +
              std::to_string(out_f) + " " + DTypeName(w.dtype),
@@ -62,8 +65,12 @@ class TimingBackend : public backend::Backend {
   void Add(float* x, const float* y, size_t count) override {
     Time("Add", 12.0 * count, [&] { inner_.Add(x, y, count); });
   }
-  void SiluMul(const float* gate_up, int64_t rows, int inter, float* out) override {
+  void SiluMul(const float* gate_up, int64_t rows, int inter, backend::Output out) override {
     Time("SiluMul", 12.0 * rows * inter, [&] { inner_.SiluMul(gate_up, rows, inter, out); });
+  }
+  void SplitColumns(const float* src, int64_t rows,
+                    std::span<const backend::ColumnSlice> parts) override {
+    Time("SplitColumns", 0, [&] { inner_.SplitColumns(src, rows, parts); });
   }
   void WriteKv(const float* k, const float* v, std::span<const int64_t> slots, int kv_width,
                const backend::KvCacheRef& cache) override {
@@ -86,7 +93,7 @@ class TimingBackend : public backend::Backend {
   void ArgMax(const float* x, int64_t rows, int cols, int64_t index_offset, float* out) override {
     Time("ArgMax", 4.0 * rows * cols, [&] { inner_.ArgMax(x, rows, cols, index_offset, out); });
   }
-  void LinearMany(const float* x, int64_t rows, int in,
+  void LinearMany(backend::Input x, int64_t rows, int in,
                   std::span<const backend::LinearOut> outs) override {
     std::string name = "LinearMany " + std::to_string(rows) + "x" + std::to_string(in) + "->";
     double bytes = 0;
@@ -96,8 +103,8 @@ class TimingBackend : public backend::Backend {
     }
     Time(name, bytes, [&] { inner_.LinearMany(x, rows, in, outs); });
   }
-  void LinearSiluMul(const float* x, int64_t rows, int in, backend::WeightRef w, int inter,
-                     float* gate_up, float* act) override {
+  void LinearSiluMul(backend::Input x, int64_t rows, int in, backend::WeightRef w, int inter,
+                     float* gate_up, backend::Output act) override {
     Time("LinearSiluMul " + std::to_string(rows) + "x" + std::to_string(in) + "->" +
              std::to_string(2 * inter) + " " + DTypeName(w.dtype),
          double(in) * 2 * inter * DTypeBytes(w.dtype),
@@ -110,16 +117,33 @@ class TimingBackend : public backend::Backend {
          0, [&] { inner_.QkNormRopeWriteKv(a, positions, slots); });
   }
   void AddRmsNorm(float* h, const float* delta, const float* weight, int64_t rows, int dim,
-                  float eps, float* out) override {
+                  float eps, backend::Output out) override {
     Time("AddRmsNorm " + std::to_string(rows) + "x" + std::to_string(dim), 16.0 * rows * dim,
          [&] { inner_.AddRmsNorm(h, delta, weight, rows, dim, eps, out); });
   }
-  void LinearAdd(const float* x, int64_t rows, int in, backend::WeightRef w, int out_features,
+  void LinearAdd(backend::Input x, int64_t rows, int in, backend::WeightRef w, int out_features,
                  float* scratch, float* h) override {
     Time("LinearAdd " + std::to_string(rows) + "x" + std::to_string(in) + "->" +
              std::to_string(out_features) + " " + DTypeName(w.dtype),
          double(in) * out_features * DTypeBytes(w.dtype),
          [&] { inner_.LinearAdd(x, rows, in, w, out_features, scratch, h); });
+  }
+  void LinearAddRmsNorm(backend::Input x, int64_t rows, int in, backend::WeightRef w,
+                        int out_features, float* scratch, float* h, const float* norm, float eps,
+                        backend::Output out) override {
+    Time("LinearAddRmsNorm " + std::to_string(rows) + "x" + std::to_string(in) + "->" +
+             std::to_string(out_features) + " " + DTypeName(w.dtype),
+         double(in) * out_features * DTypeBytes(w.dtype),
+         [&] { inner_.LinearAddRmsNorm(x, rows, in, w, out_features, scratch, h, norm, eps, out); });
+  }
+  Status AllReduceAddRmsNorm(comm::Communicator* comm, float* h, float* delta,
+                             const float* weight, int64_t rows, int dim, float eps,
+                             backend::Output out) override {
+    Status s;
+    Time("AllReduceAddRmsNorm " + std::to_string(rows) + "x" + std::to_string(dim),
+         16.0 * rows * dim,
+         [&] { s = inner_.AllReduceAddRmsNorm(comm, h, delta, weight, rows, dim, eps, out); });
+    return s;
   }
 
   // Rows sorted by total time: op, calls, total us, mean us, GB/s (where bytes are known).

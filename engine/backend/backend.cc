@@ -127,34 +127,56 @@ void Backend::UploadFp8Matrix(std::span<const uint8_t> values, std::span<const f
   Upload(image, dst.data());
 }
 
-void Backend::LinearMany(const float* x, int64_t rows, int in_features,
-                         std::span<const LinearOut> outs) {
+void Backend::LinearMany(Input x, int64_t rows, int in_features, std::span<const LinearOut> outs) {
   for (const LinearOut& o : outs) Linear(x, rows, in_features, o.w, o.out_features, o.out);
 }
 
-void Backend::LinearSiluMul(const float* x, int64_t rows, int in_features, WeightRef w, int inter,
-                            float* gate_up, float* act) {
+void Backend::LinearSiluMul(Input x, int64_t rows, int in_features, WeightRef w, int inter,
+                            float* gate_up, Output act) {
   Linear(x, rows, in_features, w, 2 * inter, gate_up);
   SiluMul(gate_up, rows, inter, act);
 }
 
 void Backend::QkNormRopeWriteKv(const QkvToCache& a, std::span<const int32_t> positions,
                                 std::span<const int64_t> slots) {
+  if (a.qkv != nullptr) {
+    const ColumnSlice parts[] = {{a.q, a.heads * a.head_dim},
+                                 {a.k, a.kv_heads * a.head_dim},
+                                 {a.v, a.kv_heads * a.head_dim}};
+    SplitColumns(a.qkv, static_cast<int64_t>(positions.size()), parts);
+  }
   HeadNormRope(a.q, positions, a.heads, a.head_dim, a.q_norm, a.eps, a.theta);
   HeadNormRope(a.k, positions, a.kv_heads, a.head_dim, a.k_norm, a.eps, a.theta);
   WriteKv(a.k, a.v, slots, a.kv_heads * a.head_dim, a.cache);
 }
 
 void Backend::AddRmsNorm(float* h, const float* delta, const float* weight, int64_t rows, int dim,
-                         float eps, float* out) {
+                         float eps, Output out) {
   Add(h, delta, static_cast<size_t>(rows) * dim);
   RmsNorm(h, weight, rows, dim, eps, out);
 }
 
-void Backend::LinearAdd(const float* x, int64_t rows, int in_features, WeightRef w,
-                        int out_features, float* scratch, float* h) {
+void Backend::LinearAdd(Input x, int64_t rows, int in_features, WeightRef w, int out_features,
+                        float* scratch, float* h) {
   Linear(x, rows, in_features, w, out_features, scratch);
   Add(h, scratch, static_cast<size_t>(rows) * out_features);
+}
+
+void Backend::LinearAddRmsNorm(Input x, int64_t rows, int in_features, WeightRef w,
+                               int out_features, float* scratch, float* h, const float* norm,
+                               float eps, Output out) {
+  Linear(x, rows, in_features, w, out_features, scratch);
+  AddRmsNorm(h, scratch, norm, rows, out_features, eps, out);
+}
+
+Status Backend::AllReduceAddRmsNorm(comm::Communicator* comm, float* h, float* delta,
+                                    const float* weight, int64_t rows, int dim, float eps,
+                                    Output out) {
+  if (comm != nullptr && comm->world_size() > 1) {
+    SPARK_RETURN_IF_ERROR(comm->AllReduceSum(delta, static_cast<size_t>(rows) * dim));
+  }
+  AddRmsNorm(h, delta, weight, rows, dim, eps, out);
+  return Status::Ok();
 }
 
 void Backend::HeadNormRope(float* x, std::span<const int32_t> positions, int heads, int head_dim,

@@ -71,16 +71,28 @@ void CpuBackend::Embedding(const float* table, int64_t row_begin, int64_t rows, 
   }
 }
 
+namespace {
+
+// Output::bf16, when set: the fp32 values rounded to bf16.
+void WriteBf16Copy(const Output& out, size_t count) {
+  if (out.bf16 == nullptr) return;
+  auto* bits = static_cast<uint16_t*>(out.bf16);
+  for (size_t i = 0; i < count; ++i) bits[i] = core::FloatToBf16(out.data[i]);
+}
+
+}  // namespace
+
 void CpuBackend::RmsNorm(const float* x, const float* weight, int64_t rows, int dim, float eps,
-                         float* out) {
+                         Output out) {
   pool_.ParallelFor(rows, 64, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       const float* xr = x + r * dim;
-      float* o = out + r * dim;
+      float* o = out.data + r * dim;
       const float inv = 1.0f / std::sqrt(Dot(xr, xr, dim) / static_cast<float>(dim) + eps);
       for (int i = 0; i < dim; ++i) o[i] = weight[i] * (xr[i] * inv);
     }
   });
+  WriteBf16Copy(out, static_cast<size_t>(rows) * dim);
 }
 
 Result<Buffer> CpuBackend::AllocateWeights(size_t count, DType dtype) {
@@ -102,8 +114,9 @@ void CpuBackend::ArgMax(const float* x, int64_t rows, int cols, int64_t index_of
   ArgMaxRows(x, rows, cols, index_offset, out);
 }
 
-void CpuBackend::Linear(const float* x, int64_t rows, int in_features, WeightRef weight,
+void CpuBackend::Linear(Input in, int64_t rows, int in_features, WeightRef weight,
                         int out_features, float* out) {
+  const float* x = in.data;  // the fp32 values (a bf16 copy is for device GEMMs)
   // Threads split the weight rows in tiles of kRowTile; every token row passes over a tile while
   // it is in cache, so each weight is read from memory once per call (decode is bandwidth-bound).
   // bf16 and fp8 weights are widened a tile at a time into the thread's scratch (same dot
@@ -177,12 +190,25 @@ void CpuBackend::Add(float* x, const float* y, size_t count) {
   for (size_t i = 0; i < count; ++i) x[i] += y[i];
 }
 
-void CpuBackend::SiluMul(const float* gate_up, int64_t rows, int inter, float* out) {
+void CpuBackend::SiluMul(const float* gate_up, int64_t rows, int inter, Output out) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* g = gate_up + r * 2 * inter;
     const float* u = g + inter;
-    float* o = out + r * inter;
+    float* o = out.data + r * inter;
     for (int i = 0; i < inter; ++i) o[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+  }
+  WriteBf16Copy(out, static_cast<size_t>(rows) * inter);
+}
+
+void CpuBackend::SplitColumns(const float* src, int64_t rows, std::span<const ColumnSlice> parts) {
+  int64_t stride = 0;
+  for (const ColumnSlice& p : parts) stride += p.width;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = src + r * stride;
+    for (const ColumnSlice& p : parts) {
+      std::memcpy(p.out + r * p.width, row, static_cast<size_t>(p.width) * sizeof(float));
+      row += p.width;
+    }
   }
 }
 

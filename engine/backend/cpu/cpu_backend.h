@@ -33,14 +33,15 @@ class CpuBackend : public Backend {
   void Embedding(const float* table, int64_t row_begin, int64_t rows, int hidden,
                  std::span<const int32_t> ids, float* out) override;
   void RmsNorm(const float* x, const float* weight, int64_t rows, int dim, float eps,
-               float* out) override;
-  void Linear(const float* x, int64_t rows, int in_features, WeightRef w, int out_features,
+               Output out) override;
+  void Linear(Input x, int64_t rows, int in_features, WeightRef w, int out_features,
               float* out) override;
   void ArgMax(const float* x, int64_t rows, int cols, int64_t index_offset, float* out) override;
   void Rope(float* x, std::span<const int32_t> positions, int heads, int head_dim,
             double theta) override;
   void Add(float* x, const float* y, size_t count) override;
-  void SiluMul(const float* gate_up, int64_t rows, int inter, float* out) override;
+  void SiluMul(const float* gate_up, int64_t rows, int inter, Output out) override;
+  void SplitColumns(const float* src, int64_t rows, std::span<const ColumnSlice> parts) override;
   void WriteKv(const float* k, const float* v, std::span<const int64_t> slots, int kv_width,
                const KvCacheRef& cache) override;
   void PagedAttention(const float* q, std::span<const AttentionSequence> sequences,

@@ -15,24 +15,21 @@ int64_t PaddedRows(int64_t rows) { return (rows + 15) / 16 * 16; }
 
 }  // namespace
 
-Status CudaBackend::LinearFp8(const float* x, int64_t rows, int in_features, WeightRef w,
+Status CudaBackend::LinearFp8(Input x, int64_t rows, int in_features, WeightRef w,
                               int out_features, float* out) {
-  // From the first fp8 Linear on, norms write the bf16 copies the widened path below takes
-  // (decode rows, which the GEMV serves, never make one).
-  bf16_weights_ = true;
   const size_t count = static_cast<size_t>(out_features) * in_features;
   const auto* codes = static_cast<const uint8_t*>(w.data);
   const float* scales = Fp8Scales(w.data, count);
   if (UseFp8Gemv(rows, out_features, in_features)) {
     if (!launching()) return Status::Ok();
-    return kernels::GemvFp8(x, rows, in_features, codes, scales, out_features, out, stream_);
+    return kernels::GemvFp8(x.data, rows, in_features, codes, scales, out_features, out, stream_);
   }
   if (HasFp8Gemm(rows, out_features, in_features)) {
     const LinearOut one{w, out_features, out};
-    return Fp8Gemms(x, rows, in_features, {&one, 1});
+    return Fp8Gemms(x.data, rows, in_features, {&one, 1});
   }
   // The weights widened to bf16 (a pass over them, small next to a GEMM of many rows), then
-  // the bf16 tensor-core path.
+  // the bf16 tensor-core path (over the input's bf16 copy when the op before wrote one).
   SPARK_ASSIGN_OR_RETURN(Buffer widened, Scratch(count * 2, DType::kBF16));
   if (launching()) {
     SPARK_RETURN_IF_ERROR(kernels::DequantFp8ToBf16(codes, scales, out_features, in_features,

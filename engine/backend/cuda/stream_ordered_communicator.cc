@@ -72,9 +72,9 @@ Status StreamOrderedCommunicator::ThroughHost(const float* in, size_t in_count, 
 
 Status StreamOrderedCommunicator::AllReduceSum(float* data, size_t count) {
   if (PeerFits(data, count)) {
-    // Left pending in the backend (an AddRmsNorm of the sum next takes it in); in a graph
-    // replay's host-only pass it launches nothing, the graph holds the kernel.
-    backend_->DeferPeerAllReduce(peer_->args(), data, count);
+    // On the backend's stream; in a graph replay's host-only pass it launches nothing, the graph
+    // holds the kernel.
+    backend_->PeerAllReduceSum(*peer_->args(), data, count);
     return backend_->status();
   }
   if (backend_->in_graph()) return GraphRefusal();
@@ -85,7 +85,7 @@ Status StreamOrderedCommunicator::AllReduceSum(float* data, size_t count) {
   if (!host) {
     // Device data: on the backend's stream, after the op that made it, no waiting here; the
     // backend's next Download waits (with its deadline).
-    backend_->RunPending();
+    backend_->PrepareDirectWork();
     return nccl_->EnqueueAllReduceSum(data, data, count, backend_->stream());
   }
   SPARK_RETURN_IF_ERROR(backend_->Synchronize());
@@ -101,14 +101,14 @@ Status StreamOrderedCommunicator::AllGather(const float* in, size_t count, float
   const bool host_in = IsHostPointer(in), host_out = IsHostPointer(out);
   if (!host_in && PeerFits(out, world * count)) {
     // A sum of zeros but for each rank's own slice is the gather (x + 0 == x, exactly).
-    backend_->RunPending();
+    backend_->PrepareDirectWork();
     if (backend_->launching()) {
       const size_t bytes = count * sizeof(float);
       SPARK_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(out, 0, bytes * world, backend_->stream()));
       SPARK_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(out + rank() * count, in, bytes,
                                                  cudaMemcpyDeviceToDevice, backend_->stream()));
     }
-    backend_->DeferPeerAllReduce(peer_->args(), out, world * count);
+    backend_->PeerAllReduceSum(*peer_->args(), out, world * count);
     return backend_->status();
   }
   if (backend_->in_graph()) return GraphRefusal();
@@ -117,7 +117,7 @@ Status StreamOrderedCommunicator::AllGather(const float* in, size_t count, float
     return ThroughHost(in, count, out, world * count, true);
   }
   if (!host_in && !host_out) {
-    backend_->RunPending();
+    backend_->PrepareDirectWork();
     return nccl_->EnqueueAllGather(in, out, count, backend_->stream());
   }
   SPARK_RETURN_IF_ERROR(backend_->Synchronize());

@@ -11,10 +11,10 @@
 // memory.
 // With EnablePeerAllReduce (ranks of one host with peer access, or on one GPU), all-reduces and
 // all-gathers of device tensors up to its capacity go through the peer all-reduce instead: a few
-// microseconds each, left pending in the backend (an AddRmsNorm of the sum next fuses with it),
-// and allowed inside CUDA graph steps, so tensor-parallel decode can run in graphs. Other
-// collectives inside a graph step are refused (FailedPrecondition): captured NCCL collectives
-// stopped at a fixed replay on 2 x H200.
+// microseconds each, enqueued on the backend's stream, and allowed inside CUDA graph steps, so
+// tensor-parallel decode can run in graphs (CudaBackend::AllReduceAddRmsNorm runs the sum and
+// the norm after it as one kernel: PeerArgs). Other collectives inside a graph step are refused
+// (FailedPrecondition): captured NCCL collectives stopped at a fixed replay on 2 x H200.
 // Thread-safety: as the wrapped communicator (one thread at a time).
 #pragma once
 
@@ -50,6 +50,10 @@ class StreamOrderedCommunicator : public comm::Communicator {
   // with the reason otherwise (collectives keep using the inner communicator).
   Status EnablePeerAllReduce(size_t capacity_floats = size_t{1} << 18,
                              kernels::PeerProtocol protocol = kernels::PeerProtocol::kSignal);
+  // The peer all-reduce's arguments when a sum of data[0, count) takes that path, else null.
+  const kernels::PeerAllReduceArgs* PeerArgs(const float* data, size_t count) const {
+    return PeerFits(data, count) ? peer_->args() : nullptr;
+  }
 
  private:
   // Whether a device tensor of `count` floats at `data` takes the peer path.

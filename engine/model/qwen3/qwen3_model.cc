@@ -5,10 +5,21 @@
 
 namespace spark::engine::model::qwen3 {
 
-// Activations of one forward step, sized for its token count.
+// Activations of one forward step, sized for its token count. x (every norm's output) and act
+// (the MLP's activation) carry bf16 copies where the backend's Linears read those
+// (Backend::Bf16InputsPay); the ops that write them write both.
 struct Qwen3Model::Workspace {
   int64_t n = 0;
-  backend::Buffer h, x, q, k, v, attn, tmp, gate_up, act, router;
+  backend::Buffer h, x, qkv, q, k, v, attn, tmp, gate_up, act, router;
+  backend::Buffer x16, act16;  // bf16 copies (empty: none)
+  bool final_normed = false;   // the last layer wrote the final norm of every row into x
+
+  // The norm output rows [row, n), with their bf16 copy.
+  backend::Output X(int64_t row = 0, int64_t width = 0) {
+    if (x16.empty()) return x.data() + row * width;
+    return {x.data() + row * width, static_cast<char*>(x16.raw()) + row * width * 2};
+  }
+  backend::Output Act() { return {act.data(), act16.empty() ? nullptr : act16.raw()}; }
 };
 
 Qwen3Model::Qwen3Model(core::ModelConfig config, Qwen3Weights weights, backend::Backend& backend,
@@ -42,6 +53,10 @@ bool Qwen3Model::decode_graphs_ok() const {
 Status Qwen3Model::AllReduce(float* data, size_t count) {
   if (options_.shard.size == 1) return Status::Ok();
   return comm_->AllReduceSum(data, count);
+}
+
+comm::Communicator* Qwen3Model::Collectives() const {
+  return options_.shard.size == 1 ? nullptr : comm_;
 }
 
 Status Qwen3Model::Forward(const ForwardBatch& batch, PagedKvCache& cache,
@@ -101,7 +116,7 @@ Status Qwen3Model::ArgMaxPairs(int64_t rows, Workspace& ws, float* out) {
   const int world = options_.shard.size;
   SPARK_ASSIGN_OR_RETURN(backend::Buffer local, backend_.Allocate(rows * w_.vocab.size));
   if (w_.vocab.size > 0) {
-    backend_.Linear(ws.x.data(), rows, config_.hidden_size, w_.lm_head_weight(),
+    backend_.Linear(ws.X(), rows, config_.hidden_size, w_.lm_head_weight(),
                     static_cast<int>(w_.vocab.size), local.data());
   }
   if (world == 1) {
@@ -126,10 +141,12 @@ Status Qwen3Model::Hidden(const ForwardBatch& batch, PagedKvCache& cache, Worksp
   const int64_t n = batch.num_tokens();
   const int64_t hidden = config_.hidden_size, hd = config_.head_dim;
   const int64_t inter = std::max(w_.dense_inter, w_.expert_inter);
+  const int64_t qkv = (w_.heads.size + 2 * w_.kv_heads.size) * hd;
   ws.n = n;
   for (auto [buffer, width] : {std::pair{&ws.h, hidden},
                                {&ws.x, hidden},
                                {&ws.tmp, hidden},
+                               {&ws.qkv, qkv},
                                {&ws.q, w_.heads.size * hd},
                                {&ws.attn, w_.heads.size * hd},
                                {&ws.k, w_.kv_heads.size * hd},
@@ -139,6 +156,11 @@ Status Qwen3Model::Hidden(const ForwardBatch& batch, PagedKvCache& cache, Worksp
                                {&ws.router, int64_t{config_.moe.num_experts}}}) {
     SPARK_ASSIGN_OR_RETURN(*buffer, backend_.Allocate(static_cast<size_t>(n * width)));
   }
+  if (backend_.Bf16InputsPay(n, options_.weight_dtype)) {
+    // Two bf16 values per float of storage.
+    SPARK_ASSIGN_OR_RETURN(ws.x16, backend_.Allocate(static_cast<size_t>(n * hidden + 1) / 2));
+    SPARK_ASSIGN_OR_RETURN(ws.act16, backend_.Allocate(static_cast<size_t>(n * inter + 1) / 2));
+  }
   if (fed_pairs != nullptr) {
     backend_.EmbeddingOfArgMax(w_.embed.data(), w_.vocab.begin, w_.vocab.size, config_.hidden_size,
                                fed_pairs, options_.shard.size, n, ws.h.data());
@@ -147,10 +169,21 @@ Status Qwen3Model::Hidden(const ForwardBatch& batch, PagedKvCache& cache, Worksp
                        batch.token_ids, ws.h.data());
   }
   SPARK_RETURN_IF_ERROR(AllReduce(ws.h.data(), n * hidden));
+  // Each layer's input norm comes from the layer before (its last op adds into h and norms);
+  // the first layer's here. Decode steps norm every row for the logits, so the last layer does
+  // the final norm too.
+  backend_.RmsNorm(ws.h.data(), w_.layers[0].input_norm.data(), n, config_.hidden_size,
+                   config_.rms_norm_eps, ws.X());
+  const bool every_row = batch.all_logits || batch.num_logit_rows() == n;
   for (int layer = 0; layer < config_.num_layers; ++layer) {
     SPARK_RETURN_IF_ERROR(Attention(layer, batch, cache, ws));
-    SPARK_RETURN_IF_ERROR(Mlp(layer, n, ws));
+    const bool last = layer + 1 == config_.num_layers;
+    const float* next_norm = !last     ? w_.layers[layer + 1].input_norm.data()
+                             : every_row ? w_.final_norm.data()
+                                         : nullptr;
+    SPARK_RETURN_IF_ERROR(Mlp(layer, n, next_norm, ws));
   }
+  ws.final_normed = every_row;
   return Status::Ok();
 }
 
@@ -166,28 +199,29 @@ Status Qwen3Model::Attention(int layer, const ForwardBatch& batch, PagedKvCache&
   const int64_t n = ws.n;
   const int hidden = config_.hidden_size, hd = config_.head_dim;
   const int heads = static_cast<int>(w_.heads.size), kv_heads = static_cast<int>(w_.kv_heads.size);
-  const bool fused = FusesResidual();
-  const backend::LinearOut qkv[] = {{l.q.weight(), heads * hd, ws.q.data()},
-                                    {l.k.weight(), kv_heads * hd, ws.k.data()},
-                                    {l.v.weight(), kv_heads * hd, ws.v.data()}};
-  // Op by op, later layers find their normed input in ws.x already (the previous Mlp's
-  // AddRmsNorm); fused, the previous Mlp added into ws.h.
-  if (fused || layer == 0) {
-    backend_.RmsNorm(ws.h.data(), l.input_norm.data(), n, hidden, config_.rms_norm_eps,
-                     ws.x.data());
+  backend::QkvToCache to_cache{.q = ws.q.data(),
+                               .k = ws.k.data(),
+                               .v = ws.v.data(),
+                               .heads = heads,
+                               .kv_heads = kv_heads,
+                               .head_dim = hd,
+                               .q_norm = l.q_norm.data(),
+                               .k_norm = l.k_norm.data(),
+                               .eps = config_.rms_norm_eps,
+                               .theta = config_.rope_theta,
+                               .cache = cache.layer(layer)};
+  if (!l.qkv.empty()) {
+    // q, k and v stacked in one matrix: one Linear, and the q/k norm reads the stacked rows.
+    const int total = (heads + 2 * kv_heads) * hd;
+    backend_.Linear(ws.X(), n, hidden, l.qkv.weight(), total, ws.qkv.data());
+    to_cache.qkv = ws.qkv.data();
+    to_cache.qkv_stride = total;
+  } else {
+    const backend::LinearOut outs[] = {{l.q.weight(), heads * hd, ws.q.data()},
+                                       {l.k.weight(), kv_heads * hd, ws.k.data()},
+                                       {l.v.weight(), kv_heads * hd, ws.v.data()}};
+    backend_.LinearMany(ws.X(), n, hidden, outs);
   }
-  backend_.LinearMany(ws.x.data(), n, hidden, qkv);
-  const backend::QkvToCache to_cache{.q = ws.q.data(),
-                                     .k = ws.k.data(),
-                                     .v = ws.v.data(),
-                                     .heads = heads,
-                                     .kv_heads = kv_heads,
-                                     .head_dim = hd,
-                                     .q_norm = l.q_norm.data(),
-                                     .k_norm = l.k_norm.data(),
-                                     .eps = config_.rms_norm_eps,
-                                     .theta = config_.rope_theta,
-                                     .cache = cache.layer(layer)};
   backend_.QkNormRopeWriteKv(to_cache, batch.positions, batch.slots);
   std::vector<backend::AttentionSequence> seqs;
   int64_t start = 0;
@@ -197,34 +231,37 @@ Status Qwen3Model::Attention(int layer, const ForwardBatch& batch, PagedKvCache&
   }
   backend_.PagedAttention(ws.q.data(), seqs, cache.layer(layer), AttentionShapeOf(cache),
                           ws.attn.data());
-  if (fused) {
-    backend_.LinearAdd(ws.attn.data(), n, heads * hd, l.o.weight(), hidden, ws.tmp.data(),
-                       ws.h.data());
+  // The output projection into the residual stream, then the MLP's input norm.
+  const float* norm = l.post_attention_norm.data();
+  if (FusesResidual()) {
+    backend_.LinearAddRmsNorm(ws.attn.data(), n, heads * hd, l.o.weight(), hidden, ws.tmp.data(),
+                              ws.h.data(), norm, config_.rms_norm_eps, ws.X());
     return Status::Ok();
   }
   backend_.Linear(ws.attn.data(), n, heads * hd, l.o.weight(), hidden, ws.tmp.data());
-  SPARK_RETURN_IF_ERROR(AllReduce(ws.tmp.data(), n * hidden));
-  backend_.AddRmsNorm(ws.h.data(), ws.tmp.data(), l.post_attention_norm.data(), n, hidden,
-                      config_.rms_norm_eps, ws.x.data());
-  return Status::Ok();
+  return backend_.AllReduceAddRmsNorm(Collectives(), ws.h.data(), ws.tmp.data(), norm, n, hidden,
+                                      config_.rms_norm_eps, ws.X());
 }
 
-Status Qwen3Model::Mlp(int layer, int64_t n, Workspace& ws) {
+Status Qwen3Model::Mlp(int layer, int64_t n, const float* next_norm, Workspace& ws) {
   const Qwen3LayerWeights& l = w_.layers[layer];
   const int hidden = config_.hidden_size;
-  if (FusesResidual()) {  // dense, one rank: from ws.h, added into it
+  const float eps = config_.rms_norm_eps;
+  if (FusesResidual()) {  // dense, one rank: the down projection adds into h
     const int inter = w_.dense_inter;
-    backend_.RmsNorm(ws.h.data(), l.post_attention_norm.data(), n, hidden, config_.rms_norm_eps,
-                     ws.x.data());
-    backend_.LinearSiluMul(ws.x.data(), n, hidden, l.gate_up.weight(), inter, ws.gate_up.data(),
-                           ws.act.data());
-    backend_.LinearAdd(ws.act.data(), n, inter, l.down.weight(), hidden, ws.tmp.data(),
-                       ws.h.data());
+    backend_.LinearSiluMul(ws.X(), n, hidden, l.gate_up.weight(), inter, ws.gate_up.data(),
+                           ws.Act());
+    if (next_norm == nullptr) {
+      backend_.LinearAdd(ws.Act(), n, inter, l.down.weight(), hidden, ws.tmp.data(), ws.h.data());
+    } else {
+      backend_.LinearAddRmsNorm(ws.Act(), n, inter, l.down.weight(), hidden, ws.tmp.data(),
+                                ws.h.data(), next_norm, eps, ws.X());
+    }
     return Status::Ok();
   }
   if (l.mlp == core::MlpType::kMoe) {
     const int experts = config_.moe.num_experts;
-    backend_.Linear(ws.x.data(), n, hidden, l.router.data(), experts, ws.router.data());
+    backend_.Linear(ws.X(), n, hidden, l.router.data(), experts, ws.router.data());
     backend::MoeExperts moe{experts,
                             config_.moe.top_k,
                             config_.moe.norm_topk_prob,
@@ -239,33 +276,30 @@ Status Qwen3Model::Mlp(int layer, int64_t n, Workspace& ws) {
     backend_.Moe(ws.x.data(), n, hidden, ws.router.data(), moe, ws.tmp.data());
   } else {
     const int inter = w_.dense_inter;
-    backend_.LinearSiluMul(ws.x.data(), n, hidden, l.gate_up.weight(), inter, ws.gate_up.data(),
-                           ws.act.data());
-    backend_.Linear(ws.act.data(), n, inter, l.down.weight(), hidden, ws.tmp.data());
+    backend_.LinearSiluMul(ws.X(), n, hidden, l.gate_up.weight(), inter, ws.gate_up.data(),
+                           ws.Act());
+    backend_.Linear(ws.Act(), n, inter, l.down.weight(), hidden, ws.tmp.data());
+  }
+  // The row-parallel sum, the residual add and the next norm (the next layer's input norm, or
+  // the final one).
+  if (next_norm != nullptr) {
+    return backend_.AllReduceAddRmsNorm(Collectives(), ws.h.data(), ws.tmp.data(), next_norm, n,
+                                        hidden, eps, ws.X());
   }
   SPARK_RETURN_IF_ERROR(AllReduce(ws.tmp.data(), n * hidden));
-  if (layer + 1 < config_.num_layers) {  // the next layer's input norm, fused with the residual
-    backend_.AddRmsNorm(ws.h.data(), ws.tmp.data(), w_.layers[layer + 1].input_norm.data(), n,
-                        hidden, config_.rms_norm_eps, ws.x.data());
-  } else {
-    backend_.Add(ws.h.data(), ws.tmp.data(), n * hidden);
-  }
+  backend_.Add(ws.h.data(), ws.tmp.data(), n * hidden);
   return Status::Ok();
 }
 
 int64_t Qwen3Model::FinalNorm(const ForwardBatch& batch, Workspace& ws) {
   const int hidden = config_.hidden_size;
   const int64_t rows = batch.num_logit_rows();
-  if (batch.all_logits || rows == batch.num_tokens()) {  // every token, e.g. all decoding
-    backend_.RmsNorm(ws.h.data(), w_.final_norm.data(), rows, hidden, config_.rms_norm_eps,
-                     ws.x.data());
-    return rows;
-  }
+  if (ws.final_normed) return rows;  // every row, by the last layer (Hidden)
   int64_t end = 0;
   for (int64_t r = 0, s = 0; r < rows; ++r) {
     const int64_t src = (end += batch.sequences[s++].query_len) - 1;
     backend_.RmsNorm(ws.h.data() + src * hidden, w_.final_norm.data(), 1, hidden,
-                     config_.rms_norm_eps, ws.x.data() + r * hidden);
+                     config_.rms_norm_eps, ws.X(r, hidden));
   }
   return rows;
 }
@@ -278,7 +312,7 @@ Status Qwen3Model::Logits(const ForwardBatch& batch, Workspace& ws, std::vector<
   std::vector<float> local_host(rows * padded);
   if (w_.vocab.size > 0) {
     SPARK_ASSIGN_OR_RETURN(backend::Buffer part, backend_.Allocate(rows * w_.vocab.size));
-    backend_.Linear(ws.x.data(), rows, hidden, w_.lm_head_weight(), static_cast<int>(w_.vocab.size),
+    backend_.Linear(ws.X(), rows, hidden, w_.lm_head_weight(), static_cast<int>(w_.vocab.size),
                     part.data());
     std::vector<float> part_host(rows * w_.vocab.size);
     backend_.Download(part.data(), part_host);

@@ -4,9 +4,11 @@
 // K/V into the paged cache -> causal GQA attention -> o (row-parallel) -> all-reduce -> residual;
 // RMSNorm -> SwiGLU MLP or MoE (row-parallel out) -> all-reduce -> residual. Embedding and lm_head
 // are vocabulary-parallel: an all-reduce after the embedding, an all-gather of the logits.
-// The backend's fusions carry it: q/k/v in one LinearMany, per-head norm + RoPE and the KV
-// cache write in one QkNormRopeWriteKv, gate/up with SiLU-mul in one LinearSiluMul, and each
-// residual add fused with the RMSNorm after it (AddRmsNorm).
+// The backend's fused ops carry it: q/k/v in one Linear over the stacked matrix (LinearMany over
+// fp8's three), per-head norm + RoPE and the KV cache write in one QkNormRopeWriteKv that reads
+// the stacked rows, gate/up with SiLU-mul in one LinearSiluMul, and each residual add fused
+// with the norm after it: LinearAddRmsNorm on one rank, AllReduceAddRmsNorm (the all-reduce
+// too) under tensor parallelism.
 // Thread-safety: one thread at a time (see Model).
 #pragma once
 
@@ -52,11 +54,17 @@ class Qwen3Model : public Model {
   int64_t FinalNorm(const ForwardBatch& batch, Workspace& ws);
   // This rank's attention heads over `cache` (scale 1 / sqrt(head_dim)).
   backend::AttentionShape AttentionShapeOf(const PagedKvCache& cache) const;
+  // q/k/v, attention, and the output projection added into ws.h with the MLP's input norm
+  // written to ws.x.
   Status Attention(int layer, const ForwardBatch& batch, PagedKvCache& cache, Workspace& ws);
-  Status Mlp(int layer, int64_t n, Workspace& ws);
+  // The MLP (or MoE) of `layer` on ws.x, added into ws.h, and RmsNorm(ws.h) with `next_norm`
+  // into ws.x when it is not null (the next layer's input norm, or the final norm).
+  Status Mlp(int layer, int64_t n, const float* next_norm, Workspace& ws);
+  // The communicator for fused collectives, null on one rank.
+  comm::Communicator* Collectives() const;
   // Whether the output projections add into the residual themselves (ModelOptions::fuse_residual):
-  // one rank, no MoE layer. Each layer then starts from ws.h alone; otherwise also from ws.x, its
-  // input norm (the previous layer's AddRmsNorm).
+  // one rank, no MoE layer (Backend::LinearAddRmsNorm); otherwise Linear, then
+  // Backend::AllReduceAddRmsNorm.
   bool FusesResidual() const;
   Status Logits(const ForwardBatch& batch, Workspace& ws, std::vector<float>* logits);
 

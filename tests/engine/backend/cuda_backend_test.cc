@@ -15,6 +15,7 @@
 #include "engine/backend/cpu/cpu_backend.h"
 #include "engine/core/dtype.h"
 #include "kernels/cuda_check.h"
+#include "kernels/gemv.h"
 #include "tests/kernels/gpu_test_util.h"
 
 namespace spark::engine::backend::cuda {
@@ -220,58 +221,62 @@ TEST_F(CudaBackendTest, Fp8LinearMatchesCpuOnTheSameQuantisedWeights) {
   ASSERT_TRUE(gpu_->Synchronize().ok()) << gpu_->status().message();
 }
 
-// With bf16 weights, AddRmsNorm and SiluMul hand the next Linear a bf16 copy of their output:
-// the Linear must give the same bits as on a plain upload of that output (which it casts
-// itself), and a copy must not outlive a write of its source by another op.
-TEST_F(CudaBackendTest, Bf16CopiesFeedOnlyTheNextLinear) {
+// Ops that write an activation write its bf16 copy when asked (Output::bf16), and a Linear over
+// bf16 weights that reads the copy (Input::bf16) gives the same bits as one that casts the fp32
+// values itself: RmsNorm, AddRmsNorm, SiluMul and LinearSiluMul past the GEMV.
+TEST_F(CudaBackendTest, Bf16CopiesGiveTheBitsOfACast) {
   const int rows = 9, in = 512, out = 200;
+  ASSERT_TRUE(gpu_->Bf16InputsPay(rows, DType::kBF16));
+  ASSERT_FALSE(gpu_->Bf16InputsPay(kernels::kGemvMaxRows, DType::kBF16));
+  ASSERT_FALSE(gpu_->Bf16InputsPay(rows, DType::kF32));
   const auto w = Random(size_t{out} * in, 41);
   auto gw = gpu_->AllocateWeights(w.size(), DType::kBF16);
   ASSERT_TRUE(gw.ok());
   gpu_->UploadWeights(w, *gw);
-  auto linear = [&](const Buffer& x) {
+  auto linear = [&](backend::Input x) {
     Buffer y = Put(std::vector<float>(size_t{rows} * out));
-    gpu_->Linear(x.data(), rows, in, gw->weight(), out, y.data());
+    gpu_->Linear(x, rows, in, gw->weight(), out, y.data());
     return Get(y);
   };
-  // AddRmsNorm, then Linear of its output against Linear of the same values uploaded. Every
-  // buffer is allocated up front: an allocation between the two ops would drop the copy.
   Buffer h = Put(Random(size_t{rows} * in, 43)), delta = Put(Random(size_t{rows} * in, 44));
   Buffer nw = Put(Random(in, 45)), x = Put(std::vector<float>(size_t{rows} * in));
-  Buffer y = Put(std::vector<float>(size_t{rows} * out));
-  gpu_->AddRmsNorm(h.data(), delta.data(), nw.data(), rows, in, 1e-6f, x.data());
-  gpu_->Linear(x.data(), rows, in, gw->weight(), out, y.data());
-  const std::vector<float> from_copy = Get(y);
-  EXPECT_EQ(from_copy, linear(Put(Get(x)))) << "after AddRmsNorm";
-  // A write in between (an upload of other values) drops the copy.
-  gpu_->AddRmsNorm(h.data(), delta.data(), nw.data(), rows, in, 1e-6f, x.data());
-  const auto other = Random(size_t{rows} * in, 46);
-  gpu_->Upload(other, x.data());
-  gpu_->Linear(x.data(), rows, in, gw->weight(), out, y.data());
-  const std::vector<float> after_upload = Get(y);
-  EXPECT_EQ(after_upload, linear(Put(other))) << "upload after AddRmsNorm";
-  EXPECT_NE(after_upload, from_copy);
-  // SiluMul's copy, the down projection's input.
-  Buffer gu = Put(Random(size_t{rows} * 2 * in, 47)),
-         act = Put(std::vector<float>(size_t{rows} * in));
-  gpu_->SiluMul(gu.data(), rows, in, act.data());
-  gpu_->Linear(act.data(), rows, in, gw->weight(), out, y.data());
-  EXPECT_EQ(Get(y), linear(Put(Get(act)))) << "after SiluMul";
+  Buffer x16 = Put(std::vector<float>(size_t{rows} * in / 2));
+  const backend::Output xo{x.data(), x16.raw()};
+  gpu_->AddRmsNorm(h.data(), delta.data(), nw.data(), rows, in, 1e-6f, xo);
+  EXPECT_EQ(linear(xo), linear(x.data())) << "after AddRmsNorm";
+  gpu_->RmsNorm(h.data(), nw.data(), rows, in, 1e-6f, xo);
+  EXPECT_EQ(linear(xo), linear(x.data())) << "after RmsNorm";
+  // SiluMul's copy (the down projection's input), and LinearSiluMul's, past the GEMV.
+  Buffer gu = Put(Random(size_t{rows} * 2 * in, 47));
+  gpu_->SiluMul(gu.data(), rows, in, xo);
+  EXPECT_EQ(linear(xo), linear(x.data())) << "after SiluMul";
+  const auto wgu = Random(size_t{2 * in} * in, 48);
+  auto ggu = gpu_->AllocateWeights(wgu.size(), DType::kBF16);
+  ASSERT_TRUE(ggu.ok());
+  gpu_->UploadWeights(wgu, *ggu);
+  Buffer scratch = Put(std::vector<float>(size_t{rows} * 2 * in));
+  gpu_->LinearSiluMul(h.data(), rows, in, ggu->weight(), in, scratch.data(), xo);
+  EXPECT_EQ(linear(xo), linear(x.data())) << "after LinearSiluMul";
+  ASSERT_TRUE(gpu_->Synchronize().ok()) << gpu_->status().message();
 }
 
-// q/k/v over stacked weights past the GEMV leave their column split pending: QkNormRopeWriteKv of
-// exactly those outputs reads the stacked rows itself. Same bits in every output and the cache
-// as with the split run first (Synchronize runs it), for both cache types. The unfolded run goes
-// first: it builds the RoPE table, whose allocation would otherwise run the split.
-TEST_F(CudaBackendTest, StackedQkvSplitFoldsIntoQkNormRopeWriteKv) {
+// q/k/v from one Linear over the stacked matrix, read by QkNormRopeWriteKv from the stacked rows
+// (a.qkv): the same bits in q, k, v and both caches as LinearMany into three buffers followed by
+// QkNormRopeWriteKv of those, for both cache types; and within fp32 rounding of the CPU backend,
+// whose default splits the stacked rows first (SplitColumns).
+TEST_F(CudaBackendTest, StackedQkvMatchesThreeOutputs) {
   const int rows = 9, in = 512, heads = 4, kv_heads = 2, hd = 128, slots_total = 12;
   const int n[3] = {heads * hd, kv_heads * hd, kv_heads * hd};
-  const auto stack = Random(static_cast<size_t>(n[0] + n[1] + n[2]) * in, 80);
+  const int total = n[0] + n[1] + n[2];
+  const auto stack = Random(static_cast<size_t>(total) * in, 80);
   auto gst = gpu_->AllocateWeights(stack.size(), DType::kBF16);
   ASSERT_TRUE(gst.ok());
   gpu_->UploadWeights(stack, *gst);
-  Buffer gx = Put(Random(size_t{rows} * in, 81));
-  Buffer qw = Put(Random(hd, 82)), kw = Put(Random(hd, 83));
+  auto cst = cpu_.AllocateWeights(stack.size(), DType::kBF16);
+  ASSERT_TRUE(cst.ok());
+  cpu_.UploadWeights(stack, *cst);
+  const auto x = Random(size_t{rows} * in, 81), qw = Random(hd, 82), kw = Random(hd, 83);
+  Buffer gx = Put(x), gqw = Put(qw), gkw = Put(kw);
   std::vector<int32_t> pos(rows);
   std::vector<int64_t> slots(rows);
   for (int i = 0; i < rows; ++i) {
@@ -282,34 +287,60 @@ TEST_F(CudaBackendTest, StackedQkvSplitFoldsIntoQkNormRopeWriteKv) {
     SCOPED_TRACE(DTypeName(cache_type));
     const size_t floats = size_t{slots_total} * n[1] / (cache_type == DType::kBF16 ? 2 : 1);
     std::vector<std::vector<float>> got[2];
-    for (bool fold : {false, true}) {
+    for (bool stacked : {false, true}) {
       std::vector<Buffer> out;
-      std::vector<LinearOut> outs;
-      for (int i = 0, at = 0; i < 3; at += n[i] * in, ++i) {
-        out.push_back(Put(std::vector<float>(size_t{rows} * n[i], -1.0f)));
-        outs.push_back({gst->View(at, n[i] * in).weight(), n[i], out.back().data()});
-      }
+      for (int i = 0; i < 3; ++i) out.push_back(Put(std::vector<float>(size_t{rows} * n[i], -1.0f)));
+      Buffer qkv = Put(std::vector<float>(size_t{rows} * total, -1.0f));
       Buffer kc = Put(std::vector<float>(floats)), vc = Put(std::vector<float>(floats));
-      gpu_->LinearMany(gx.data(), rows, in, outs);
-      if (!fold) {
-        ASSERT_TRUE(gpu_->Synchronize().ok());
+      backend::QkvToCache a{.q = out[0].data(),
+                            .k = out[1].data(),
+                            .v = out[2].data(),
+                            .heads = heads,
+                            .kv_heads = kv_heads,
+                            .head_dim = hd,
+                            .q_norm = gqw.data(),
+                            .k_norm = gkw.data(),
+                            .eps = 1e-6f,
+                            .theta = 1e6,
+                            .cache = {kc.data(), vc.data(), cache_type}};
+      if (stacked) {
+        gpu_->Linear(gx.data(), rows, in, gst->weight(), total, qkv.data());
+        a.qkv = qkv.data();
+        a.qkv_stride = total;
+      } else {
+        std::vector<LinearOut> outs;
+        for (int i = 0, at = 0; i < 3; at += n[i] * in, ++i) {
+          outs.push_back({gst->View(at, n[i] * in).weight(), n[i], out[i].data()});
+        }
+        gpu_->LinearMany(gx.data(), rows, in, outs);
       }
-      const backend::QkvToCache a{.q = out[0].data(),
-                                  .k = out[1].data(),
-                                  .v = out[2].data(),
-                                  .heads = heads,
-                                  .kv_heads = kv_heads,
-                                  .head_dim = hd,
-                                  .q_norm = qw.data(),
-                                  .k_norm = kw.data(),
-                                  .eps = 1e-6f,
-                                  .theta = 1e6,
-                                  .cache = {kc.data(), vc.data(), cache_type}};
       gpu_->QkNormRopeWriteKv(a, pos, slots);
-      got[fold] = {Get(out[0]), Get(out[1]), Get(out[2]), Get(kc), Get(vc)};
+      got[stacked] = {Get(out[0]), Get(out[1]), Get(out[2]), Get(kc), Get(vc)};
     }
     const char* names[] = {"q", "k", "v", "k cache", "v cache"};
     for (int i = 0; i < 5; ++i) EXPECT_EQ(got[1][i], got[0][i]) << names[i];
+    if (cache_type != DType::kF32) continue;
+    // The CPU backend: one Linear, then the default's split.
+    std::vector<float> cq(size_t{rows} * n[0]), ck(size_t{rows} * n[1]), cv(size_t{rows} * n[2]);
+    std::vector<float> cqkv(size_t{rows} * total), ckc(floats), cvc(floats);
+    cpu_.Linear(x.data(), rows, in, cst->weight(), total, cqkv.data());
+    cpu_.QkNormRopeWriteKv({.q = cq.data(),
+                            .k = ck.data(),
+                            .v = cv.data(),
+                            .qkv = cqkv.data(),
+                            .qkv_stride = total,
+                            .heads = heads,
+                            .kv_heads = kv_heads,
+                            .head_dim = hd,
+                            .q_norm = qw.data(),
+                            .k_norm = kw.data(),
+                            .eps = 1e-6f,
+                            .theta = 1e6,
+                            .cache = {ckc.data(), cvc.data(), DType::kF32}},
+                           pos, slots);
+    EXPECT_LT(RelL2(got[1][0], cq), 1e-2) << "q against the cpu";
+    EXPECT_LT(RelL2(got[1][3], ckc), 1e-2) << "k cache against the cpu";
+    EXPECT_LT(RelL2(got[1][4], cvc), 1e-2) << "v cache against the cpu";
   }
 }
 
@@ -410,7 +441,7 @@ TEST_F(CudaBackendTest, FusedOpsMatchCpuDefaults) {
       std::vector<float> kc(floats, 0.5f), vc(floats, 0.5f), qc = q, kk = k;
       Buffer gq2 = Put(q), gk = Put(k), gv = Put(v), gkw = Put(kw), gkc = Put(kc), gvc = Put(vc);
       // The same layer's arguments over host (CPU backend) or device (GPU) buffers.
-      auto args = [&](float* q_in, float* k_in, const float* v_in, const float* q_norm,
+      auto args = [&](float* q_in, float* k_in, float* v_in, const float* q_norm,
                       const float* k_norm, float* k_cache, float* v_cache) {
         return backend::QkvToCache{.q = q_in,
                                    .k = k_in,

@@ -1,7 +1,7 @@
-// CudaBackend's LinearAdd against CpuBackend, whose default runs Linear then Add: a layer's worth
-// of calls as the model makes them with ModelOptions::fuse_residual, at GEMV batches (the add
-// inside the o and down GEMVs) and past them (the add left pending for the norm after it, or run
-// by whichever op comes first).
+// CudaBackend's LinearAdd and LinearAddRmsNorm against CpuBackend, whose defaults run Linear,
+// then Add (and the norm): a layer's worth of calls as the model makes them with
+// ModelOptions::fuse_residual, at GEMV batches (the add inside the o and down GEMVs) and past them
+// (a GEMM into scratch, then the add and the norm in one kernel).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -65,14 +65,14 @@ struct Layer {
     }
   }
 
-  // q/k/v of the normed h; h += attn o^T; act of the normed h; h += act down^T.
+  // q/k/v of the normed h; h += attn o^T and its norm; act of that; h += act down^T.
   void Run(int64_t rows) {
     const LinearOut outs[] = {
         {wq.weight(), kQ, q.data()}, {wk.weight(), kKv, k.data()}, {wv.weight(), kKv, v.data()}};
     b.RmsNorm(h.data(), g1.data(), rows, kHidden, kEps, normed.data());
     b.LinearMany(normed.data(), rows, kHidden, outs);
-    b.LinearAdd(attn.data(), rows, kQ, o.weight(), kHidden, tmp.data(), h.data());
-    b.RmsNorm(h.data(), g2.data(), rows, kHidden, kEps, normed.data());
+    b.LinearAddRmsNorm(attn.data(), rows, kQ, o.weight(), kHidden, tmp.data(), h.data(),
+                       g2.data(), kEps, normed.data());
     b.LinearSiluMul(normed.data(), rows, kHidden, gate_up.weight(), kInter, gate_up_out.data(),
                     act.data());
     b.LinearAdd(act.data(), rows, kInter, down.weight(), kHidden, tmp.data(), h.data());
@@ -102,9 +102,8 @@ class CudaResidualLayerTest : public CudaResidualTest,
                               public ::testing::WithParamInterface<DType> {};
 
 // Batches of 1 and 4 run the o and down GEMVs adding into h (fp32 sums in another order: 1e-5);
-// 9 rows run cuBLASLt over bf16 activations (1e-2), the o output's add left pending for the norm
-// after it, the down output's run by the Download of h itself. fp8 weights: one row (more go to
-// the FP8 GEMM over quantised activations, fp8_test's business).
+// 9 rows run cuBLASLt over bf16 activations (1e-2), then the add (with the norm, for o). fp8
+// weights: one row (more go to the FP8 GEMM over quantised activations, fp8_test's business).
 TEST_P(CudaResidualLayerTest, LayerMatchesCpuDefaults) {
   const std::vector<int64_t> batches =
       GetParam() == DType::kFP8 ? std::vector<int64_t>{1} : std::vector<int64_t>{1, 4, 9};
@@ -122,20 +121,23 @@ TEST_P(CudaResidualLayerTest, LayerMatchesCpuDefaults) {
   }
 }
 
-// The residual add of a GEMM-sized LinearAdd left pending is not lost to an op on other data
-// (it runs first), and is applied once when the op after is a norm of another buffer.
-TEST_F(CudaResidualTest, PendingAddRunsBeforeAnyOtherOp) {
-  const int64_t rows = 9;
-  Layer c(cpu_, DType::kBF16, rows), g(*gpu_, DType::kBF16, rows);
-  c.b.LinearAdd(c.attn.data(), rows, kQ, c.o.weight(), kHidden, c.tmp.data(), c.h.data());
-  g.b.LinearAdd(g.attn.data(), rows, kQ, g.o.weight(), kHidden, g.tmp.data(), g.h.data());
-  // SiluMul of unrelated rows, then a norm of h into another buffer.
-  c.b.SiluMul(c.gate_up_out.data(), rows, kInter, c.act.data());
-  g.b.SiluMul(g.gate_up_out.data(), rows, kInter, g.act.data());
-  c.b.RmsNorm(c.h.data(), c.g1.data(), rows, kHidden, kEps, c.normed.data());
-  g.b.RmsNorm(g.h.data(), g.g1.data(), rows, kHidden, kEps, g.normed.data());
-  EXPECT_LT(RelL2(g.Get(g.h), c.Get(c.h)), 1e-2);
-  EXPECT_LT(RelL2(g.Get(g.normed), c.Get(c.normed)), 1e-2);
+// LinearAddRmsNorm writes the norm's bf16 copy when asked, at GEMV and GEMM rows alike: a bf16
+// Linear reading it gives the bits of one that casts the norm's fp32 output.
+TEST_F(CudaResidualTest, LinearAddRmsNormWritesTheCopy) {
+  for (int64_t rows : {1, 9}) {
+    SCOPED_TRACE(::testing::Message() << rows << " rows");
+    Layer g(*gpu_, DType::kBF16, rows);
+    Buffer copy = *gpu_->Allocate(size_t(rows) * kHidden / 2);
+    const Output normed{g.normed.data(), copy.raw()};
+    gpu_->LinearAddRmsNorm(g.attn.data(), rows, kQ, g.o.weight(), kHidden, g.tmp.data(),
+                           g.h.data(), g.g2.data(), kEps, normed);
+    Buffer from_copy = *gpu_->Allocate(size_t(rows) * kQ), cast = *gpu_->Allocate(size_t(rows) * kQ);
+    // Past the GEMV the Linear reads the copy; at GEMV rows it reads fp32 either way.
+    gpu_->Linear(Input(normed), rows, kHidden, g.wq.weight(), kQ, from_copy.data());
+    gpu_->Linear(g.normed.data(), rows, kHidden, g.wq.weight(), kQ, cast.data());
+    EXPECT_EQ(g.Get(from_copy), g.Get(cast));
+    ASSERT_TRUE(gpu_->status().ok()) << gpu_->status().message();
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Weights, CudaResidualLayerTest,

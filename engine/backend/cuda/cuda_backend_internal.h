@@ -1,0 +1,29 @@
+// Helpers the files of CudaBackend share (not part of its interface).
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cstddef>
+
+#include "engine/backend/backend_types.h"
+
+namespace spark::engine::backend::cuda::internal {
+
+// Pinned host ints for the MoE expert counts: the most experts one rank may hold.
+inline constexpr size_t kMaxLocalExperts = 4096;
+
+// fn(k, v) with the cache's pointers typed as its elements (float or __nv_bfloat16).
+template <typename Fn>
+Status WithCache(const KvCacheRef& cache, Fn&& fn) {
+  if (cache.dtype == DType::kBF16) {
+    return fn(static_cast<__nv_bfloat16*>(cache.k), static_cast<__nv_bfloat16*>(cache.v));
+  }
+  return fn(static_cast<float*>(cache.k), static_cast<float*>(cache.v));
+}
+
+inline __nv_bfloat16* Bf16(const Output& out) { return static_cast<__nv_bfloat16*>(out.bf16); }
+inline const __nv_bfloat16* Bf16(const Input& in) {
+  return static_cast<const __nv_bfloat16*>(in.bf16);
+}
+
+}  // namespace spark::engine::backend::cuda::internal
