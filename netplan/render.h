@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "netplan/command.h"
+#include "netplan/node_command.h"
 #include "netplan/node_plan.h"
 
 namespace spark::netplan {

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "netplan/command.h"
+#include "netplan/node_command.h"
 #include "netplan/ipv4.h"
 #include "netplan/node_plan.h"
 

@@ -23,7 +23,7 @@
 
 #include "base/status.h"
 #include "engine/backend/backend_types.h"
-#include "engine/comm/communicator.h"
+#include "comm/communicator.h"
 
 namespace spark::engine::backend {
 

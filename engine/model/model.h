@@ -16,7 +16,7 @@
 
 #include "base/status.h"
 #include "engine/backend/backend.h"
-#include "engine/comm/communicator.h"
+#include "comm/communicator.h"
 #include "engine/core/model_config.h"
 #include "engine/model/forward_batch.h"
 #include "engine/model/kv_cache.h"

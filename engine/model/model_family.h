@@ -16,7 +16,7 @@
 
 #include "base/status.h"
 #include "engine/backend/backend.h"
-#include "engine/comm/communicator.h"
+#include "comm/communicator.h"
 #include "engine/core/model_config.h"
 #include "engine/model/model.h"
 #include "engine/model/tp_shard.h"

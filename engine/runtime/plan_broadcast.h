@@ -6,7 +6,7 @@
 #pragma once
 
 #include "base/status.h"
-#include "engine/comm/communicator.h"
+#include "comm/communicator.h"
 #include "engine/runtime/model_runner.h"
 
 namespace spark::engine::runtime {

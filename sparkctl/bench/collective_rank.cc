@@ -7,18 +7,17 @@
 #include <cstring>
 #include <vector>
 
-#include "engine/comm/communicator.h"
-#include "engine/comm/rendezvous.h"
+#include "comm/communicator.h"
+#include "comm/rendezvous.h"
 #ifdef SPARK_HAVE_NCCL
 #include <cuda_runtime.h>
 
-#include "engine/comm/nccl_communicator.h"
+#include "comm/nccl_communicator.h"
 #endif
 
 namespace spark::bench {
 namespace {
 
-namespace comm = engine::comm;
 using Clock = std::chrono::steady_clock;
 
 // Gloo: host memory; Start runs the collective to completion (Gloo calls block).

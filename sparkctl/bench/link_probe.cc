@@ -9,13 +9,12 @@
 #include <cstring>
 #include <vector>
 
-#include "engine/comm/socket.h"
+#include "comm/socket.h"
 #include "sparkctl/rdma/rc_pingpong.h"
 
 namespace spark::bench {
 namespace {
 
-namespace comm = engine::comm;
 using Clock = std::chrono::steady_clock;
 constexpr auto kIo = std::chrono::seconds(30);
 

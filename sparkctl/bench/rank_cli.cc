@@ -7,6 +7,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "base/command_line.h"
 #include "sparkctl/bench/collective_rank.h"
 #include "sparkctl/bench/link_probe.h"
 #include "sparkctl/rdma/verbs.h"
@@ -69,7 +70,7 @@ void AddCollective(CLI::App& app, Collective c, int* exit_code) {
   cmd->add_option("--device", p->device, "CUDA device of this rank (default 0)");
   cmd->add_option("--host-label", p->host_label, "Name shown for this rank (default hostname)");
   cmd->add_option("--timeout", raw->timeout_s, "Seconds before a missing rank is an error");
-  cmd->add_flag("--json", o->json, "Print the report as JSON (rank 0)");
+  AddJsonFlag(cmd, &o->json, "rank 0 prints the report");
   cmd->footer("Example:\n  spark-bench " + name +
               " -b 8 -e 128M -f 2 --rank 0 --world-size 2 --master 127.0.0.1:29600");
   cmd->callback([=] { *exit_code = RunCollective(c, *o, *raw, *p); });

@@ -112,7 +112,7 @@ void AddCollective(CLI::App* bench, bench::Collective kind, CommandContext& cont
   cmd->add_option("--program", f->program, "spark-bench to run (default: next to sparkctl)");
   cmd->add_option("--port", f->port, "Cluster mode: rendezvous port on rank 0 (default 29600)");
   cmd->add_option("--timeout", f->timeout_s, "Give up after this many seconds (default 600)");
-  cmd->add_flag("--json", f->o.json, "Print the report as JSON (sparkctl-bench-collective/v1)");
+  AddJsonFlag(cmd, &f->o.json, "schema sparkctl-bench-collective/v1");
   SetExample(cmd, "sparkctl bench " + name + " -b 8 -e 1G -f 2 -g 2\n  sparkctl bench " + name +
                       " -b 1M -e 256M -f 4 --cluster cluster.yaml --json\n"
                       "busbw = algbw * " +
@@ -166,7 +166,7 @@ void RegisterBenchCommands(CLI::App& parent, CommandContext& context) {
   link->add_flag("--tcp", f->tcp_only, "Measure over TCP even where RDMA devices exist");
   link->add_option("--program", f->program, "spark-bench to install (default: next to sparkctl)");
   link->add_option("--port", f->port, "TCP port of the link server (default 29700)");
-  link->add_flag("--json", f->json, "Machine-readable output (sparkctl-bench-link/v1)");
+  AddJsonFlag(link, &f->json, "schema sparkctl-bench-link/v1");
   SetExample(link, "sparkctl bench link --cluster cluster.yaml --pairs neighbours --seconds 2\n"
                    "Without RDMA verbs devices the numbers are TCP numbers, and the output says so.");
   link->callback([f, &context] { context.exit_code = RunLink(*f); });

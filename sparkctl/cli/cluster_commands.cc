@@ -40,8 +40,8 @@ int RunShow(const ClusterOptions& o) {
 }
 
 void AddCommon(CLI::App* cmd, ClusterOptions* o) {
-  cmd->add_option("-c,--cluster", o->cluster_file, "Cluster inventory (default ./cluster.yaml)");
-  cmd->add_flag("--json", o->json, "Machine-readable output");
+  AddClusterFlag(cmd, &o->cluster_file);
+  AddJsonFlag(cmd, &o->json);
 }
 
 }  // namespace

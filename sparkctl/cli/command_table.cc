@@ -4,9 +4,9 @@
 
 namespace spark::cli {
 
-std::span<const CommandFamily> CommandTable() {
+std::span<const CommandEntry> CommandTable() {
   // One row per command family, in the order --help lists them.
-  static constexpr CommandFamily kTable[] = {
+  static constexpr CommandEntry kTable[] = {
       {"profile", RegisterProfileCommands},
       {"cluster", RegisterClusterCommands},
       {"discover", RegisterDiscoverCommands},

@@ -7,6 +7,6 @@
 
 namespace spark::cli {
 
-std::span<const CommandFamily> CommandTable();
+std::span<const CommandEntry> CommandTable();
 
 }  // namespace spark::cli

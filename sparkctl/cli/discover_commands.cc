@@ -122,7 +122,7 @@ void RegisterDiscoverCommands(CLI::App& parent, CommandContext& context) {
   auto o = std::make_shared<DiscoverOptions>();
   CLI::App* d = parent.add_subcommand(
       "discover", "Find every node's identity and cabling (topology, ring order, rank 0); write cluster.yaml");
-  d->add_option("-c,--cluster", o->seed, "Seed inventory (hosts and SSH settings only is enough)");
+  AddClusterFlag(d, &o->seed, "Seed inventory (hosts and SSH settings only is enough)");
   d->add_option("--hosts", o->hosts, "Comma-separated management addresses, instead of -c");
   d->add_option("--user", o->user, "SSH user with --hosts (default root)");
   d->add_option("--identity-file", o->identity_file, "SSH private key with --hosts");
@@ -131,7 +131,7 @@ void RegisterDiscoverCommands(CLI::App& parent, CommandContext& context) {
   d->add_flag("--accept-new", o->accept_new, "Trust unknown host keys on first contact (never changed ones)");
   d->add_option("--beacon-ms", o->beacon_ms, "Longest beacon window; nodes stop earlier once every link heard its peer (default 3000)")
       ->check(CLI::Range(200, 30000));
-  d->add_flag("--json", o->json, "Machine-readable result (schema sparkctl-discover/v1)");
+  AddJsonFlag(d, &o->json, "schema sparkctl-discover/v1");
   SetExample(d, "sparkctl discover -c /run/sparkctl-sim/demo/cluster.yaml");
   d->callback([o, &context] { context.exit_code = RunDiscover(*o); });
 }

@@ -175,12 +175,12 @@ void RegisterHostCommands(CLI::App& parent, CommandContext& context) {
   auto o = std::make_shared<PinOptions>();
   CLI::App* pin = host->add_subcommand(
       "pin", "Hold the allowed kernel, add the profile's kernel options, raise memlock");
-  pin->add_option("-c,--cluster", o->cluster_file, "Cluster inventory (default ./cluster.yaml)");
+  AddClusterFlag(pin, &o->cluster_file);
   pin->add_option("-p,--profile", o->profile_file,
                   "Profile: kernel allow/deny lists, kernel options, memlock");
   pin->add_flag("--plan", o->plan_only, "Show the plan and change nothing");
-  pin->add_flag("--yes", o->yes, "Do not ask before changing nodes");
-  pin->add_flag("--json", o->json, "Machine-readable output (schema sparkctl-host-pin/v1)");
+  AddYesFlag(pin, &o->yes);
+  AddJsonFlag(pin, &o->json, "schema sparkctl-host-pin/v1");
   pin->add_flag("--accept-new", o->accept_new, "Trust unknown host keys on first contact");
   SetExample(pin, "sparkctl host pin -c cluster.yaml -p profiles/deepseek-v41-flash-tp4-ring.yaml");
   pin->callback([o, &context] { context.exit_code = RunPin(*o); });

@@ -231,8 +231,8 @@ int RunReset(const NetOptions& o) {
 CLI::App* Add(CLI::App* net, const char* name, const char* help, NetOptions* o,
               const std::string& example) {
   CLI::App* cmd = net->add_subcommand(name, help);
-  cmd->add_option("-c,--cluster", o->cluster_file, "Cluster inventory (default ./cluster.yaml)");
-  cmd->add_flag("--json", o->json, "Machine-readable output");
+  AddClusterFlag(cmd, &o->cluster_file);
+  AddJsonFlag(cmd, &o->json);
   cmd->add_flag("--no-wireguard", o->no_wireguard, "Leave the WireGuard control plane out");
   SetExample(cmd, example);
   return cmd;
@@ -252,7 +252,7 @@ void RegisterNetCommands(CLI::App& parent, CommandContext& context) {
   CLI::App* apply = Add(net, "apply",
                         "Apply the fabric plan (runtime + netplan file) with an automatic rollback",
                         o.get(), "sparkctl net apply -c cluster.yaml --yes");
-  apply->add_flag("--yes", o->yes, "Do not ask before changing nodes");
+  AddYesFlag(apply, &o->yes);
   apply->add_flag("--plan", o->plan_only, "Show the plan and change nothing");
   apply->add_option("--rollback-after", o->rollback_after_s,
                     "Seconds after which an unconfirmed node restores its old state (default 120)");
@@ -265,7 +265,7 @@ void RegisterNetCommands(CLI::App& parent, CommandContext& context) {
 
   CLI::App* reset = Add(net, "reset", "Remove what net apply added; nodes are left as before",
                         o.get(), "sparkctl net reset -c cluster.yaml --yes");
-  reset->add_flag("--yes", o->yes, "Do not ask before changing nodes");
+  AddYesFlag(reset, &o->yes);
   reset->callback([o, &context] { context.exit_code = RunReset(*o); });
 }
 

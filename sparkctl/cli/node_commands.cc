@@ -86,7 +86,7 @@ void RegisterNodeCommands(CLI::App& parent, CommandContext& context) {
   auto facts = std::make_shared<FactsOptions>();
   CLI::App* f = node->add_subcommand("facts", "Print this node's facts (kernel, CMA, GPU, RDMA, ...)");
   f->add_option("--disk-path", facts->disk_path, "Where to measure free disk (the model path)");
-  f->add_flag("--json", facts->json, "Compact JSON (schema sparkctl-node-facts/v1)");
+  AddJsonFlag(f, &facts->json, "schema sparkctl-node-facts/v1");
   SetExample(f, "sparkctl node facts --json --disk-path /var/lib/sparkctl/models");
   f->callback([facts, &context] { context.exit_code = RunFacts(*facts); });
 
@@ -99,7 +99,7 @@ void RegisterNodeCommands(CLI::App& parent, CommandContext& context) {
                 "Other nodes in the cluster: stop early once every link heard its peer (0 = "
                 "always run --ms)")
       ->check(CLI::Range(0, 4096));
-  b->add_flag("--json", beacon->json, "Compact JSON (schema sparkctl-node-beacon/v1)");
+  AddJsonFlag(b, &beacon->json, "schema sparkctl-node-beacon/v1");
   SetExample(b, "sparkctl node beacon --ms 1500   # on every node at the same time");
   b->callback([beacon, &context] { context.exit_code = RunBeacon(*beacon); });
 
@@ -111,7 +111,7 @@ void RegisterNodeCommands(CLI::App& parent, CommandContext& context) {
       ->check(CLI::Range(100, 60000));
   p->add_option("--peers", probe->peers, "Other nodes in the cluster (enables the early stop)")
       ->check(CLI::Range(0, 4096));
-  p->add_flag("--json", probe->json, "Compact JSON (schema sparkctl-node-probe/v1)");
+  AddJsonFlag(p, &probe->json, "schema sparkctl-node-probe/v1");
   SetExample(p, "sparkctl node probe --json --peers 3   # on every node at the same time");
   p->callback([probe, &context] { context.exit_code = RunProbe(*probe); });
 }

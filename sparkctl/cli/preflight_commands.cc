@@ -98,11 +98,11 @@ void RegisterPreflightCommands(CLI::App& parent, CommandContext& context) {
   auto o = std::make_shared<PreflightOptions>();
   CLI::App* p = parent.add_subcommand(
       "preflight", "Check every node for the known traps (kernel, CMA, memlock, GID, cabling, ...)");
-  p->add_option("-c,--cluster", o->cluster_file, "Cluster inventory (default ./cluster.yaml)");
+  AddClusterFlag(p, &o->cluster_file);
   p->add_option("-p,--profile", o->profile_file, "Profile: adds the kernel list, memory and disk needs");
   p->add_flag("--accept-new", o->accept_new, "Trust unknown host keys on first contact");
   p->add_flag("--no-cabling", o->no_cabling, "Skip the link beacons (FABRIC.CABLING)");
-  p->add_flag("--json", o->json, "Machine-readable result (schema sparkctl-preflight/v1)");
+  AddJsonFlag(p, &o->json, "schema sparkctl-preflight/v1");
   SetExample(p, "sparkctl preflight -c cluster.yaml -p profiles/qwen3-tiny-demo.yaml");
   p->callback([o, &context] { context.exit_code = RunPreflight(*o); });
 }

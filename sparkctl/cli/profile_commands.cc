@@ -81,7 +81,7 @@ void RegisterProfileCommands(CLI::App& parent, CommandContext& context) {
   c->add_option("files", check->files, "Profile files (YAML, schema sparkctl-profile/v1)")
       ->required()
       ->check(CLI::ExistingFile);
-  c->add_flag("--json", check->json, "Machine-readable result");
+  AddJsonFlag(c, &check->json);
   c->add_option("--engine", check->engine,
                 "spark-engine whose capabilities the engine fields are checked against "
                 "(default: the one beside sparkctl; it runs `spark-engine info --json`)");
@@ -91,7 +91,7 @@ void RegisterProfileCommands(CLI::App& parent, CommandContext& context) {
   auto show = std::make_shared<ShowOptions>();
   CLI::App* s = profile->add_subcommand("show", "Print a profile with every default filled in");
   s->add_option("file", show->file, "Profile file")->required();
-  s->add_flag("--json", show->json, "JSON instead of YAML");
+  AddJsonFlag(s, &show->json);
   SetExample(s, "sparkctl profile show profiles/qwen3-tiny-demo.yaml --json");
   s->callback([show, &context] { context.exit_code = RunShow(*show); });
 }

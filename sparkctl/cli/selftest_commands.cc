@@ -49,12 +49,12 @@ void RegisterSelftestCommands(CLI::App& parent, CommandContext& context) {
   auto f = std::make_shared<SelftestFlags>();
   CLI::App* cmd = parent.add_subcommand(
       "selftest", "Check the fabric end to end: links, MTU, RDMA, net verify, all-reduce sums");
-  cmd->add_option("-c,--cluster", f->cluster_file, "Cluster inventory (default ./cluster.yaml)");
+  AddClusterFlag(cmd, &f->cluster_file);
   cmd->add_flag("--quick", f->quick, "Checks without the link test (default)");
   cmd->add_flag("--full", f->full, "Also ping-pong every cable twin and a larger all-reduce");
   cmd->add_flag("--no-wireguard", f->no_wireguard, "The fabric was applied without WireGuard");
   cmd->add_option("--program", f->program, "spark-bench to install (default: next to sparkctl)");
-  cmd->add_flag("--json", f->json, "Machine-readable output (sparkctl-selftest/v1)");
+  AddJsonFlag(cmd, &f->json, "schema sparkctl-selftest/v1");
   SetExample(cmd, "sparkctl selftest -c cluster.yaml --full\n"
                   "Prints `All checks passed.` or each failing check with its fix; exit 2 on "
                   "failure.");

@@ -186,17 +186,17 @@ void RegisterSimCommands(CLI::App& parent, CommandContext& context) {
                             o.get(), "sudo sparkctl sim create --nodes 4 --topology ring");
   create->add_option("--nodes", o->nodes, "Number of Sparks, 2..8 (default 4)");
   create->add_option("--topology", o->topology, "pair, ring (default), line or switched");
-  create->add_flag("--json", o->json, "Machine-readable output");
+  AddJsonFlag(create, &o->json);
   create->callback([o, &context] { context.exit_code = RunCreate(*o); });
 
   CLI::App* destroy = AddSub(sim, "destroy", "Remove every namespace, link and process of a cluster",
                              o.get(), "sudo sparkctl sim destroy --name demo");
-  destroy->add_flag("--json", o->json, "Machine-readable output");
+  AddJsonFlag(destroy, &o->json);
   destroy->callback([o, &context] { context.exit_code = RunDestroy(*o); });
 
   CLI::App* status = AddSub(sim, "status", "List simulated clusters and their nodes", o.get(),
                             "sparkctl sim status --json");
-  status->add_flag("--json", o->json, "Machine-readable output");
+  AddJsonFlag(status, &o->json);
   status->callback([o, status, &context] {
     context.exit_code = RunStatus(*o, status->count("--name") > 0);
   });
@@ -210,7 +210,7 @@ void RegisterSimCommands(CLI::App& parent, CommandContext& context) {
   CLI::App* fault = AddSub(sim, "fault", "Inject or undo a fault", o.get(),
                            "sudo sparkctl sim fault --name demo unplug spark-1 0");
   fault->add_option("fault", o->args, "KIND ARGS...")->required();
-  fault->add_flag("--json", o->json, "Machine-readable output");
+  AddJsonFlag(fault, &o->json);
   fault->footer("\nKinds (NODE is a name or rank, PORT 0|1):\n" + sim::FaultUsage() +
                 "\nExample:\n  sudo sparkctl sim fault --name demo unplug spark-1 0\n"
                 "  sudo sparkctl sim fault --name demo clear");

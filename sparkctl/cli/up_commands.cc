@@ -38,7 +38,7 @@ struct CommonOptions {
 };
 
 void AddCommon(CLI::App* cmd, CommonOptions& o) {
-  cmd->add_option("-c,--cluster", o.cluster_file, "Cluster inventory (default ./cluster.yaml)");
+  AddClusterFlag(cmd, &o.cluster_file);
   cmd->add_option("--state-root", o.state_root,
                   "Where the controller records what runs (default /var/lib/sparkctl/up)");
   cmd->add_flag("--accept-new", o.accept_new, "Trust unknown host keys on first contact");
@@ -366,14 +366,14 @@ void RegisterUpCommands(CLI::App& parent, CommandContext& context) {
   cmd->add_option("-p,--profile", u->profile_file, "Profile to serve")->required();
   AddCommon(cmd, u->common);
   cmd->add_flag("--plan", u->plan_only, "Check and show what would change; change nothing");
-  cmd->add_flag("--yes", u->yes, "Do not ask before changing the fabric");
+  AddYesFlag(cmd, &u->yes, "Do not ask before changing the fabric");
   cmd->add_flag("--sync-weights", u->sync_weights, "Copy missing or corrupt weight files between nodes");
   cmd->add_flag("--no-auto-recover", u->no_auto_recover,
                 "Do not restart the model when a rank dies or hangs (default: restart)");
   cmd->add_option("--engine", u->engine, "spark-engine to install (default: next to sparkctl)");
   cmd->add_option("--master-port", u->master_port, "Rendezvous port on rank 0 (default 29500)");
   cmd->add_option("--timeout", u->timeout_s, "Seconds to wait for /ready (default 600)");
-  cmd->add_flag("--json", u->common.json, "Machine-readable result (schema sparkctl-up/v1)");
+  AddJsonFlag(cmd, &u->common.json, "schema sparkctl-up/v1");
   SetExample(cmd, "sparkctl up -c cluster.yaml -p profiles/qwen3-tiny-demo.yaml --yes");
   cmd->callback([u, &context] { context.exit_code = RunUpCommand(*u); });
 
@@ -383,7 +383,7 @@ void RegisterUpCommands(CLI::App& parent, CommandContext& context) {
   AddCommon(down, d->common);
   down->add_flag("--keep-network", d->keep_network,
                  "Leave the fabric configured (default: reset it as `net reset` does)");
-  down->add_flag("--json", d->common.json, "Machine-readable result (schema sparkctl-down/v1)");
+  AddJsonFlag(down, &d->common.json, "schema sparkctl-down/v1");
   SetExample(down, "sparkctl down -c cluster.yaml --keep-network");
   down->callback([d, &context] { context.exit_code = RunDownCommand(*d); });
 
@@ -393,7 +393,7 @@ void RegisterUpCommands(CLI::App& parent, CommandContext& context) {
   AddCommon(status, s->common);
   status->add_flag("--watch", s->watch, "Refresh every --interval seconds until interrupted");
   status->add_option("--interval", s->interval_s, "Seconds between refreshes (default 2)");
-  status->add_flag("--json", s->common.json, "Machine-readable result (schema sparkctl-status/v1)");
+  AddJsonFlag(status, &s->common.json, "schema sparkctl-status/v1");
   SetExample(status, "sparkctl status -c cluster.yaml --json   # exit 0 only when ready");
   status->callback([s, &context] { context.exit_code = RunStatusCommand(*s); });
 

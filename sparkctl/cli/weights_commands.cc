@@ -26,7 +26,7 @@
 #include "sparkctl/weights/sync_node.h"
 #include "sparkctl/weights/create_manifest.h"
 #include "sparkctl/weights/manifest.h"
-#include "sparkctl/weights/verify.h"
+#include "sparkctl/weights/manifest_verify.h"
 #include "sparkctl/weights/verify_report.h"
 
 namespace spark::cli {
@@ -162,7 +162,7 @@ void AddManifestCommand(CLI::App* weights, CommandContext& context) {
   c->add_flag("--no-cache", o->no_cache, "Neither read nor update DIR/.sparkctl-verify-cache.json");
   c->add_flag("--no-progress", o->no_progress, "No progress display on stderr");
   c->add_flag("--force", o->force, "Replace --out when it exists");
-  c->add_flag("--json", o->json, "Machine-readable result on stdout");
+  AddJsonFlag(c, &o->json);
   SetExample(c, "sparkctl weights manifest /models/Qwen3-0.6B --repo Qwen/Qwen3-0.6B "
                 "--revision c1899de --out profiles/checkpoints/Qwen--Qwen3-0.6B/c1899de.json");
   c->callback([o, &context] { context.exit_code = RunManifest(*o); });
@@ -177,7 +177,7 @@ void AddVerifyCommand(CLI::App* weights, CommandContext& context) {
   c->add_option("--dir", o->dir, "Directory holding the checkpoint");
   c->add_option("-p,--profile", o->profile,
                 "Verify model.path on every node of the cluster against model.manifest");
-  c->add_option("-c,--cluster", o->cluster, "Cluster inventory for -p (default ./cluster.yaml)");
+  AddClusterFlag(c, &o->cluster, "Cluster inventory for -p (default ./cluster.yaml)");
   c->add_flag("--accept-new", o->accept_new, "With -p: trust unknown host keys on first contact");
   c->add_option("--remote-sparkctl", o->remote_sparkctl,
                 "With -p: sparkctl path to run on the nodes (default: install this binary)");
@@ -186,8 +186,8 @@ void AddVerifyCommand(CLI::App* weights, CommandContext& context) {
   c->add_flag("--no-cache", o->no_cache, "Hash every file; neither read nor write the cache");
   c->add_flag("--no-progress", o->no_progress, "No progress display on stderr");
   c->add_flag("--allow-extra", o->allow_extra, "Files not in the manifest do not fail the check");
-  c->add_flag("--json", o->json, "Result as JSON on stdout (schema sparkctl-weights-verify/v1; "
-                                 "with -p sparkctl-weights-cluster-verify/v1)");
+  AddJsonFlag(c, &o->json,
+              "schema sparkctl-weights-verify/v1; with -p sparkctl-weights-cluster-verify/v1");
   SetExample(c, "sparkctl weights verify --manifest "
                 "profiles/checkpoints/Qwen--Qwen3-0.6B/c1899de.json --dir /models/Qwen3-0.6B\n"
                 "  sparkctl weights verify -p profiles/qwen3-tiny-demo.yaml -c cluster.yaml");
@@ -319,13 +319,13 @@ void AddSyncCommand(CLI::App* weights, CommandContext& context) {
       "sync", "Copy missing or corrupt files node to node along the ring until every node "
               "holds a verified copy. Exit 2 on any failure");
   c->add_option("-p,--profile", o->profile, "Profile (model.path, model.manifest)")->required();
-  c->add_option("-c,--cluster", o->cluster, "Cluster inventory (default ./cluster.yaml)");
+  AddClusterFlag(c, &o->cluster);
   c->add_option("--port", o->port, "TCP port of the node-side file servers (default 51893)");
   c->add_flag("--plan", o->plan, "Verify and show the transfers; copy nothing");
   c->add_option("--remote-sparkctl", o->remote_sparkctl,
                 "sparkctl path to run on the nodes (default: install this binary)");
   c->add_flag("--accept-new", o->accept_new, "Trust unknown host keys on first contact");
-  c->add_flag("--json", o->json, "Result as JSON on stdout (schema sparkctl-weights-sync/v1)");
+  AddJsonFlag(c, &o->json, "schema sparkctl-weights-sync/v1");
   SetExample(c, "sparkctl weights sync -p profiles/qwen3-tiny-demo.yaml -c cluster.yaml");
   c->callback([o, &context] { context.exit_code = RunSync(*o); });
 }
@@ -371,7 +371,7 @@ void AddFetchCommand(CLI::App* weights, CommandContext& context) {
   c->add_option("--size", o->size, "Expected size in bytes");
   c->add_option("--connect-timeout-ms", *connect_ms, "Retry connecting this long (default 60000)");
   c->add_flag("--quit", *quit, "Ask the server to exit instead");
-  c->add_flag("--json", *json, "Result as JSON on stdout");
+  AddJsonFlag(c, json.get());
   SetExample(c, "sparkctl weights fetch --from 10.0.0.1:51893 --token T --file a.bin --dir "
                 "/models/x --sha256 <64 hex> --size 1048576");
   c->callback([o, quit, json, connect_ms, &context] {

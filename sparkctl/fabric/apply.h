@@ -28,7 +28,7 @@
 
 #include "base/status.h"
 #include "sparkctl/fabric/fabric_plan.h"
-#include "sparkctl/fabric/verify.h"
+#include "sparkctl/fabric/fabric_verify.h"
 #include "sparkctl/ssh/transport.h"
 
 namespace spark::fabric {

@@ -7,7 +7,7 @@
 #include "base/strings.h"
 #include "sparkctl/bench/launch.h"
 #include "sparkctl/bench/link_bench.h"
-#include "sparkctl/fabric/verify.h"
+#include "sparkctl/fabric/fabric_verify.h"
 #include "sparkctl/host/remote.h"
 #include "sparkctl/ssh/parallel.h"
 #include "sparkctl/ssh/self_copy.h"

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "base/status.h"
-#include "sparkctl/sim/topology.h"
+#include "sparkctl/sim/cabling_plan.h"
 
 namespace spark::sim {
 

@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 
 #include "base/strings.h"
-#include "sparkctl/sim/topology.h"
+#include "sparkctl/sim/cabling_plan.h"
 
 namespace spark::sim {
 namespace {

@@ -16,7 +16,7 @@
 #include "sparkctl/sim/cluster_state.h"
 #include "sparkctl/sim/faults.h"
 #include "base/process.h"
-#include "sparkctl/sim/topology.h"
+#include "sparkctl/sim/cabling_plan.h"
 
 namespace spark::sim {
 

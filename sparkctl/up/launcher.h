@@ -12,7 +12,7 @@
 #include "base/status.h"
 #include "sparkctl/ssh/transport.h"
 #include "sparkctl/up/launch_plan.h"
-#include "sparkctl/up/rank_status.h"
+#include "sparkctl/up/node_status.h"
 
 namespace spark::up {
 

@@ -17,7 +17,7 @@
 
 #include "base/status.h"
 #include "sparkctl/ssh/transport.h"
-#include "sparkctl/up/rank_status.h"
+#include "sparkctl/up/node_status.h"
 #include "sparkctl/up/state_file.h"
 
 namespace spark::up {

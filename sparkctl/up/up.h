@@ -19,7 +19,7 @@
 #include "sparkctl/profile/profile.h"
 #include "sparkctl/ssh/transport.h"
 #include "sparkctl/up/launch_plan.h"
-#include "sparkctl/up/rank_status.h"
+#include "sparkctl/up/node_status.h"
 #include "sparkctl/up/state_file.h"
 
 namespace spark::up {

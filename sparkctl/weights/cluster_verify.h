@@ -20,7 +20,7 @@
 #include "netplan/cluster_spec.h"
 #include "sparkctl/profile/profile.h"
 #include "sparkctl/ssh/transport.h"
-#include "sparkctl/weights/verify.h"
+#include "sparkctl/weights/manifest_verify.h"
 
 namespace spark::weights {
 

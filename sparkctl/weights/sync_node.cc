@@ -22,7 +22,7 @@
 #include "base/strings.h"
 #include "sparkctl/weights/manifest.h"
 #include "sparkctl/weights/sha256.h"
-#include "sparkctl/weights/verify.h"
+#include "sparkctl/weights/manifest_verify.h"
 
 namespace spark::weights {
 namespace {

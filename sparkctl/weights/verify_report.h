@@ -8,7 +8,7 @@
 #include <string_view>
 
 #include "base/status.h"
-#include "sparkctl/weights/verify.h"
+#include "sparkctl/weights/manifest_verify.h"
 
 namespace spark::weights {
 

@@ -21,9 +21,9 @@
 #include <memory>
 
 #include "engine/backend/cuda/cuda_backend.h"
-#include "engine/backend/cuda/peer_all_reduce.h"
-#include "engine/comm/communicator.h"
-#include "engine/comm/nccl_communicator.h"
+#include "engine/backend/cuda/peer_all_reduce_group.h"
+#include "comm/communicator.h"
+#include "comm/nccl_communicator.h"
 
 namespace spark::engine::backend::cuda {
 

@@ -6,7 +6,7 @@
 #include <thread>
 
 #include "engine/backend/cpu/cpu_backend.h"
-#include "engine/comm/local_communicator.h"
+#include "comm/local_communicator.h"
 #include "engine/core/dtype.h"
 
 namespace spark::engine::backend::cpu {

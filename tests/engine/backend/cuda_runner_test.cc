@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "engine/backend/cuda/cuda_backend.h"
-#include "engine/model/model_runner.h"
+#include "engine/model/step_runner.h"
 #include "kernels/cuda_check.h"
 #include "tests/engine/backend/cuda_model_util.h"
 

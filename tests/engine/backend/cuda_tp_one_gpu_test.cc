@@ -17,7 +17,7 @@
 
 #include "engine/backend/cuda/cuda_backend.h"
 #include "engine/backend/cuda/stream_ordered_communicator.h"
-#include "engine/comm/local_communicator.h"
+#include "comm/local_communicator.h"
 #include "kernels/cuda_check.h"
 #include "tests/engine/backend/cuda_model_util.h"
 

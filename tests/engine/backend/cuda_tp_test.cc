@@ -10,8 +10,8 @@
 
 #include "engine/backend/cuda/cuda_backend.h"
 #include "engine/backend/cuda/stream_ordered_communicator.h"
-#include "engine/comm/nccl_communicator.h"
-#include "engine/comm/rendezvous.h"
+#include "comm/nccl_communicator.h"
+#include "comm/rendezvous.h"
 #include "kernels/cuda_check.h"
 #include "tests/engine/backend/cuda_model_util.h"
 

@@ -7,7 +7,7 @@
 #include <set>
 
 #include "engine/backend/cpu/cpu_backend.h"
-#include "engine/comm/local_communicator.h"
+#include "comm/local_communicator.h"
 
 namespace spark::engine::model {
 namespace {

@@ -13,7 +13,7 @@
 #include <thread>
 
 #include "engine/backend/cpu/cpu_backend.h"
-#include "engine/comm/communicator.h"
+#include "comm/communicator.h"
 #include "engine/core/dtype.h"
 #include "engine/core/safetensors.h"
 #include "engine/model/model.h"

@@ -9,7 +9,7 @@
 #include "sparkctl/fabric/apply.h"
 #include "sparkctl/fabric/fabric_plan.h"
 #include "sparkctl/fabric/node_state.h"
-#include "sparkctl/fabric/verify.h"
+#include "sparkctl/fabric/fabric_verify.h"
 #include "sparkctl/ssh/testing/fake_transport.h"
 
 namespace spark::fabric {

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "tests/sparkctl/up/test_util.h"
+#include "tests/sparkctl/up/up_test_util.h"
 
 namespace spark::up {
 namespace {

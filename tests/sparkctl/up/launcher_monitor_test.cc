@@ -12,7 +12,7 @@
 #include "sparkctl/up/launcher.h"
 #include "sparkctl/up/monitor.h"
 #include "sparkctl/up/up.h"
-#include "tests/sparkctl/up/test_util.h"
+#include "tests/sparkctl/up/up_test_util.h"
 
 namespace spark::up {
 namespace {

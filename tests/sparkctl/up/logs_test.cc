@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "sparkctl/ssh/testing/fake_transport.h"
-#include "tests/sparkctl/up/test_util.h"
+#include "tests/sparkctl/up/up_test_util.h"
 
 namespace spark::up {
 namespace {

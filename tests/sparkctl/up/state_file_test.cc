@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "tests/sparkctl/up/test_util.h"
+#include "tests/sparkctl/up/up_test_util.h"
 
 namespace spark::up {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tests/sparkctl/weights/test_util.h"
+#include "tests/sparkctl/weights/weights_test_util.h"
 
 namespace spark::weights {
 namespace {

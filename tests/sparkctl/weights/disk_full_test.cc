@@ -9,9 +9,9 @@
 #include <gtest/gtest.h>
 
 #include "sparkctl/weights/manifest.h"
-#include "sparkctl/weights/verify.h"
+#include "sparkctl/weights/manifest_verify.h"
 #include "sparkctl/weights/verify_cache.h"
-#include "tests/sparkctl/weights/test_util.h"
+#include "tests/sparkctl/weights/weights_test_util.h"
 
 namespace spark::weights {
 namespace {

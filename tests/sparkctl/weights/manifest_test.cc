@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "sparkctl/weights/sha256.h"
-#include "tests/sparkctl/weights/test_util.h"
+#include "tests/sparkctl/weights/weights_test_util.h"
 
 namespace spark::weights {
 namespace {

@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "sparkctl/weights/parallel_hash.h"
-#include "tests/sparkctl/weights/test_util.h"
+#include "tests/sparkctl/weights/weights_test_util.h"
 
 namespace spark::weights {
 namespace {

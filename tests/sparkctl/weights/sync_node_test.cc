@@ -14,7 +14,7 @@
 
 #include "sparkctl/weights/sha256.h"
 #include "sparkctl/weights/sync_node.h"
-#include "tests/sparkctl/weights/test_util.h"
+#include "tests/sparkctl/weights/weights_test_util.h"
 
 namespace spark::weights {
 namespace {

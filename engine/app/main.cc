@@ -1,4 +1,0 @@
-// spark-engine: one process per GPU (or CPU rank) of the tensor-parallel engine.
-#include "engine/app/engine_command.h"
-
-int main(int argc, char** argv) { return spark::engine::RunSparkEngine(argc, argv); }

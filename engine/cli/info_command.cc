@@ -1,0 +1,82 @@
+// `spark-engine info [--json]`: what this build supports — its backends, the model families of
+// the family table (model types, backends, element types, chat format and parsers) and the chat
+// formats. sparkctl's profile checks read the JSON form (schema spark-engine-info/v1).
+#include <cstdio>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "base/version.h"
+#include "engine/cli/engine_command.h"
+#include "engine/backend/backend_factory.h"
+#include "engine/model/model_family.h"
+#include "engine/tokenizer/chat_format.h"
+
+namespace spark::engine {
+namespace {
+
+template <typename T, typename F>
+nlohmann::json List(std::span<const T> items, F name) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const T& item : items) out.push_back(std::string(name(item)));
+  return out;
+}
+
+nlohmann::ordered_json Info() {
+  const auto str = [](std::string_view s) { return s; };
+  const auto dtype = [](backend::DType t) { return backend::DTypeName(t); };
+  nlohmann::ordered_json families = nlohmann::ordered_json::array();
+  for (const model::ModelFamily* f : model::ModelFamilies()) {
+    families.push_back({{"name", std::string(f->name)},
+                        {"model_types", List(f->model_types, str)},
+                        {"backends", List(f->backends, str)},
+                        {"weight_dtypes", List(f->weight_dtypes, dtype)},
+                        {"kv_dtypes", List(f->kv_dtypes, dtype)},
+                        {"chat_format", std::string(f->chat_format)},
+                        {"reasoning_parser", std::string(f->reasoning_parser)},
+                        {"tool_parser", std::string(f->tool_parser)}});
+  }
+  const std::vector<std::string> compiled = backend::CompiledBackends();
+  return {{"schema", "spark-engine-info/v1"},
+          {"version", kVersion},
+          {"backends", compiled},
+          {"model_families", families},
+          {"chat_formats", List(tokenizer::ChatFormatNames(), str)}};
+}
+
+void PrintTable(const nlohmann::ordered_json& info) {
+  std::printf("spark-engine %s, backends: %s\n\n", kVersion,
+              info["backends"].dump().c_str());
+  std::printf("%-12s %-24s %-16s %-24s %-16s %s\n", "family", "model types", "backends",
+              "weights", "kv cache", "chat format / parsers");
+  for (const auto& f : info["model_families"]) {
+    std::printf("%-12s %-24s %-16s %-24s %-16s %s / %s, %s\n",
+                f["name"].get<std::string>().c_str(), f["model_types"].dump().c_str(),
+                f["backends"].dump().c_str(), f["weight_dtypes"].dump().c_str(),
+                f["kv_dtypes"].dump().c_str(), f["chat_format"].get<std::string>().c_str(),
+                f["reasoning_parser"].get<std::string>().c_str(),
+                f["tool_parser"].get<std::string>().c_str());
+  }
+  std::printf("\nchat formats: %s\n", info["chat_formats"].dump().c_str());
+}
+
+}  // namespace
+
+void RegisterInfoCommand(CLI::App& parent, CommandContext& context) {
+  CLI::App* cmd = parent.add_subcommand(
+      "info", "What this build supports: backends, model families, chat formats");
+  auto json = std::make_shared<bool>(false);
+  AddJsonFlag(cmd, json.get(), "schema spark-engine-info/v1");
+  cmd->footer("\nExample:\n  spark-engine info --json");
+  cmd->callback([&context, json] {
+    const nlohmann::ordered_json info = Info();
+    if (*json) {
+      std::printf("%s\n", info.dump(2).c_str());
+    } else {
+      PrintTable(info);
+    }
+    context.exit_code = kExitOk;
+  });
+}
+
+}  // namespace spark::engine

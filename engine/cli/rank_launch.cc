@@ -1,0 +1,511 @@
+#include "engine/cli/rank_launch.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "base/logging.h"
+#include "engine/backend/backend_factory.h"
+#include "engine/backend/cpu/cpu_backend.h"
+#if SPARK_HAVE_CUDA_TP
+#include "engine/backend/cuda/cuda_backend.h"
+#include "engine/backend/cuda/stream_ordered_communicator.h"
+#include "comm/nccl_communicator.h"
+#endif
+
+namespace spark::engine::cli {
+namespace {
+
+std::string RankName(int rank) { return "rank " + std::to_string(rank); }
+
+// Testing only (RankOptions::test_exit_rank): runs `after` plans, then exits the process the
+// way a crashed rank would, without telling anyone.
+class ExitingRunner : public runtime::ModelRunner {
+ public:
+  ExitingRunner(runtime::ModelRunner* inner, int after) : inner_(inner), left_(after) {}
+  int vocab_size() const override { return inner_->vocab_size(); }
+  Result<std::vector<float>> Run(const runtime::StepPlan& plan) override {
+    if (left_-- <= 0) std::_Exit(3);
+    return inner_->Run(plan);
+  }
+
+ private:
+  runtime::ModelRunner* inner_;
+  int left_;
+};
+
+// A worker's runner: empty plans are rank 0's heartbeats and run nothing (rank 0 does not run
+// them either, so the forwards' collectives stay paired).
+// Each plan, heartbeat or not, also refreshes the rank's status file (a live worker).
+class HeartbeatAwareRunner : public runtime::ModelRunner {
+ public:
+  HeartbeatAwareRunner(runtime::ModelRunner* inner, RankStatus* status)
+      : inner_(inner), status_(status) {}
+  int vocab_size() const override { return inner_->vocab_size(); }
+  Result<std::vector<float>> Run(const runtime::StepPlan& plan) override {
+    if (status_) status_->Touch();
+    if (plan.entries.empty()) return std::vector<float>();
+    return inner_->Run(plan);
+  }
+
+ private:
+  runtime::ModelRunner* inner_;
+  RankStatus* status_;
+};
+
+// Every rank learns which ranks failed to load, so a bad shard on one machine stops the whole
+// group at start-up with that rank named instead of a collective timing out later.
+Status AgreeLoaded(comm::Communicator& comm, const Status& mine) {
+  const int world = comm.world_size();
+  float ok = mine.ok() ? 1.0f : 0.0f;
+  std::vector<float> all(world);
+  SPARK_RETURN_IF_ERROR(comm.AllGather(&ok, 1, all.data()));
+  if (!mine.ok()) return mine;
+  std::string failed;
+  for (int r = 0; r < world; ++r) {
+    if (all[r] == 0.0f) failed += (failed.empty() ? "" : ", ") + std::to_string(r);
+  }
+  if (failed.empty()) return Status::Ok();
+  return FailedPreconditionError("rank(s) " + failed + " failed to load the model");
+}
+
+std::string DescribeExit(int rank, int wstatus) {
+  if (WIFEXITED(wstatus)) {
+    return RankName(rank) + " exited with status " + std::to_string(WEXITSTATUS(wstatus));
+  }
+  if (WIFSIGNALED(wstatus)) {
+    return RankName(rank) + " was killed by signal " + std::to_string(WTERMSIG(wstatus)) + " (" +
+           strsignal(WTERMSIG(wstatus)) + ")";
+  }
+  return RankName(rank) + " ended with wait status " + std::to_string(wstatus);
+}
+
+// SIGTERM, a grace period, then SIGKILL; reaps every child still running.
+void TerminateAll(std::vector<pid_t>& pids) {
+  for (pid_t pid : pids) {
+    if (pid > 0) kill(pid, SIGTERM);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  for (pid_t& pid : pids) {
+    while (pid > 0) {
+      int st = 0;
+      if (waitpid(pid, &st, WNOHANG) != 0) {
+        pid = -1;
+      } else if (std::chrono::steady_clock::now() > deadline) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &st, 0);
+        pid = -1;
+      } else {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+    }
+  }
+}
+
+}  // namespace
+
+// Rank 0's runner for tp > 1: the broadcasting runner under a lock shared with the heartbeat,
+// remembering the first communicator error (after which the group is useless).
+class RankSession::GroupRunner : public runtime::ModelRunner {
+ public:
+  GroupRunner(runtime::BroadcastingModelRunner* inner, comm::Communicator* comm,
+              std::function<Status(const Status&)> on_error)
+      : inner_(inner), comm_(comm), on_error_(std::move(on_error)) {}
+
+  int vocab_size() const override { return inner_->vocab_size(); }
+
+  Result<std::vector<float>> Run(const runtime::StepPlan& plan) override {
+    if (plan.entries.empty()) return std::vector<float>();  // Nothing to run on any rank.
+    std::lock_guard lock(mu_);
+    if (!broken_.ok()) return broken_;
+    Result<std::vector<float>> out = inner_->Run(plan);
+    last_sent_ = std::chrono::steady_clock::now();
+    if (!out.ok()) return Broke(out.status());
+    return out;
+  }
+
+  // Broadcasts an empty plan when nothing went out for `idle`.
+  void Heartbeat(std::chrono::milliseconds idle) {
+    std::lock_guard lock(mu_);
+    if (!broken_.ok() || std::chrono::steady_clock::now() - last_sent_ < idle) return;
+    runtime::StepPlan empty;
+    Status s = runtime::BroadcastPlan(*comm_, &empty);
+    last_sent_ = std::chrono::steady_clock::now();
+    if (!s.ok()) Broke(s).IgnoreError();  // The next step reports it.
+  }
+
+  Status Shutdown() {
+    std::lock_guard lock(mu_);
+    if (!broken_.ok()) return broken_;
+    Status s = inner_->Shutdown();
+    broken_ = s.ok() ? FailedPreconditionError("the group has been shut down") : s;
+    return s;
+  }
+
+  void Abandon() {
+    std::lock_guard lock(mu_);
+    if (broken_.ok()) broken_ = AbortedError("the tensor-parallel group was abandoned");
+  }
+
+ private:
+  Status Broke(const Status& s) {
+    const Status wrapped = s.WithContext("tensor-parallel group broken");
+    Logger("engine.rank")->error("{}", wrapped.ToString());
+    broken_ = on_error_ ? on_error_(wrapped) : wrapped;
+    if (broken_.ok()) broken_ = wrapped;
+    return broken_;
+  }
+
+  runtime::BroadcastingModelRunner* inner_;
+  comm::Communicator* comm_;
+  std::function<Status(const Status&)> on_error_;
+  std::mutex mu_;
+  Status broken_;
+  std::chrono::steady_clock::time_point last_sent_ = std::chrono::steady_clock::now();
+};
+
+Status RankOptions::Validate() const {
+  if (backend != "cpu" && backend != "cuda") {
+    return InvalidArgumentError("--backend: '" + backend + "' (want cpu or cuda)");
+  }
+  if (tp < 1) return InvalidArgumentError("--tp must be >= 1");
+  if (rank < 0 || rank >= tp) {
+    return InvalidArgumentError("--rank " + std::to_string(rank) + " is outside [0, --tp " +
+                                std::to_string(tp) + ")");
+  }
+  if (tp > 1 && (master_port <= 0 || master_port > 65535)) {
+    return InvalidArgumentError("--master-port must be in [1, 65535]");
+  }
+  if (block_size < 1) return InvalidArgumentError("--block-size must be >= 1");
+  if (auto dtype = backend::ParseDType(weight_dtype); !dtype.ok()) {
+    return InvalidArgumentError("--weight-dtype: " + dtype.status().message());
+  }
+  if (auto kv = backend::ParseDType(kv_dtype);
+      kv_dtype != "auto" && (!kv.ok() || *kv == backend::DType::kFP8)) {
+    return InvalidArgumentError("--kv-dtype: '" + kv_dtype +
+                                "' is not a KV cache type (choose auto, fp32 or bf16)");
+  }
+  if (rank == 0 && num_kv_blocks < 1) return InvalidArgumentError("--num-kv-blocks must be >= 1");
+  return Status::Ok();
+}
+
+RankSession::RankSession(const RankOptions& options) : options_(options) {}
+
+RankSession::~RankSession() {
+  Shutdown().IgnoreError();
+  StopHeartbeat();
+}
+
+runtime::ModelRunner* RankSession::runner() {
+  if (group_) return group_.get();
+  return local_.get();
+}
+
+void RankSession::StartHeartbeat() {
+  const std::chrono::milliseconds idle =
+      options_.heartbeat.count() > 0
+          ? options_.heartbeat
+          : std::clamp(options_.comm_timeout / 4, std::chrono::milliseconds(100),
+                       std::chrono::milliseconds(1000));
+  heartbeat_ = std::thread([this, idle] {
+    std::unique_lock lock(heartbeat_mu_);
+    while (!heartbeat_cv_.wait_for(lock, idle / 2, [this] { return heartbeat_stop_; })) {
+      lock.unlock();
+      group_->Heartbeat(idle);
+      if (options_.status) options_.status->Touch();
+      lock.lock();
+    }
+  });
+}
+
+void RankSession::StopHeartbeat() {
+  {
+    std::lock_guard lock(heartbeat_mu_);
+    heartbeat_stop_ = true;
+  }
+  heartbeat_cv_.notify_all();
+  if (heartbeat_.joinable()) heartbeat_.join();
+}
+
+void RankSession::Abandon() {
+  if (group_) group_->Abandon();
+  shut_down_ = true;
+  StopHeartbeat();
+}
+
+Status RankSession::RunWorker() {
+  if (options_.rank == 0 || !comm_) {
+    return FailedPreconditionError("RunWorker is for ranks > 0 of a tensor-parallel group");
+  }
+  runtime::ModelRunner* runner = local_.get();
+  std::unique_ptr<ExitingRunner> exiting;
+  if (options_.test_exit_rank == options_.rank) {
+    exiting = std::make_unique<ExitingRunner>(runner, options_.test_exit_after_plans);
+    runner = exiting.get();
+  }
+  RankStatus* status = options_.status;
+  HeartbeatAwareRunner skipping(runner, status);
+  if (status) status->Set(RankPhase::kReady, "running rank 0's plans").IgnoreError();
+  Status s = runtime::RunWorkerLoop(*comm_, skipping);
+  if (s.ok()) {
+    if (status) status->Set(RankPhase::kStopped, "rank 0 shut the group down").IgnoreError();
+    return s;
+  }
+  // Gloo's message names this rank and the peer's address; say which rank that address is
+  // expected to be and what it means.
+  s = s.WithContext(RankName(options_.rank) + " of " + std::to_string(options_.tp) +
+                    ": lost the tensor-parallel group (rank 0 at " + options_.master_addr + ":" +
+                    std::to_string(options_.master_port) +
+                    " or another rank died, hung past --comm-timeout, or was stopped)");
+  if (status) status->Set(RankPhase::kFailed, s.message()).IgnoreError();
+  return s;
+}
+
+Status RankSession::Shutdown() {
+  StopHeartbeat();
+  if (!group_ || shut_down_) return Status::Ok();
+  shut_down_ = true;
+  return group_->Shutdown();
+}
+
+Status RankSession::ConnectGroup() {
+  if (options_.status) {
+    options_.status
+        ->Set(RankPhase::kConnecting, "meeting " + std::to_string(options_.tp - 1) +
+                                          " peer rank(s) via " + options_.master_addr + ":" +
+                                          std::to_string(options_.master_port))
+        .IgnoreError();
+  }
+  // Gloo cannot reduce device memory: the CUDA backend's group talks NCCL.
+  if (options_.backend == "cuda") return ConnectNccl();
+  comm::CommOptions co;
+  co.backend = "gloo";
+  co.rank = options_.rank;
+  co.world_size = options_.tp;
+  co.master_addr = options_.master_addr;
+  co.master_port = options_.master_port;
+  co.timeout = options_.comm_timeout;
+  SPARK_ASSIGN_OR_RETURN(comm_, comm::CreateCommunicator(co));
+  return Status::Ok();
+}
+
+Status RankSession::ConnectNccl() {
+#if SPARK_HAVE_CUDA_TP
+  auto* gpu = dynamic_cast<backend::cuda::CudaBackend*>(backend_.get());
+  if (gpu == nullptr) return InternalError("--backend cuda did not create a CUDA backend");
+  comm::RendezvousOptions ro;
+  ro.rank = options_.rank;
+  ro.world_size = options_.tp;
+  ro.master_addr = options_.master_addr;
+  ro.master_port = options_.master_port;
+  ro.timeout = options_.comm_timeout;
+  SPARK_ASSIGN_OR_RETURN(rendezvous_, comm::Rendezvous::Connect(ro));
+  SPARK_ASSIGN_OR_RETURN(std::unique_ptr<comm::NcclCommunicator> nccl,
+                         comm::NcclCommunicator::Create(*rendezvous_, gpu->device(), "engine-tp",
+                                                        options_.comm_timeout));
+  // The model passes host pointers too (plan broadcast, logits gather): the wrapper stages them
+  // and orders every collective after the backend's stream.
+  auto ordered = std::make_unique<backend::cuda::StreamOrderedCommunicator>(nccl.get(), gpu);
+  // Ranks on one host with peer access sum decode tensors directly (and may do so inside CUDA
+  // graphs); across machines NCCL stays. Every rank gets the same answer.
+  if (Status peer = ordered->EnablePeerAllReduce(); peer.ok()) {
+    Logger("engine")->info("rank {}: peer all-reduce on (ranks share a host)", options_.rank);
+  } else if (peer.code() == StatusCode::kUnavailable) {
+    Logger("engine")->info("rank {}: collectives through NCCL ({})", options_.rank, peer.message());
+  } else {
+    return peer;
+  }
+  comm_ = std::move(ordered);
+  nccl_ = std::move(nccl);
+  return Status::Ok();
+#else
+  return FailedPreconditionError(
+      "--backend cuda with --tp > 1 needs NCCL: this spark-engine was built without it "
+      "(install NCCL and rebuild with CUDA on), or use --tp 1 or --backend cpu");
+#endif
+}
+
+Result<std::unique_ptr<RankSession>> StartRank(const RankOptions& options) {
+  SPARK_RETURN_IF_ERROR(options.Validate());
+  std::unique_ptr<RankSession> s(new RankSession(options));
+  auto log = Logger("engine.rank");
+  RankStatus* status = options.status;
+  const int threads =
+      options.threads > 0
+          ? options.threads
+          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / options.tp);
+  // The backend comes first: NCCL needs its GPU, and a build without CUDA refuses "cuda" here,
+  // before any peer is waited for.
+  SPARK_ASSIGN_OR_RETURN(const backend::DType weight_dtype,
+                         backend::ParseDType(options.weight_dtype));
+  SPARK_ASSIGN_OR_RETURN(
+      s->backend_,
+      backend::CreateBackend({.name = options.backend,
+                              .threads = threads,
+                              .rank = options.rank,
+                              .step_timeout = options.comm_timeout,
+                              .bf16_attention = weight_dtype != backend::DType::kF32}));
+  if (options.tp > 1) SPARK_RETURN_IF_ERROR(s->ConnectGroup());
+  // Rank 0 decides the KV cache shape: its BlockManager hands out the block ids in the plans.
+  int64_t shape[2] = {options.num_kv_blocks, options.block_size};
+  if (s->comm_) SPARK_RETURN_IF_ERROR(s->comm_->Broadcast(shape, sizeof(shape), 0));
+  model::ModelOptions mo;
+  mo.shard = {options.rank, options.tp};
+  mo.moe_sharding = options.moe_sharding;
+  mo.weight_dtype = weight_dtype;
+  mo.kv_dtype = backend::KvDTypeFor(weight_dtype);
+  if (options.kv_dtype != "auto") {
+    SPARK_ASSIGN_OR_RETURN(mo.kv_dtype, backend::ParseDType(options.kv_dtype));
+  }
+  if (status) {
+    status->Set(RankPhase::kLoading, "reading weights from " + options.model_dir).IgnoreError();
+    mo.on_progress = [status](double fraction) { status->SetProgress(fraction); };
+  }
+  Result<std::unique_ptr<model::Model>> loaded =
+      model::LoadModel(options.model_dir, *s->backend_, s->comm_.get(), mo);
+  if (s->comm_) SPARK_RETURN_IF_ERROR(AgreeLoaded(*s->comm_, loaded.status()));
+  SPARK_RETURN_IF_ERROR(loaded.status());
+  if (status) status->SetProgress(1.0);
+  s->model_ = std::move(*loaded);
+  SPARK_ASSIGN_OR_RETURN(
+      s->local_, model::ModelStepRunner::Create(s->model_.get(), *s->backend_, shape[0],
+                                                static_cast<int>(shape[1]), options.rank == 0,
+                                                options.cuda_graphs));
+  if (s->comm_ && options.rank == 0) {
+    s->broadcast_ =
+        std::make_unique<runtime::BroadcastingModelRunner>(s->comm_.get(), s->local_.get());
+    s->group_ = std::make_unique<RankSession::GroupRunner>(s->broadcast_.get(), s->comm_.get(),
+                                                           options.on_group_error);
+    s->StartHeartbeat();
+  }
+  const model::KvCacheSpec kv = s->model_->kv_cache_spec();
+  const double kv_gib = static_cast<double>(shape[0]) * static_cast<double>(shape[1]) *
+                        static_cast<double>(kv.bytes_per_token()) / (1024.0 * 1024.0 * 1024.0);
+  log->info(
+      "rank {}/{}: {} loaded ({} weights), KV cache {} blocks x {} tokens ({}, {:.2f} GiB), "
+      "{} threads",
+      options.rank, options.tp, options.model_dir, backend::DTypeName(weight_dtype), shape[0],
+      shape[1], backend::DTypeName(kv.dtype), kv_gib, threads);
+  return s;
+}
+
+Result<int> PickFreeLoopbackPort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return UnavailableError(std::string("socket: ") + std::strerror(errno));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof(addr);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    const std::string err = std::strerror(errno);
+    close(fd);
+    return UnavailableError("no free port on 127.0.0.1: " + err);
+  }
+  close(fd);
+  return static_cast<int>(ntohs(addr.sin_port));
+}
+
+LocalRanks::~LocalRanks() { TerminateAll(); }
+
+void LocalRanks::TerminateAll() { cli::TerminateAll(pids_); }
+
+bool LocalRanks::running() const {
+  return std::any_of(pids_.begin(), pids_.end(), [](pid_t p) { return p > 0; });
+}
+
+pid_t LocalRanks::pid(int rank) const {
+  const int i = rank - first_rank_;
+  return i >= 0 && i < static_cast<int>(pids_.size()) ? pids_[i] : -1;
+}
+
+Status LocalRanks::Poll(bool exit_zero_fails) {
+  std::string failures;
+  for (size_t i = 0; i < pids_.size(); ++i) {
+    if (pids_[i] <= 0) continue;
+    int st = 0;
+    const pid_t got = waitpid(pids_[i], &st, WNOHANG);
+    if (got == 0) continue;
+    pids_[i] = -1;
+    const int rank = first_rank_ + static_cast<int>(i);
+    if (got < 0 || exit_zero_fails || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+      failures += (failures.empty() ? "" : "; ") +
+                  (got < 0 ? RankName(rank) + ": waitpid failed" : DescribeExit(rank, st));
+    }
+  }
+  return failures.empty() ? Status::Ok() : InternalError(failures);
+}
+
+Status LocalRanks::Wait(std::chrono::milliseconds timeout) {
+  const auto start = std::chrono::steady_clock::now();
+  while (running()) {
+    if (Status s = Poll(/*exit_zero_fails=*/false); !s.ok()) {
+      TerminateAll();
+      return s;
+    }
+    if (!running()) break;
+    if (timeout.count() > 0 && std::chrono::steady_clock::now() - start > timeout) {
+      TerminateAll();
+      return DeadlineExceededError("local ranks still running after " +
+                                   std::to_string(timeout.count()) + " ms");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<LocalRanks>> StartLocalRanks(
+    const std::vector<std::vector<std::string>>& argvs, int first_rank) {
+  // argv arrays are built before fork: the child only calls async-signal-safe functions.
+  std::vector<std::vector<char*>> cargs(argvs.size());
+  for (size_t i = 0; i < argvs.size(); ++i) {
+    if (argvs[i].empty()) {
+      return InvalidArgumentError(RankName(first_rank + static_cast<int>(i)) + ": empty argv");
+    }
+    for (const std::string& a : argvs[i]) cargs[i].push_back(const_cast<char*>(a.c_str()));
+    cargs[i].push_back(nullptr);
+  }
+  std::unique_ptr<LocalRanks> ranks(new LocalRanks());
+  ranks->first_rank_ = first_rank;
+  ranks->pids_.assign(argvs.size(), -1);
+  const pid_t parent = getpid();
+  for (size_t i = 0; i < argvs.size(); ++i) {
+    const pid_t pid = fork();
+    if (pid < 0) {
+      const std::string err = std::strerror(errno);
+      return InternalError("fork for " + RankName(first_rank + static_cast<int>(i)) + ": " +
+                           err);  // ~LocalRanks terminates those already started.
+    }
+    if (pid == 0) {
+      // The child dies with the launcher (the forking thread must stay alive: it is ours).
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != parent) _exit(126);
+      sigset_t none;  // The mask survives exec: a launcher that blocks SIGTERM must not pass it on.
+      sigemptyset(&none);
+      sigprocmask(SIG_SETMASK, &none, nullptr);
+      execv(cargs[i][0], cargs[i].data());
+      _exit(127);
+    }
+    ranks->pids_[i] = pid;
+  }
+  return ranks;
+}
+
+Status SpawnLocalRanks(const std::vector<std::vector<std::string>>& argvs,
+                       std::chrono::milliseconds timeout) {
+  SPARK_ASSIGN_OR_RETURN(std::unique_ptr<LocalRanks> ranks, StartLocalRanks(argvs, 0));
+  return ranks->Wait(timeout);
+}
+
+}  // namespace spark::engine::cli

@@ -1,0 +1,79 @@
+// RankStatus: where one engine rank is in its life, for the supervisor (`sparkctl up` reads it
+// over SSH to show per-rank progress) and for the rank's log. Each change of phase is logged
+// (logger "engine.rank") and, when a path is given (`serve --status-file PATH`), written to PATH
+// as one JSON object, replaced atomically (a temporary file in the same directory, then rename):
+//
+//   {"rank":1,"world_size":2,"pid":4242,"phase":"loading","progress":0.42,
+//    "message":"reading weights","updated":"2026-11-29T22:10:05.123Z"}
+//
+// phase: starting | connecting | loading | warming | ready | failed | stopped. progress: 0 while
+// starting and connecting, the fraction of this rank's weight bytes read while loading, 1 once
+// loaded; failed and stopped keep the last value. docs/engine.md documents the shape.
+// Thread-safety: every method may be called from any thread.
+#pragma once
+
+#include <chrono>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <sys/types.h>
+
+#include "base/status.h"
+
+namespace spark::engine::cli {
+
+enum class RankPhase { kStarting, kConnecting, kLoading, kWarming, kReady, kFailed, kStopped };
+
+// "starting", "connecting", ...: the names used in the file.
+std::string_view RankPhaseName(RankPhase phase);
+
+struct RankStatusRecord {
+  int rank = 0;
+  int world_size = 1;
+  pid_t pid = 0;
+  RankPhase phase = RankPhase::kStarting;
+  double progress = 0.0;
+  std::string message;
+  std::chrono::system_clock::time_point updated;
+};
+
+// The record as the file holds it (one JSON object, no newline inside, "updated" in ISO-8601
+// UTC with milliseconds).
+std::string RankStatusJson(const RankStatusRecord& record);
+
+// Writes `text` to `path` atomically: PATH.tmp.<pid>, then rename over PATH. Unavailable naming
+// the path and the OS error.
+Status WriteFileAtomically(const std::string& path, const std::string& text);
+
+class RankStatus {
+ public:
+  // `path` empty: phases are only logged.
+  RankStatus(int rank, int world_size, std::string path);
+
+  // Enters `phase` with `message`, logs it and rewrites the file. The file's write error, if
+  // any (also logged as a warning: a supervisor's view must not stop the engine).
+  Status Set(RankPhase phase, std::string message);
+  // While loading: the fraction of weight bytes read. Rewrites the file when the value moved by
+  // at least 1% or 250 ms passed since the last write, so big checkpoints do not flood the disk.
+  void SetProgress(double fraction);
+  // While ready: refreshes "updated" (rewriting the file at most once a second), called by the
+  // rank's loop on every plan and heartbeat, so a supervisor tells a live rank from a hung one
+  // by the age of "updated".
+  void Touch();
+
+  RankPhase phase() const;
+  RankStatusRecord record() const;
+  const std::string& path() const { return path_; }
+
+ private:
+  Status WriteLocked();
+
+  const std::string path_;
+  mutable std::mutex mu_;
+  RankStatusRecord record_;
+  double written_progress_ = 0.0;
+  std::chrono::steady_clock::time_point written_at_;
+  int logged_decile_ = 0;
+};
+
+}  // namespace spark::engine::cli

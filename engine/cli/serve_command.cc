@@ -1,0 +1,450 @@
+// `spark-engine serve`: the OpenAI-compatible server (engine/server) over the scheduler and a
+// model, one process per tensor-parallel rank (rank start-up shared with `generate`, see
+// rank_launch.h).
+//
+// With --rank R this process is rank R of --tp N: rank 0 serves the rendezvous, loads its
+// shards, runs a warm-up generation through every rank and serves HTTP; ranks > 0 load their
+// shards and run rank 0's plans until it shuts the group down (exit 0) or the group breaks
+// (exit 2, naming the rank and the peer). With --tp N and no --rank, this process is rank 0 and
+// starts ranks 1..N-1 as its children (/proc/self/exe ... --rank r, a free loopback port); when
+// one of them ends, /ready answers 503 naming it, and after --failure-grace the server drains and
+// exits 2: a rank cannot rejoin, the supervisor restarts the whole model.
+// SIGTERM/SIGINT on rank 0: stop accepting, let running requests finish (--drain-timeout), shut
+// the workers down, exit 0. On a worker: exit at once. --status-file: see rank_status.h.
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <future>
+#include <optional>
+#include <thread>
+
+#include "base/logging.h"
+#include "engine/cli/engine_command.h"
+#include "engine/cli/backend_flags.h"
+#include "engine/cli/rank_launch.h"
+#include "engine/cli/rank_status_file.h"
+#include "engine/cli/serve_control.h"
+#include "engine/model/model_family.h"
+#include "engine/runtime/engine.h"
+#include "engine/server/engine_service.h"
+#include "engine/server/openai_server.h"
+
+namespace spark::engine {
+namespace {
+
+using cli::RankPhase;
+
+struct ServeOptions {
+  std::string model_dir;
+  std::string tokenizer_dir;  // Default: the model directory.
+  std::string chat_format;    // Default: detected from the chat template.
+  std::string host = "127.0.0.1";
+  int port = 8000;
+  std::string api_key_file;
+  std::string served_model_name;  // Default: the model directory's name.
+  // Ranks and transport.
+  int tp = 1;
+  bool tp_given = false;
+  int rank = -1;  // -1: rank 0, starting ranks 1..tp-1 as children
+  bool rank_given = false;
+  cli::BackendFlags compute;  // --backend, --weight-dtype, --cuda-graphs
+  std::string master_addr = "127.0.0.1";
+  bool master_addr_given = false;
+  int master_port = 0;  // 0: a free loopback port (children) / 29500 (explicit --rank)
+  int comm_timeout_s = 60;
+  int threads = 0;
+  std::string status_file;
+  int failure_grace_s = 5;
+  // Scheduling and KV cache.
+  int max_model_len = 0;  // 0: the model's max_position_embeddings, at most 8192.
+  int max_num_seqs = 64;
+  int num_kv_blocks = 0;  // 0: enough for max_num_seqs full-length sequences, at most 4096.
+  int block_size = 16;
+  int max_pending = 256;
+  int drain_timeout_s = 30;
+  std::string log_level = "info";  // a server logs its phases unless told otherwise
+};
+
+bool LaunchesChildren(const ServeOptions& o) { return o.tp > 1 && !o.rank_given; }
+
+Status ValidateFlags(const ServeOptions& o) {
+  if (o.tp < 1) return InvalidArgumentError("--tp " + std::to_string(o.tp) + ": must be >= 1");
+  if (o.rank_given && !o.tp_given) {
+    return InvalidArgumentError("--rank " + std::to_string(o.rank) +
+                                " needs --tp N, the number of ranks in the group (e.g. --tp 2 "
+                                "--rank 1)");
+  }
+  if (o.rank_given && (o.rank < 0 || o.rank >= o.tp)) {
+    return InvalidArgumentError("--rank " + std::to_string(o.rank) + " is outside [0, --tp " +
+                                std::to_string(o.tp) + "): ranks are numbered from 0");
+  }
+  if (o.master_addr_given && !o.rank_given) {
+    return InvalidArgumentError(
+        "--master-addr needs --rank: without it serve starts its ranks on this machine and they "
+        "meet on 127.0.0.1 (give --rank R on every machine of a multi-machine group)");
+  }
+  if (o.master_port < 0 || o.master_port > 65535) {
+    return InvalidArgumentError("--master-port " + std::to_string(o.master_port) +
+                                ": must be in [1, 65535] (0: pick a free one)");
+  }
+  if (o.comm_timeout_s < 1) return InvalidArgumentError("--comm-timeout must be >= 1 second");
+  if (o.failure_grace_s < 0) return InvalidArgumentError("--failure-grace must be >= 0");
+  if (o.drain_timeout_s < 0) return InvalidArgumentError("--drain-timeout must be >= 0");
+  if (o.block_size < 1) return InvalidArgumentError("--block-size must be >= 1");
+  if (o.max_num_seqs < 1) return InvalidArgumentError("--max-num-seqs must be >= 1");
+  return Status::Ok();
+}
+
+// --status-file for rank `rank`: "{rank}" in the path becomes the rank; children started by
+// this process write PATH.rank<r> when the path has no "{rank}".
+std::string StatusPath(const ServeOptions& o, int rank) {
+  std::string path = o.status_file;
+  if (path.empty()) return path;
+  const size_t at = path.find("{rank}");
+  if (at != std::string::npos) return path.replace(at, 6, std::to_string(rank));
+  if (LaunchesChildren(o) && rank > 0) path += ".rank" + std::to_string(rank);
+  return path;
+}
+
+// Threads per rank: --threads is in all when this process starts the ranks, per rank with
+// --rank (default: every core, shared by the local ranks).
+int RankThreads(const ServeOptions& o) {
+  const int total =
+      o.threads > 0 ? o.threads : static_cast<int>(std::thread::hardware_concurrency());
+  return LaunchesChildren(o) ? std::max(1, total / o.tp) : std::max(1, total);
+}
+
+std::vector<std::string> ChildArgv(const ServeOptions& o, int rank, int port) {
+  std::vector<std::string> a = {"/proc/self/exe", "--log-level",
+                                o.log_level,      "serve",
+                                "--model",        o.model_dir,
+                                "--tp",           std::to_string(o.tp),
+                                "--rank",         std::to_string(rank),
+                                "--master-addr",  "127.0.0.1",
+                                "--master-port",  std::to_string(port),
+                                "--comm-timeout", std::to_string(o.comm_timeout_s),
+                                "--threads",      std::to_string(RankThreads(o))};
+  const std::vector<std::string> compute = cli::BackendArgv(o.compute);
+  a.insert(a.end(), compute.begin(), compute.end());
+  if (!o.status_file.empty()) a.insert(a.end(), {"--status-file", StatusPath(o, rank)});
+  return a;
+}
+
+cli::RankOptions MakeRankOptions(const ServeOptions& o, int rank, int port, int64_t blocks) {
+  cli::RankOptions r;
+  r.model_dir = o.model_dir;
+  cli::ApplyBackendFlags(o.compute, &r);
+  r.tp = o.tp;
+  r.rank = rank;
+  r.master_addr = o.master_addr;
+  r.master_port = port;
+  r.comm_timeout = std::chrono::seconds(o.comm_timeout_s);
+  r.threads = RankThreads(o);
+  r.num_kv_blocks = blocks;
+  r.block_size = o.block_size;
+  return r;
+}
+
+Status RunWorkerRank(const ServeOptions& o, int rank, cli::RankStatus& status) {
+  cli::RankOptions ro = MakeRankOptions(o, rank, o.master_port > 0 ? o.master_port : 29500, 0);
+  ro.status = &status;
+  Result<std::unique_ptr<cli::RankSession>> session = cli::StartRank(ro);
+  if (!session.ok()) {
+    const Status s = session.status().WithContext("rank " + std::to_string(rank));
+    status.Set(RankPhase::kFailed, s.message()).IgnoreError();
+    return s;
+  }
+  return (*session)->RunWorker();  // Reports ready, then stopped or failed.
+}
+
+Result<server::OpenAIServerOptions> ServerOptions(const ServeOptions& o) {
+  server::OpenAIServerOptions s;
+  s.http.host = o.host;
+  s.http.port = o.port;
+  s.max_pending_sequences = o.max_pending;
+  s.served_model_name =
+      o.served_model_name.empty()
+          ? std::filesystem::path(o.model_dir).lexically_normal().filename().string()
+          : o.served_model_name;
+  if (s.served_model_name.empty()) s.served_model_name = "model";
+  if (!o.api_key_file.empty()) {
+    SPARK_ASSIGN_OR_RETURN(s.api_keys, server::ApiKeys::FromFile(o.api_key_file));
+  }
+  return s;
+}
+
+// Polls the child ranks while rank 0 runs; any exit breaks the group.
+class ChildWatch {
+ public:
+  ChildWatch(cli::LocalRanks* children, std::shared_ptr<cli::ServeControl> control)
+      : children_(children), control_(std::move(control)) {
+    if (children_) thread_ = std::thread([this] { Loop(); });
+  }
+  ~ChildWatch() { Stop(); }
+  void Stop() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  void Loop() {
+    while (!stop_) {
+      Status s = children_->Poll(/*exit_zero_fails=*/true);
+      if (!s.ok()) {
+        s = UnavailableError("tensor-parallel " + s.message() +
+                             "; the group cannot continue (restart the whole model)");
+        // Before serving the main thread may sit in a collective until --comm-timeout.
+        if (!control_->serving()) control_->ExitNow(RankPhase::kFailed, s.message(), kExitFailed);
+        control_->Fail(s, /*names_rank=*/true);
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  cli::LocalRanks* children_;
+  std::shared_ptr<cli::ServeControl> control_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+// One greedy token through the service, so through every rank's forward and collectives.
+Status WarmUp(server::EngineService& service, const server::TextCodec& codec,
+              std::chrono::seconds timeout) {
+  server::GenerationRequest g;
+  g.id = 0;
+  g.prompt = codec.Encode("Hello", false);
+  const int vocab = service.vocab_size();
+  if (g.prompt.empty() ||
+      std::any_of(g.prompt.begin(), g.prompt.end(), [vocab](int32_t t) { return t >= vocab; })) {
+    g.prompt = {0};  // A tokenizer larger than the model (test checkpoints).
+  }
+  g.params.temperature = 0;
+  g.params.max_tokens = 1;
+  g.params.ignore_eos = true;
+  auto done = std::make_shared<std::promise<Status>>();
+  std::future<Status> result = done->get_future();
+  SPARK_RETURN_IF_ERROR(service.Submit(std::move(g), [done](const server::GenerationEvent& e) {
+    if (!e.finished) return;
+    done->set_value(!e.error.ok() ? e.error
+                    : e.has_token ? Status::Ok()
+                                  : UnavailableError("the warm-up request ended without a token"));
+  }));
+  if (result.wait_for(timeout) != std::future_status::ready) {
+    service.Cancel(0);
+    return DeadlineExceededError("warm-up generation: no token within " +
+                                 std::to_string(timeout.count()) + " s");
+  }
+  return result.get().WithContext("warm-up generation");
+}
+
+runtime::EngineOptions MakeEngineOptions(const ServeOptions& o, const core::ModelConfig& config,
+                                         int max_len, int blocks) {
+  runtime::EngineOptions eo;
+  eo.argmax_plans = true;  // ModelStepRunner answers them: greedy steps move ids, not logits
+  eo.scheduler.max_model_len = max_len;
+  eo.scheduler.max_num_seqs = o.max_num_seqs;
+  eo.blocks.num_blocks = blocks;
+  eo.blocks.block_size = o.block_size;
+  eo.eos_token_id = config.eos_token_ids.empty() ? -1 : config.eos_token_ids[0];
+  return eo;
+}
+
+// Serves until a signal (drain, shut the workers down: Ok or the drain's error) or a broken
+// group (503 on /ready for --failure-grace, then drain: the group's error).
+Status ServeUntilDone(const ServeOptions& o, cli::ServeControl& control,
+                      server::EngineService& service, const server::TextCodec& codec,
+                      cli::RankStatus& status) {
+  SPARK_ASSIGN_OR_RETURN(server::OpenAIServerOptions options, ServerOptions(o));
+  SPARK_ASSIGN_OR_RETURN(auto srv, server::OpenAIServer::Start(options, &service, &codec));
+  std::printf("serving %s on http://%s:%d\n", options.served_model_name.c_str(), o.host.c_str(),
+              srv->port());
+  std::fflush(stdout);
+  control.SetServing(true);
+  if (control.failure().ok()) {
+    status
+        .Set(RankPhase::kReady, "serving " + options.served_model_name + " on http://" + o.host +
+                                    ":" + std::to_string(srv->port()))
+        .IgnoreError();
+  }
+  const cli::ServeControl::Event event = control.Wait();
+  Status result;
+  if (event == cli::ServeControl::Event::kFailed) {
+    control.SleepUnlessStopped(std::chrono::seconds(o.failure_grace_s));
+    result = control.failure();  // Possibly replaced by a more precise one meanwhile.
+    srv->Drain(std::chrono::seconds(std::min(o.drain_timeout_s, 5))).IgnoreError();
+  } else {
+    result = srv->Drain(std::chrono::seconds(o.drain_timeout_s));
+  }
+  srv->Stop();
+  return result;
+}
+
+Status RunRankZero(const ServeOptions& o, std::shared_ptr<cli::ServeControl> control,
+                   cli::RankStatus& status) {
+  SPARK_ASSIGN_OR_RETURN(core::ModelConfig config, model::LoadModelConfig(o.model_dir));
+  const model::ModelFamily* family = model::FindModelFamily(config.model_type);
+  SPARK_ASSIGN_OR_RETURN(
+      auto codec, server::TokenizerCodec::FromDir(
+                      o.tokenizer_dir.empty() ? o.model_dir : o.tokenizer_dir, o.chat_format,
+                      std::string(family->chat_format)));
+  const int max_len =
+      o.max_model_len > 0 ? o.max_model_len : std::min(8192, config.max_position_embeddings);
+  const int blocks =
+      o.num_kv_blocks > 0
+          ? o.num_kv_blocks
+          : std::min(4096, o.max_num_seqs * ((max_len + o.block_size - 1) / o.block_size));
+  int port = o.master_port > 0 ? o.master_port : (o.tp > 1 && !LaunchesChildren(o) ? 29500 : 0);
+  std::unique_ptr<cli::LocalRanks> children;
+  if (LaunchesChildren(o)) {
+    if (port == 0) {
+      SPARK_ASSIGN_OR_RETURN(port, cli::PickFreeLoopbackPort());
+    }
+    std::vector<std::vector<std::string>> argvs;
+    for (int r = 1; r < o.tp; ++r) argvs.push_back(ChildArgv(o, r, port));
+    Logger("engine.serve")
+        ->info("starting ranks 1..{}, rendezvous on 127.0.0.1:{}", o.tp - 1, port);
+    SPARK_ASSIGN_OR_RETURN(children, cli::StartLocalRanks(argvs, 1));
+  }
+  ChildWatch watch(children.get(), control);
+  cli::RankOptions ro = MakeRankOptions(o, 0, port, blocks);
+  ro.status = &status;
+  // A dead child usually shows first as a reset connection; its exit, seen by the watch within
+  // 50 ms, names it: report that one when it comes.
+  const bool has_children = children != nullptr;
+  ro.on_group_error = [control, has_children](const Status& s) {
+    if (has_children) {
+      Status named = control->AwaitNamedFailure(std::chrono::seconds(1));
+      if (!named.ok()) return named;
+    }
+    control->Fail(s, /*names_rank=*/false);
+    const Status f = control->failure();
+    return f.ok() ? s : f;
+  };
+  SPARK_ASSIGN_OR_RETURN(auto session, cli::StartRank(ro));
+  SPARK_ASSIGN_OR_RETURN(
+      auto engine,
+      runtime::Engine::Create(MakeEngineOptions(o, config, max_len, blocks), session->runner()));
+  Status result;
+  {
+    server::EngineService service(std::move(engine), max_len, config.vocab_size);
+    status
+        .Set(RankPhase::kWarming,
+             "one greedy token through all " + std::to_string(o.tp) + " rank(s)")
+        .IgnoreError();
+    result = WarmUp(service, *codec, std::chrono::seconds(o.comm_timeout_s + 30));
+    if (result.ok()) {
+      control->SetService(&service);
+      result = ServeUntilDone(o, *control, service, *codec, status);
+      control->SetService(nullptr);
+    }
+  }
+  watch.Stop();  // From here on children are expected to exit.
+  if (!control->failure().ok()) result = control->failure();
+  if (!result.ok() && !control->failure().ok()) {
+    session->Abandon();  // The group is broken: no shutdown plan to send.
+  } else {
+    Status down = session->Shutdown();
+    if (!down.ok()) Logger("engine.serve")->warn("shutting the workers down: {}", down.message());
+  }
+  if (children) {
+    if (Status s = children->Wait(std::chrono::seconds(5)); !s.ok() && control->failure().ok()) {
+      Logger("engine.serve")->warn("child ranks at shutdown: {}", s.message());
+    }
+  }
+  if (result.ok()) {
+    status.Set(RankPhase::kStopped, "drained and shut the group down").IgnoreError();
+  } else {
+    status.Set(RankPhase::kFailed, result.message()).IgnoreError();
+  }
+  return result;
+}
+
+Status RunServe(const ServeOptions& o) {
+  SPARK_RETURN_IF_ERROR(ValidateFlags(o));
+  const int rank = std::max(o.rank, 0);
+  SPARK_RETURN_IF_ERROR(InitLogging(
+      {.level = o.log_level, .rank = o.tp > 1 ? std::optional<int>(rank) : std::nullopt}));
+  auto status = std::make_shared<cli::RankStatus>(rank, o.tp, StatusPath(o, rank));
+  if (Status s = status->Set(RankPhase::kStarting, "pid " + std::to_string(getpid())); !s.ok()) {
+    return s.WithContext("--status-file (is its directory there and writable?)");
+  }
+  // Before any other thread starts: every thread inherits the blocked signals.
+  std::shared_ptr<cli::ServeControl> control = cli::ServeControl::Start(status);
+  if (rank > 0) return RunWorkerRank(o, rank, *status);
+  Status s = RunRankZero(o, control, *status);
+  if (!s.ok() && status->phase() != RankPhase::kFailed) {
+    status->Set(RankPhase::kFailed, s.message()).IgnoreError();
+  }
+  return s;
+}
+
+}  // namespace
+
+void RegisterServeCommand(CLI::App& parent, CommandContext& context) {
+  auto o = std::make_shared<ServeOptions>();
+  CLI::App* cmd =
+      parent.add_subcommand("serve", "Serve a model over an OpenAI-compatible HTTP API");
+  cmd->add_option("--model", o->model_dir, "Hugging Face checkpoint directory")->required();
+  cmd->add_option("--tokenizer", o->tokenizer_dir, "Tokenizer directory (default: --model)");
+  cmd->add_option("--chat-format", o->chat_format,
+                  ChatFormatHelp("detected from the chat template, else the model family's"));
+  cmd->add_option("--host", o->host,
+                  "Address to bind (default 127.0.0.1; others need --api-key-file)");
+  cmd->add_option("--port", o->port, "Port (default 8000; 0 = any free port)");
+  cmd->add_option("--api-key-file", o->api_key_file, "File of accepted Bearer keys, one per line");
+  cmd->add_option("--served-model-name", o->served_model_name,
+                  "Model name in the API (default: directory name)");
+  cmd->add_option("--tp", o->tp,
+                  "Tensor-parallel ranks, one process each (default 1); without --rank this "
+                  "process is rank 0 and starts the others on this machine");
+  cmd->add_option("--rank", o->rank,
+                  "Run only this rank of --tp (start every rank, on any machine, with the same "
+                  "--master-addr/--master-port)");
+  cli::AddBackendFlags(cmd, &o->compute);
+  cmd->add_option("--master-addr", o->master_addr,
+                  "Rank 0's address, with --rank (default 127.0.0.1)");
+  cmd->add_option("--master-port", o->master_port,
+                  "Rendezvous port (default: a free one when starting local ranks, 29500 with "
+                  "--rank)");
+  cmd->add_option("--comm-timeout", o->comm_timeout_s,
+                  "Seconds to wait for a peer rank before the group counts as broken (default 60)");
+  cmd->add_option("--threads", o->threads,
+                  "CPU threads: in all for local ranks, per rank with --rank (default: all)");
+  cmd->add_option("--status-file", o->status_file,
+                  "Write this rank's phase as JSON to PATH at each change ('{rank}' in PATH "
+                  "becomes the rank; local child ranks use PATH.rank<r> otherwise)");
+  cmd->add_option("--failure-grace", o->failure_grace_s,
+                  "Seconds /ready keeps answering 503 after a rank dies, before exiting "
+                  "(default 5)");
+  cmd->add_option("--max-model-len", o->max_model_len,
+                  "Prompt + output tokens per request (default: model's, <= 8192)");
+  cmd->add_option("--max-num-seqs", o->max_num_seqs, "Sequences per batch (default 64)");
+  cmd->add_option("--num-kv-blocks", o->num_kv_blocks,
+                  "KV cache blocks (default: max-num-seqs full sequences, <= 4096)");
+  cmd->add_option("--block-size", o->block_size, "KV cache block size in tokens (default 16)");
+  cmd->add_option("--max-pending", o->max_pending, "Sequences in flight before 429 (default 256)");
+  cmd->add_option("--drain-timeout", o->drain_timeout_s,
+                  "Seconds to let requests finish on SIGTERM (default 30)");
+  cmd->footer(
+      "\nExamples:\n  spark-engine serve --model tests/fixtures/models/qwen3-tiny "
+      "--tokenizer ../shared/data/tokenizers/qwen3 --port 8000\n"
+      "  spark-engine serve --model DIR --tp 2 --status-file /run/engine.json   "
+      "(ranks 1.. as child processes)\n"
+      "  spark-engine serve --model DIR --tp 2 --rank 1 --master-addr 10.0.0.1 "
+      "--master-port 29500   (one rank per machine)\n"
+      "Exit status: 0 after SIGTERM and a clean drain; 2 on bad flags, a failed start, or a "
+      "broken rank group.");
+  cmd->callback([o, cmd, &context] {
+    o->tp_given = cmd->count("--tp") > 0;
+    o->rank_given = cmd->count("--rank") > 0;
+    o->master_addr_given = cmd->count("--master-addr") > 0;
+    if (context.log_level_given) o->log_level = context.log_level;
+    Status s = RunServe(*o);
+    context.exit_code = s.ok() ? kExitOk : ReportEngineError(s);
+  });
+}
+
+}  // namespace spark::engine

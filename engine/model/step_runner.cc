@@ -1,0 +1,159 @@
+#include "engine/model/step_runner.h"
+
+#include <algorithm>
+#include <string>
+
+#include "base/logging.h"
+
+namespace spark::engine::model {
+
+Result<std::unique_ptr<ModelStepRunner>> ModelStepRunner::Create(
+    Model* model, backend::Backend& backend, int64_t num_blocks, int block_size, bool return_logits,
+    bool decode_graphs, bool launch_ahead) {
+  if (model == nullptr) return InvalidArgumentError("ModelStepRunner: no model");
+  SPARK_ASSIGN_OR_RETURN(PagedKvCache cache, PagedKvCache::Create(backend, model->kv_cache_spec(),
+                                                                  num_blocks, block_size));
+  return std::unique_ptr<ModelStepRunner>(new ModelStepRunner(
+      model, &backend, std::move(cache), return_logits, decode_graphs, launch_ahead));
+}
+
+ModelStepRunner::~ModelStepRunner() {
+  // The step in flight is lost with the runner; the model must not keep it as launched.
+  if (Status s = DropAhead(); !s.ok())
+    Logger("engine.model")->warn("model runner: {}", s.message());
+}
+
+Status ModelStepRunner::DropAhead() {
+  if (ahead_entries_.empty()) return Status::Ok();
+  ahead_entries_.clear();
+  std::vector<int32_t> unused;
+  return model_->TakeArgMax(&unused);
+}
+
+ForwardBatch ModelStepRunner::MakeBatch(const runtime::StepPlan& plan, int block_size) {
+  ForwardBatch batch;
+  for (const runtime::StepPlanEntry& e : plan.entries) {
+    // start_pos is how many of the sequence's tokens are already in its KV blocks (a prefix
+    // cache hit or earlier chunks); the block table covers them and the new tokens.
+    batch.AddSequence(e.token_ids, e.start_pos, e.block_table, block_size);
+  }
+  return batch;
+}
+
+Result<std::vector<float>> ModelStepRunner::Run(const runtime::StepPlan& plan) {
+  if (plan.entries.empty()) return std::vector<float>();
+  for (const runtime::StepPlanEntry& e : plan.entries) {
+    if (e.token_ids.empty() || e.start_pos < 0) {
+      return InvalidArgumentError("step " + std::to_string(plan.step) + ": sequence " +
+                                  std::to_string(e.seq_id) + " has no tokens to run");
+    }
+  }
+  const ForwardBatch batch = MakeBatch(plan, cache_.block_size());
+  if (plan.command == runtime::StepCommand::kRunArgMax) {
+    SPARK_ASSIGN_OR_RETURN(const std::vector<int32_t> ids, RunArgMax(plan, batch));
+    std::vector<float> rows;
+    if (!return_logits_) return rows;
+    for (size_t i = 0; i < plan.entries.size() && i < ids.size(); ++i) {
+      if (plan.entries[i].needs_logits) rows.push_back(static_cast<float>(ids[i]));
+    }
+    return rows;
+  }
+  SPARK_RETURN_IF_ERROR(DropAhead());
+  SPARK_RETURN_IF_ERROR(model_->Forward(batch, cache_, &logits_));
+  SPARK_RETURN_IF_ERROR(backend_->status());
+  const size_t vocab = static_cast<size_t>(vocab_size());
+  // One row per sequence: the logits of its last new token.
+  if (logits_.size() != vocab * plan.entries.size()) {
+    return InternalError("model returned " + std::to_string(logits_.size()) + " logits for " +
+                         std::to_string(plan.entries.size()) + " sequences of vocab " +
+                         std::to_string(vocab));
+  }
+  std::vector<float> rows;
+  if (!return_logits_) return rows;
+  rows.reserve(vocab * static_cast<size_t>(plan.num_logits_rows()));
+  for (size_t i = 0; i < plan.entries.size(); ++i) {
+    if (!plan.entries[i].needs_logits) continue;
+    rows.insert(rows.end(), logits_.begin() + i * vocab, logits_.begin() + (i + 1) * vocab);
+  }
+  return rows;
+}
+
+Result<std::vector<int32_t>> ModelStepRunner::RunArgMax(const runtime::StepPlan& plan,
+                                                        const ForwardBatch& batch) {
+  std::vector<int32_t> ids;
+  if (plan.entries == ahead_entries_) {  // launched by the step before (plans have entries)
+    ahead_entries_.clear();
+    ++taken_ahead_;
+  } else {
+    SPARK_RETURN_IF_ERROR(DropAhead());
+    const bool graph = MaybeBeginGraph(plan, launch_ahead_ ? "decode-first-b" : "decode-b");
+    const bool launch = graph && launch_ahead_;
+    // A graph step must reach its Download: one that fails before (a bad batch) is dropped.
+    const Status s = launch ? model_->LaunchArgMax(batch, cache_, false)
+                            : model_->ForwardArgMax(batch, cache_, &ids);
+    if (!s.ok()) {
+      backend_->CancelDecodeGraph();
+      return s;
+    }
+    if (!launch) {
+      SPARK_RETURN_IF_ERROR(backend_->status());
+      return ids;
+    }
+  }
+  // This plan's step is launched and not taken: the step after it goes out now, fed from it,
+  // so the host stages it while the GPU runs this one.
+  const bool next = MaybeLaunchAhead(plan);
+  Status s = model_->TakeArgMax(&ids);
+  if (s.ok()) s = backend_->status();
+  if (!s.ok() || ids.size() != plan.entries.size()) {
+    if (Status dropped = DropAhead(); !dropped.ok()) return dropped;
+    return s.ok() ? InternalError("model runner: " + std::to_string(ids.size()) +
+                                  " ids for a plan of " + std::to_string(plan.entries.size()))
+                  : s;
+  }
+  if (next) {
+    for (size_t i = 0; i < ids.size(); ++i) ahead_entries_[i].token_ids = {ids[i]};
+  }
+  return ids;
+}
+
+bool ModelStepRunner::MaybeLaunchAhead(const runtime::StepPlan& plan) {
+  if (!launch_ahead_) return false;
+  runtime::StepPlan next;
+  next.command = plan.command;
+  next.step = plan.step + 1;
+  next.entries = plan.entries;  // token ids: placeholders until this plan's ids are taken
+  for (runtime::StepPlanEntry& e : next.entries) {
+    if (e.token_ids.size() != 1 || !e.needs_logits) return false;
+    e.start_pos += 1;
+    // The next position must lie in a block the sequence holds already.
+    if (e.start_pos >= static_cast<int64_t>(e.block_table.size()) * cache_.block_size()) {
+      return false;
+    }
+  }
+  if (!MaybeBeginGraph(next, "decode-fed-b")) return false;
+  if (!model_->LaunchArgMax(MakeBatch(next, cache_.block_size()), cache_, true).ok()) {
+    backend_->CancelDecodeGraph();  // not run: the next Run runs its plan as usual
+    return false;
+  }
+  ahead_entries_ = std::move(next.entries);
+  ++launched_ahead_;
+  return true;
+}
+
+bool ModelStepRunner::MaybeBeginGraph(const runtime::StepPlan& plan, const char* kind) {
+  if (!decode_graphs_ || !model_->decode_graphs_ok() ||
+      plan.entries.size() > static_cast<size_t>(kMaxGraphBatch)) {
+    return false;
+  }
+  int64_t blocks = 1;
+  for (const runtime::StepPlanEntry& e : plan.entries) {
+    if (e.token_ids.size() != 1) return false;  // prefill chunks run eagerly
+    blocks = std::max<int64_t>(blocks, (e.start_pos + cache_.block_size()) / cache_.block_size());
+  }
+  int bucket = 4;
+  while (bucket < blocks) bucket *= 2;
+  return backend_->BeginDecodeGraph(kind + std::to_string(plan.entries.size()), bucket);
+}
+
+}  // namespace spark::engine::model

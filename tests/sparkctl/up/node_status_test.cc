@@ -1,0 +1,160 @@
+#include "sparkctl/up/node_status.h"
+
+#include <gtest/gtest.h>
+
+#include "tests/sparkctl/up/up_test_util.h"
+
+namespace spark::up {
+namespace {
+
+using testing::DemoProfile;
+using testing::ProbeText;
+using testing::Ring;
+
+LaunchPlan Plan() { return *PlanLaunch(DemoProfile(), Ring(), {}); }
+
+std::vector<NodeProbe> Probes(const std::vector<std::string>& texts) {
+  std::vector<NodeProbe> out;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    auto p = ParseProbe("spark-" + std::to_string(i), texts[i]);
+    EXPECT_TRUE(p.ok()) << p.status().ToString();
+    out.push_back(p.ok() ? *p : NodeProbe{});
+  }
+  return out;
+}
+
+std::vector<std::string> AllReady() {
+  return {ProbeText(0, 100, 'S', "ready", 1000, true, 200), ProbeText(1, 101, 'S', "ready"),
+          ProbeText(2, 102, 'R', "ready"), ProbeText(3, 103, 'S', "ready")};
+}
+
+TEST(RankStatusTest, ParsesEverySection) {
+  auto p = ParseProbe("spark-0", ProbeText(0, 4242, 'S', "loading", 1000, true, 503,
+                                           "@@metrics\nvllm:generation_tokens_total{m=\"x\"} 7\n"));
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->kernel, "6.17.0-1031-nvidia");
+  EXPECT_EQ(p->mem_total_kib, 127601864);
+  EXPECT_EQ(p->mem_available_kib, 100000000);
+  EXPECT_EQ(p->links.at("enp1s0f0np0"), "up");
+  EXPECT_EQ(p->links.at("enP2p1s0f1np1"), "absent");
+  EXPECT_DOUBLE_EQ(p->now, 1002.5);
+  ASSERT_EQ(p->ranks.size(), 1u);
+  EXPECT_EQ(p->ranks[0].pid, 4242);
+  EXPECT_EQ(p->ranks[0].proc_state, 'S');
+  EXPECT_TRUE(p->ranks[0].Alive());
+  EXPECT_EQ(p->ranks[0].status.phase, "loading");
+  EXPECT_DOUBLE_EQ(p->ranks[0].status.progress, 0.5);
+  EXPECT_EQ(p->ranks[0].log_tail.size(), 2u);
+  EXPECT_EQ(p->ready_http, 503);
+  ASSERT_EQ(p->metrics.size(), 1u);
+  EXPECT_EQ(MetricValue(p->metrics[0], "vllm:generation_tokens_total"), 7.0);
+}
+
+TEST(RankStatusTest, TruncatedProbeIsAnError) {
+  std::string text = ProbeText(0, 1, 'S', "ready");
+  text.resize(text.find("@@end"));
+  EXPECT_EQ(ParseProbe("spark-0", text).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(RankStatusTest, StatusFileTimesAsNumberOrIso) {
+  EXPECT_DOUBLE_EQ(ParseEngineStatus(R"({"phase":"ready","updated":12.5})")->updated, 12.5);
+  EXPECT_DOUBLE_EQ(ParseEngineStatus(R"({"phase":"ready","updated":"1970-01-01T00:01:40Z"})")->updated,
+                   100);
+  EXPECT_FALSE(ParseEngineStatus("[1,2]").ok());
+}
+
+TEST(RankStatusTest, AllRanksReadyAndEndpointUpIsReady) {
+  ClusterHealth h = Assess(Plan(), Probes(AllReady()));
+  EXPECT_EQ(h.health, Health::kReady);
+  EXPECT_TRUE(h.endpoint_ready);
+  EXPECT_TRUE(h.reason.empty());
+}
+
+TEST(RankStatusTest, ReadyRanksButNoEndpointYetIsStarting) {
+  auto texts = AllReady();
+  texts[0] = ProbeText(0, 100, 'S', "ready", 1000, true, 0);
+  EXPECT_EQ(Assess(Plan(), Probes(texts)).health, Health::kStarting);
+  texts[0] = ProbeText(0, 100, 'S', "warming", 1000, true, 503);
+  EXPECT_EQ(Assess(Plan(), Probes(texts)).health, Health::kStarting);
+}
+
+TEST(RankStatusTest, DeadRankIsDegradedNamingItAndItsLastLogLines) {
+  auto texts = AllReady();
+  texts[2] = ProbeText(2, 102, 0, "ready");  // pidfile names a process that is gone
+  ClusterHealth h = Assess(Plan(), Probes(texts));
+  EXPECT_EQ(h.health, Health::kDegraded);
+  EXPECT_NE(h.reason.find("rank 2 (spark-2)"), std::string::npos) << h.reason;
+  EXPECT_NE(h.reason.find("line two"), std::string::npos) << h.reason;
+  EXPECT_EQ(h.ranks[2].phase, "exited");
+}
+
+TEST(RankStatusTest, StoppedProcessIsHung) {
+  auto texts = AllReady();
+  texts[1] = ProbeText(1, 101, 'T', "ready");
+  ClusterHealth h = Assess(Plan(), Probes(texts));
+  EXPECT_EQ(h.health, Health::kDegraded);
+  EXPECT_EQ(h.ranks[1].phase, "hung");
+  EXPECT_NE(h.reason.find("rank 1"), std::string::npos);
+}
+
+TEST(RankStatusTest, StaleHeartbeatCountsOnlyOnceSeen) {
+  auto texts = AllReady();
+  texts[3] = ProbeText(3, 103, 'S', "ready", 990);  // node clock 1002.5: 12.5 s old
+  EXPECT_EQ(Assess(Plan(), Probes(texts)).health, Health::kReady);
+  ClusterHealth h = Assess(Plan(), Probes(texts), {.heartbeat_seen = true});
+  EXPECT_EQ(h.health, Health::kDegraded);
+  EXPECT_NE(h.reason.find("no heartbeat for 12 s"), std::string::npos) << h.reason;
+}
+
+TEST(RankStatusTest, FailedPhaseAndUnreachableNodeAreDegraded) {
+  auto texts = AllReady();
+  texts[1] = ProbeText(1, 101, 'S', "failed");
+  EXPECT_EQ(Assess(Plan(), Probes(texts)).health, Health::kDegraded);
+  texts[3] = ProbeText(3, 103, 0, "ready");  // the cause: rank 1 only noticed rank 3 was gone
+  EXPECT_NE(Assess(Plan(), Probes(texts)).reason.find("rank 3 (spark-3)"), std::string::npos);
+  auto probes = Probes(AllReady());
+  probes[3].reachable = UnavailableError("spark-3: unreachable: connection refused");
+  ClusterHealth h = Assess(Plan(), probes);
+  EXPECT_EQ(h.health, Health::kDegraded);
+  EXPECT_NE(h.reason.find("connection refused"), std::string::npos);
+}
+
+TEST(RankStatusTest, NothingStartedIsDown) {
+  std::vector<std::string> texts;
+  for (int r = 0; r < 4; ++r) texts.push_back(ProbeText(r, 0, 0, ""));
+  ClusterHealth h = Assess(Plan(), Probes(texts));
+  EXPECT_EQ(h.health, Health::kDown);
+  EXPECT_EQ(h.ranks[0].phase, "not started");
+}
+
+TEST(RankStatusTest, TokensPerSecondFromTwoMetricSamples) {
+  auto texts = AllReady();
+  texts[0] = ProbeText(0, 100, 'S', "ready", 1000, true, 200,
+                       "@@metrics\nvllm:generation_tokens_total 40\n"
+                       "@@metrics\nvllm:generation_tokens_total 52\n");
+  ClusterHealth h = Assess(Plan(), Probes(texts));
+  ASSERT_TRUE(h.tokens_per_second.has_value());
+  EXPECT_DOUBLE_EQ(*h.tokens_per_second, 12);
+  EXPECT_FALSE(MetricValue("vllm:generation_tokens_total_x 3\n", "vllm:generation_tokens_total"));
+}
+
+TEST(RankStatusTest, RendersStatusTableAndJson) {
+  auto probes = Probes(AllReady());
+  probes[3].reachable = UnavailableError("spark-3: unreachable");
+  ClusterHealth h = Assess(Plan(), probes);
+  const std::string table = RenderStatus(Plan(), probes, h);
+  EXPECT_NE(table.find("spark-0    ok        6.17.0-1031-nvidia   2/4    0    ready       100"),
+            std::string::npos) << table;
+  EXPECT_NE(table.find("spark-3    UNREACH"), std::string::npos) << table;
+  EXPECT_NE(table.find("DEGRADED: rank 3 (spark-3)"), std::string::npos) << table;
+  auto j = StatusJson(Plan(), probes, h);
+  EXPECT_EQ(j["schema"], "sparkctl-status/v1");
+  EXPECT_EQ(j["health"], "degraded");
+  EXPECT_EQ(j["nodes"][3]["reachable"], false);
+  EXPECT_EQ(j["ranks"][1]["pid"], 101);
+  const std::string progress = RenderProgress(Assess(Plan(), Probes({ProbeText(0, 1, 'S', "loading")})));
+  EXPECT_NE(progress.find("rank 0 spark-0      loading      50%"), std::string::npos) << progress;
+}
+
+}  // namespace
+}  // namespace spark::up
