@@ -23,6 +23,8 @@
 
 namespace spark::engine::backend {
 
+class DeepseekOps;  // deepseek_ops.h
+
 // Element type of a weight matrix or a KV cache in backend memory. Activations and norms are
 // fp32; Linear weights and the KV cache may be kept in bf16 (half the bytes a step streams), and
 // Linear weights in fp8 (a quarter; see below).
@@ -289,6 +291,10 @@ class Backend {
   // of weight * down(silu(gate) * up)(x).
   virtual void Moe(const float* x, int64_t rows, int hidden, const float* router_logits,
                    const MoeExperts& experts, float* out) = 0;
+
+  // DeepSeek-V4's ops (deepseek_ops.h), owned by the backend; null when it has none, and the
+  // model refuses such a backend.
+  virtual DeepseekOps* deepseek_ops() { return nullptr; }
 
  private:
   std::deque<std::vector<float>> downloaded_later_;  // the default DownloadLater's queue
