@@ -27,6 +27,8 @@
 
 namespace spark::engine::backend {
 
+class DeepseekOps;  // deepseek_ops.h
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -167,6 +169,10 @@ class Backend {
   // Per-head RmsNorm of x [tokens, heads, head_dim] with weight [head_dim], then Rope.
   virtual void HeadNormRope(float* x, std::span<const int32_t> positions, int heads, int head_dim,
                             const float* weight, float eps, double theta);
+
+  // --- DeepSeek-V4's ops (deepseek_ops.h), owned by the backend; null when it has none, and
+  // the model refuses such a backend.
+  virtual DeepseekOps* deepseek_ops() { return nullptr; }
 
  private:
   std::deque<std::vector<float>> downloaded_later_;  // the default DownloadLater's queue

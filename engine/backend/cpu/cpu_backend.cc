@@ -31,6 +31,11 @@ float Dot(const float* a, const float* b, int n) {
   return sum;
 }
 
+void RmsNormRow(const float* x, const float* weight, int dim, float eps, float* out) {
+  const float inv = 1.0f / std::sqrt(Dot(x, x, dim) / static_cast<float>(dim) + eps);
+  for (int i = 0; i < dim; ++i) out[i] = weight[i] * (x[i] * inv);
+}
+
 CpuBackend::CpuBackend(int threads) : pool_(threads) {}
 
 Result<Buffer> CpuBackend::Allocate(size_t count) {
@@ -86,10 +91,7 @@ void CpuBackend::RmsNorm(const float* x, const float* weight, int64_t rows, int 
                          Output out) {
   pool_.ParallelFor(rows, 64, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
-      const float* xr = x + r * dim;
-      float* o = out.data + r * dim;
-      const float inv = 1.0f / std::sqrt(Dot(xr, xr, dim) / static_cast<float>(dim) + eps);
-      for (int i = 0; i < dim; ++i) o[i] = weight[i] * (xr[i] * inv);
+      RmsNormRow(x + r * dim, weight, dim, eps, out.data + r * dim);
     }
   });
   WriteBf16Copy(out, static_cast<size_t>(rows) * dim);

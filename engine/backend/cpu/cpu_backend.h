@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "engine/backend/backend.h"
+#include "engine/backend/cpu/cpu_deepseek_ops.h"
 #include "engine/backend/cpu/thread_pool.h"
 
 namespace spark::engine::backend::cpu {
@@ -48,15 +49,19 @@ class CpuBackend : public Backend {
                       const KvCacheRef& cache, const AttentionShape& shape, float* out) override;
   void Moe(const float* x, int64_t rows, int hidden, const float* router_logits,
            const MoeExperts& experts, float* out) override;
+  DeepseekOps* deepseek_ops() override { return &deepseek_; }
 
  private:
   ThreadPool pool_;
   // Shared with the buffers' release functions (a buffer may outlive the backend).
   std::shared_ptr<std::atomic<size_t>> in_use_ = std::make_shared<std::atomic<size_t>>(0);
+  CpuDeepseekOps deepseek_{*this, pool_};
 };
 
 // Single-threaded helpers shared by the ops and their tests.
 float Dot(const float* a, const float* b, int n);
+// One row of RmsNorm: out = x / sqrt(mean(x^2) + eps) * weight ([dim]); out may be x.
+void RmsNormRow(const float* x, const float* weight, int dim, float eps, float* out);
 // Softmax of the router logits, the top-k experts (ties: lower id first) and their weights,
 // renormalised when norm_topk_prob.
 void RouteTopK(const float* logits, int num_experts, int top_k, bool norm_topk_prob, int* ids,

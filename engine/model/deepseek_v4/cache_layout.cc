@@ -45,4 +45,11 @@ CacheLayout::CacheLayout(const core::ModelConfig& c) {
   }
 }
 
+backend::CacheField CacheLayout::Ref(PagedKvCache& cache, int layer, const Field& f) const {
+  if (!f.present()) return {};
+  const bool in_k = f.offset < kv_width_;
+  return {in_k ? cache.k(layer) : cache.v(layer), kv_width_, in_k ? f.offset : f.offset - kv_width_,
+          f.width};
+}
+
 }  // namespace spark::engine::model::dsv4

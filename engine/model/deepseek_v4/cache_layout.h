@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/backend/deepseek_op_args.h"
 #include "engine/core/model_config.h"
 #include "engine/model/kv_cache.h"
 
@@ -41,11 +42,9 @@ class CacheLayout {
   int kv_width() const { return kv_width_; }
   const LayerRecord& layer(int i) const { return layers_[i]; }
 
-  // The field's floats for the token at `slot` of `layer`.
-  float* At(PagedKvCache& cache, int layer, int64_t slot, const Field& f) const {
-    return f.offset < kv_width_ ? cache.k(layer) + slot * kv_width_ + f.offset
-                                : cache.v(layer) + slot * kv_width_ + (f.offset - kv_width_);
-  }
+  // Where field `f` of `layer` lives, as the DeepSeek ops address it (a pointer into the cache's
+  // backend memory, not read here); an absent field gives an absent ref.
+  backend::CacheField Ref(PagedKvCache& cache, int layer, const Field& f) const;
 
  private:
   int kv_width_ = 0;

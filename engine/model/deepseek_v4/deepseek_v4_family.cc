@@ -28,6 +28,10 @@ ReadObserver ProgressObserver(const TensorSource& source, const ModelOptions& op
 Result<std::unique_ptr<Model>> LoadDeepseekV4(const std::string& dir, core::ModelConfig config,
                                               backend::Backend& backend, comm::Communicator* comm,
                                               const ModelOptions& options) {
+  if (backend.deepseek_ops() == nullptr) {
+    return UnimplementedError(dir + ": the " + backend.name() +
+                              " backend has no DeepSeek ops (backend/deepseek_ops.h)");
+  }
   SPARK_ASSIGN_OR_RETURN(std::unique_ptr<TensorSource> source, TensorSource::Open(dir));
   SPARK_ASSIGN_OR_RETURN(Weights weights,
                          LoadWeights(*source, config, options.shard, options.moe_sharding,
@@ -41,6 +45,9 @@ Result<std::unique_ptr<Model>> LoadDeepseekV4(const std::string& dir, core::Mode
 Result<MemoryFootprint> DeepseekV4Memory(const core::ModelConfig& c, const MemoryQuery& q) {
   MemoryFootprint f;
   SPARK_ASSIGN_OR_RETURN(f.weight_bytes, HeldWeightBytesPerRank(c, q.shard, q.moe));
+  // Constants uploaded with them: the unit weight of the per-head query norm, and the inverse
+  // frequencies of the two RoPE tables.
+  f.weight_bytes += 4 * (int64_t{c.head_dim} + 2 * (c.dsv4.rope_head_dim / 2));
   f.kv_bytes_per_token = int64_t{2} * c.num_layers * CacheLayout(c).kv_width() * 4;
   return f;
 }

@@ -2,27 +2,36 @@
 
 #include <algorithm>
 
-#include "engine/model/deepseek_v4/hyper_connection.h"
-#include "engine/model/deepseek_v4/ops.h"
-
 namespace spark::engine::model::dsv4 {
 
 DeepseekV4Model::DeepseekV4Model(core::ModelConfig config, Weights weights,
                                  backend::Backend& backend, comm::Communicator* comm)
     : config_(std::move(config)),
-      w_(std::move(weights)),
       backend_(backend),
+      ops_(backend.deepseek_ops()),
       comm_(comm),
-      layout_(config_),
-      attention_(config_, w_, layout_, backend),
-      moe_(config_, w_, backend) {}
+      layout_(config_) {
+  if (ops_ == nullptr) {
+    ready_ = FailedPreconditionError("deepseek_v4 needs a backend with the DeepSeek ops; '" +
+                                     backend.name() + "' has none");
+    return;
+  }
+  Result<BackendWeights> uploaded = UploadWeights(std::move(weights), config_, backend);
+  if (!uploaded.ok()) {
+    ready_ = uploaded.status();
+    return;
+  }
+  w_ = std::move(*uploaded);
+  attention_ = std::make_unique<Attention>(config_, w_, layout_, backend_, *ops_);
+  moe_ = std::make_unique<Moe>(config_, w_, backend_, *ops_);
+}
 
 KvCacheSpec DeepseekV4Model::kv_cache_spec() const {
   return {config_.num_layers, layout_.kv_width()};
 }
 
-Status DeepseekV4Model::Forward(const ForwardBatch& batch, PagedKvCache& cache,
-                                std::vector<float>* logits) {
+Status DeepseekV4Model::Check(const ForwardBatch& batch, const PagedKvCache& cache) const {
+  SPARK_RETURN_IF_ERROR(ready_);
   SPARK_RETURN_IF_ERROR(batch.Validate(cache.block_size(), cache.num_blocks(), config_.vocab_size));
   if (cache.spec().kv_width != layout_.kv_width() ||
       cache.spec().num_layers != config_.num_layers) {
@@ -30,67 +39,114 @@ Status DeepseekV4Model::Forward(const ForwardBatch& batch, PagedKvCache& cache,
                                 std::to_string(cache.spec().kv_width) + ", expected " +
                                 std::to_string(layout_.kv_width()) + ")");
   }
+  // The attention op places queries by context_len; the RoPE and entry lists by position.
+  int64_t t = 0;
+  for (const BatchSequence& s : batch.sequences) {
+    for (int64_t i = 0; i < s.query_len; ++i, ++t) {
+      if (batch.positions[t] != s.context_len - s.query_len + i) {
+        return InvalidArgumentError("forward batch: token " + std::to_string(t) + " has position " +
+                                    std::to_string(batch.positions[t]) + ", its sequence implies " +
+                                    std::to_string(s.context_len - s.query_len + i));
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+Status DeepseekV4Model::Forward(const ForwardBatch& batch, PagedKvCache& cache,
+                                std::vector<float>* logits) {
+  SPARK_RETURN_IF_ERROR(Check(batch, cache));
   const int64_t n = batch.num_tokens();
   const int hidden = config_.hidden_size, streams = config_.residual_streams;
-  std::vector<float> x(n * streams * hidden), collapsed(n * hidden), y(n * hidden);
+  SPARK_ASSIGN_OR_RETURN(Workspace ws, AllocateWorkspace(backend_, config_, w_.ranges, n));
+  const StepPlan plan = PlanStep(batch, cache.block_size(), config_.dsv4);
   // Vocabulary-parallel embedding: rows of other ranks' tokens stay 0 until the all-reduce.
   backend_.Embedding(w_.embed.data(), w_.ranges.vocab.begin, w_.ranges.vocab.size, hidden,
-                     batch.token_ids, y.data());
-  SPARK_RETURN_IF_ERROR(AllReduce(y));
-  for (int64_t t = 0; t < n; ++t) {
-    for (int j = 0; j < streams; ++j) {
-      std::copy_n(&y[t * hidden], hidden, &x[(t * streams + j) * hidden]);
-    }
-  }
+                     batch.token_ids, ws.block_out.data());
+  SPARK_RETURN_IF_ERROR(AllReduce(ws.block_out, n * hidden));
+  ops_->HcExpand(ws.block_out.data(), n, streams, hidden, ws.streams.data());
   for (int layer = 0; layer < config_.num_layers; ++layer) {
-    const LayerWeights& l = w_.layers[layer];
-    std::vector<HyperMix> mix = HyperPre(x.data(), n, config_, l.hc_attn, collapsed.data());
-    RmsNormRows(collapsed.data(), n, hidden, l.attn_norm.data(), config_.rms_norm_eps);
-    attention_.Forward(layer, collapsed.data(), batch, cache, y.data());
-    SPARK_RETURN_IF_ERROR(AllReduce(y));
-    HyperPost(x.data(), n, config_, mix, y.data());
-    mix = HyperPre(x.data(), n, config_, l.hc_ffn, collapsed.data());
-    RmsNormRows(collapsed.data(), n, hidden, l.ffn_norm.data(), config_.rms_norm_eps);
-    moe_.Forward(layer, collapsed.data(), batch.token_ids, y.data());
-    SPARK_RETURN_IF_ERROR(AllReduce(y));
-    HyperPost(x.data(), n, config_, mix, y.data());
+    const LayerBuffers& l = w_.layers[layer];
+    HyperPre(l.hc_attn, l.attn_norm, ws);
+    attention_->Forward(layer, batch, plan, cache, ws);
+    SPARK_RETURN_IF_ERROR(AllReduce(ws.block_out, n * hidden));
+    ops_->HcPost(ws.streams.data(), ws.block_out.data(), ws.post.data(), ws.comb.data(), n, streams,
+                 hidden);
+    HyperPre(l.hc_ffn, l.ffn_norm, ws);
+    moe_->Forward(layer, batch.token_ids, ws);
+    SPARK_RETURN_IF_ERROR(AllReduce(ws.block_out, n * hidden));
+    ops_->HcPost(ws.streams.data(), ws.block_out.data(), ws.post.data(), ws.comb.data(), n, streams,
+                 hidden);
   }
-  // Rows that need logits: every token, or each sequence's last.
-  std::vector<int64_t> rows;
-  int64_t end = 0;
-  for (const BatchSequence& s : batch.sequences) {
-    end += s.query_len;
-    if (batch.all_logits) {
-      for (int64_t t = end - s.query_len; t < end; ++t) rows.push_back(t);
-    } else {
-      rows.push_back(end - 1);
-    }
-  }
-  std::vector<float> head_in(rows.size() * hidden);
-  for (size_t r = 0; r < rows.size(); ++r) {
-    HyperHead(&x[rows[r] * streams * hidden], config_, w_, &head_in[r * hidden]);
-  }
-  RmsNormRows(head_in.data(), static_cast<int64_t>(rows.size()), hidden, w_.final_norm.data(),
-              config_.rms_norm_eps);
-  return Logits(head_in, static_cast<int64_t>(rows.size()), logits);
+  return Logits(Head(batch, ws), ws, logits);
 }
 
-Status DeepseekV4Model::AllReduce(std::vector<float>& data) {
+void DeepseekV4Model::HyperPre(const HcBuffers& hc, const backend::Buffer& norm, Workspace& ws) {
+  const int n = config_.residual_streams, hidden = config_.hidden_size;
+  ops_->HcMix({.streams = ws.streams.data(),
+               .tokens = ws.tokens,
+               .n = n,
+               .hidden = hidden,
+               .fn = hc.fn.data(),
+               .base = hc.base.data(),
+               .scale = hc.scale.data(),
+               .norm_eps = config_.rms_norm_eps,
+               .hc_eps = config_.dsv4.hc_eps,
+               .sinkhorn_iters = config_.dsv4.hc_sinkhorn_iters,
+               .pre = ws.pre.data(),
+               .post = ws.post.data(),
+               .comb = ws.comb.data()});
+  ops_->HcCollapse(ws.streams.data(), ws.pre.data(), ws.tokens, n, hidden, ws.block_in.data());
+  backend_.RmsNorm(ws.block_in.data(), norm.data(), ws.tokens, hidden, config_.rms_norm_eps,
+                   ws.block_in.data());
+}
+
+int64_t DeepseekV4Model::Head(const ForwardBatch& batch, Workspace& ws) {
+  const int n = config_.residual_streams, hidden = config_.hidden_size;
+  // Row r of the head collapses token src of the streams (every token, or each sequence's last).
+  auto collapse = [&](int64_t src, int64_t r, int64_t count) {
+    ops_->HcMix({.streams = ws.streams.data() + src * n * hidden,
+                 .tokens = count,
+                 .n = n,
+                 .hidden = hidden,
+                 .fn = w_.hc_head_fn.data(),
+                 .base = w_.hc_head_base.data(),
+                 .scale = w_.hc_head_scale.data(),
+                 .norm_eps = config_.rms_norm_eps,
+                 .hc_eps = config_.dsv4.hc_eps,
+                 .pre = ws.pre.data() + r * n});
+    ops_->HcCollapse(ws.streams.data() + src * n * hidden, ws.pre.data() + r * n, count, n, hidden,
+                     ws.block_in.data() + r * hidden);
+  };
+  const int64_t rows = batch.num_logit_rows();
+  if (batch.all_logits || rows == batch.num_tokens()) {
+    collapse(0, 0, rows);
+  } else {
+    int64_t end = 0;
+    for (int64_t r = 0; r < rows; ++r) collapse((end += batch.sequences[r].query_len) - 1, r, 1);
+  }
+  backend_.RmsNorm(ws.block_in.data(), w_.final_norm.data(), rows, hidden, config_.rms_norm_eps,
+                   ws.block_in.data());
+  return rows;
+}
+
+Status DeepseekV4Model::AllReduce(backend::Buffer& data, int64_t count) {
   if (comm_ == nullptr || comm_->world_size() == 1) return Status::Ok();
-  return comm_->AllReduceSum(data.data(), data.size());
+  return comm_->AllReduceSum(data.data(), static_cast<size_t>(count));
 }
 
-// This rank's vocabulary rows of the head, then an all-gather into full rows.
-Status DeepseekV4Model::Logits(const std::vector<float>& head_in, int64_t rows,
-                               std::vector<float>* logits) {
+// This rank's vocabulary rows of the head, downloaded, then an all-gather into full rows.
+Status DeepseekV4Model::Logits(int64_t rows, Workspace& ws, std::vector<float>* logits) {
   const int hidden = config_.hidden_size;
   const int64_t vocab = config_.vocab_size, local = w_.ranges.vocab.size;
   const int world = comm_ == nullptr ? 1 : comm_->world_size();
   const int64_t padded = (vocab + world - 1) / world;
   std::vector<float> part(rows * std::max<int64_t>(local, 1));
   if (local > 0) {
-    backend_.Linear(head_in.data(), rows, hidden, w_.lm_head().data(), static_cast<int>(local),
-                    part.data());
+    SPARK_ASSIGN_OR_RETURN(backend::Buffer out, backend_.Allocate(rows * local));
+    backend_.Linear(ws.block_in.data(), rows, hidden, w_.lm_head().data(), static_cast<int>(local),
+                    out.data());
+    backend_.Download(out.data(), std::span(part).first(rows * local));
   }
   logits->assign(rows * vocab, 0.0f);
   if (world == 1) {

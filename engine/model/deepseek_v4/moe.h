@@ -1,8 +1,9 @@
-// DeepSeek-V4 MoE block: router scores sqrt(softplus(x Wg^T)); top-k layers select by
-// score + e_score_correction_bias (the bias steers selection only), hash layers take
-// tid2eid[token id]; weights = selected scores / their sum x routed_scaling_factor. Each expert
-// (and the always-on shared expert) is SwiGLU with gate clamped above and up clamped to
-// +-swiglu_limit. Output = routed + shared.
+// DeepSeek-V4 MoE block as backend ops: router logits (Linear), then DeepseekOps::Route
+// (scores sqrt(softplus(x Wg^T)); top-k layers select by score + e_score_correction_bias, the
+// bias steering selection only; hash layers take tid2eid[token id]; weights = selected scores /
+// their sum x routed_scaling_factor) and DeepseekOps::MoeExperts (each expert and the always-on
+// shared expert SwiGLU with gate clamped above and up clamped to +-swiglu_limit; output =
+// routed + shared).
 // Under tensor parallelism a rank adds only its experts (or its channels of every expert) and its
 // channels of the shared expert; routing is computed identically on every rank, and the partial
 // outputs are all-reduced once.
@@ -11,33 +12,30 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "engine/backend/backend.h"
+#include "engine/backend/deepseek_ops.h"
 #include "engine/core/model_config.h"
-#include "engine/model/deepseek_v4/weights.h"
+#include "engine/model/deepseek_v4/backend_weights.h"
+#include "engine/model/deepseek_v4/workspace.h"
 
 namespace spark::engine::model::dsv4 {
 
 class Moe {
  public:
-  Moe(const core::ModelConfig& config, const Weights& weights, backend::Backend& backend)
-      : c_(config), w_(weights), backend_(backend) {}
+  Moe(const core::ModelConfig& config, const BackendWeights& weights, backend::Backend& backend,
+      backend::DeepseekOps& ops);
 
-  // out [tokens, hidden] for x [tokens, hidden] (ffn_norm applied) of `layer`.
-  void Forward(int layer, const float* x, std::span<const int32_t> token_ids, float* out) const;
-
-  // The experts (and their weights) token `t` is routed to: exposed for tests.
-  void Route(int layer, const float* router_logits, int32_t token_id, std::vector<int>* experts,
-             std::vector<float>* weights) const;
+  // ws.block_out = the MoE of `layer` for ws.block_in (ffn_norm applied).
+  void Forward(int layer, std::span<const int32_t> token_ids, Workspace& ws) const;
 
  private:
-  // out += weight * down(silu(min(gate, L)) * clamp(up, -L, L)) for one token, `inter` channels.
-  void SwiGlu(const float* x, const Vec& gate_up, const Vec& down, int inter, float weight,
-              float* out) const;
-
   const core::ModelConfig& c_;
-  const Weights& w_;
+  const BackendWeights& w_;
   backend::Backend& backend_;
+  backend::DeepseekOps& ops_;
+  std::vector<std::vector<backend::SwiGluWeights>> experts_;  // per layer, this rank's experts
 };
 
 }  // namespace spark::engine::model::dsv4

@@ -6,15 +6,15 @@
 
 namespace spark::engine::model::dsv4 {
 
-RopeTable::RopeTable(double theta, int rope_dim) : rope_dim_(rope_dim) {
+RopeFrequencies::RopeFrequencies(double theta, int rope_dim) : rope_dim_(rope_dim) {
   for (int i = 0; i < rope_dim / 2; ++i) {
     const float base_pow = static_cast<float>(std::pow(theta, 2.0 * i / rope_dim));
     inv_freq_.push_back(1.0f / base_pow);
   }
 }
 
-RopeTable::RopeTable(double theta, int rope_dim, const core::YarnSettings& yarn)
-    : RopeTable(theta, rope_dim) {
+RopeFrequencies::RopeFrequencies(double theta, int rope_dim, const core::YarnSettings& yarn)
+    : RopeFrequencies(theta, rope_dim) {
   if (!yarn.enabled) return;
   scale_ = static_cast<float>(yarn.attention_factor);
   // Dimension at which a wavelength completes `rotations` turns over the original context.
@@ -32,18 +32,6 @@ RopeTable::RopeTable(double theta, int rope_dim, const core::YarnSettings& yarn)
     const float inv = inv_freq_[i];
     const float interpolated = inv / static_cast<float>(yarn.factor);
     inv_freq_[i] = interpolated * (1.0f - extrapolation) + inv * extrapolation;
-  }
-}
-
-void RopeTable::Apply(float* x, int dim, int position, bool inverse) const {
-  float* r = x + dim - rope_dim_;
-  for (int i = 0; i < rope_dim_ / 2; ++i) {
-    const float angle = static_cast<float>(position) * inv_freq_[i];
-    const float c = std::cos(angle) * scale_;
-    const float s = (inverse ? -std::sin(angle) : std::sin(angle)) * scale_;
-    const float a = r[2 * i], b = r[2 * i + 1];
-    r[2 * i] = a * c - b * s;
-    r[2 * i + 1] = b * c + a * s;
   }
 }
 

@@ -1,4 +1,5 @@
-// The weights of a DeepSeek-V4 model, as fp32 in host memory (the CPU reference backend).
+// The weights of a DeepSeek-V4 model as the loader reads them: fp32 host vectors, which the model
+// uploads to backend memory (backend_weights.h) and then frees.
 //
 // Loading accepts three namings of the same tensors (weight_names.h holds the one mapping table):
 // the released layout ("layers.N.attn.wq_a.weight", FP8 E4M3 + block scales, FP4 experts), the

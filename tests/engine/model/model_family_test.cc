@@ -98,7 +98,9 @@ INSTANTIATE_TEST_SUITE_P(
                     MemoryCase{"qwen3-tiny", 2, MoeSharding::kInsideExperts, DType::kF32},
                     MemoryCase{"qwen3-tiny", 1, MoeSharding::kInsideExperts, DType::kFP8},
                     MemoryCase{"qwen3-moe-tiny", 2, MoeSharding::kByExpert, DType::kF32},
-                    MemoryCase{"qwen3-moe-tiny", 2, MoeSharding::kInsideExperts, DType::kFP8}));
+                    MemoryCase{"qwen3-moe-tiny", 2, MoeSharding::kInsideExperts, DType::kFP8},
+                    MemoryCase{"deepseek-v4-tiny", 1, MoeSharding::kByExpert, DType::kF32},
+                    MemoryCase{"deepseek-v4-tiny", 2, MoeSharding::kInsideExperts, DType::kF32}));
 
 }  // namespace
 }  // namespace spark::engine::model

@@ -1,21 +1,11 @@
-#include "engine/model/deepseek_v4/ops.h"
+#include "engine/backend/cpu/cpu_deepseek_math.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <numeric>
 
-namespace spark::engine::model::dsv4 {
-
-void RmsNormRows(float* x, int64_t rows, int dim, const float* weight, float eps) {
-  for (int64_t r = 0; r < rows; ++r) {
-    float* row = x + r * dim;
-    double sum = 0;
-    for (int i = 0; i < dim; ++i) sum += double{row[i]} * row[i];
-    const float inv = 1.0f / std::sqrt(static_cast<float>(sum / dim) + eps);
-    for (int i = 0; i < dim; ++i) row[i] = row[i] * inv * (weight ? weight[i] : 1.0f);
-  }
-}
+namespace spark::engine::backend::cpu {
 
 float Sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 
@@ -52,4 +42,4 @@ std::vector<int> TopK(std::span<const float> values, int k) {
   return order;
 }
 
-}  // namespace spark::engine::model::dsv4
+}  // namespace spark::engine::backend::cpu

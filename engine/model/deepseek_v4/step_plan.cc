@@ -1,0 +1,57 @@
+#include "engine/model/deepseek_v4/step_plan.h"
+
+namespace spark::engine::model::dsv4 {
+namespace {
+
+int64_t SlotOf(const BatchSequence& s, int64_t pos, int block_size) {
+  return int64_t{s.block_table[pos / block_size]} * block_size + pos % block_size;
+}
+
+CompressedPlan PlanCompressed(const ForwardBatch& batch, int block_size, int ratio, bool overlap) {
+  CompressedPlan p;
+  p.ratio = ratio;
+  Compression& c = p.compression;
+  c.pool = overlap ? 2 * ratio : ratio;
+  c.overlap = overlap;
+  Candidates& k = p.candidates;
+  int64_t t = 0;
+  for (const BatchSequence& s : batch.sequences) {
+    const int64_t list = static_cast<int64_t>(k.slots.size());
+    for (int64_t w = 0; w < s.context_len / ratio; ++w) {
+      k.slots.push_back(SlotOf(s, w * ratio + ratio - 1, block_size));
+    }
+    for (int64_t i = 0; i < s.query_len; ++i, ++t) {
+      const int64_t p1 = batch.positions[t] + 1;
+      k.first.push_back(list);
+      k.count.push_back(static_cast<int32_t>(p1 / ratio));
+      if (p1 % ratio != 0) continue;
+      const int64_t w = p1 / ratio - 1;
+      if (overlap) {
+        for (int j = 0; j < ratio; ++j) {
+          c.source_slots.push_back(w > 0 ? SlotOf(s, (w - 1) * ratio + j, block_size) : -1);
+        }
+      }
+      for (int j = 0; j < ratio; ++j)
+        c.source_slots.push_back(SlotOf(s, w * ratio + j, block_size));
+      c.entry_slots.push_back(batch.slots[t]);
+      c.entry_positions.push_back(static_cast<int32_t>(w * ratio));
+    }
+  }
+  return p;
+}
+
+}  // namespace
+
+StepPlan PlanStep(const ForwardBatch& batch, int block_size, const core::DeepseekV4Settings& d) {
+  StepPlan plan;
+  int64_t start = 0;
+  for (const BatchSequence& s : batch.sequences) {
+    plan.sequences.push_back({start, s.query_len, s.context_len, s.block_table});
+    start += s.query_len;
+  }
+  plan.csa = PlanCompressed(batch, block_size, d.compress_rate_csa, /*overlap=*/true);
+  plan.hca = PlanCompressed(batch, block_size, d.compress_rate_hca, /*overlap=*/false);
+  return plan;
+}
+
+}  // namespace spark::engine::model::dsv4
