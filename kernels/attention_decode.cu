@@ -30,10 +30,10 @@ constexpr int kWarps = 4;
 template <typename C>
 constexpr int kLanesPerToken = sizeof(C) == 2 ? 16 : 8;
 constexpr int kMaxSplitLen = 512;
-// Shorter splits cost more in launch, merge and combine than they gain in parallelism. The
-// tensor-core kernel over a bf16 cache: batch 1 x 4096 tokens on an H200 took 21.5 us in 64
-// splits of 64, 11.9 us in 16 of 256. The CUDA-core kernels keep splits of 64 (with 256, batch 1
-// over an fp32 cache fell from 204.9 / 204.1 to 193.9 / 193.0 tok/s).
+// Shorter splits cost more in launch, merge and combine than they gain in parallelism: the
+// tensor-core kernel over a bf16 cache takes splits of 256 tokens or more, the CUDA-core kernels
+// (fp32 cache) keep 64, where they are faster (bench/engine/CUDA_BACKEND_NOTES.md, "Short-
+// context decode splits").
 constexpr int kMinSplitLen = 256;
 constexpr int kMinSplitLenCudaCores = 64;
 // Value-pass steps in flight per warp (16 bytes per lane each).

@@ -8,8 +8,8 @@
 // warps merge in shared memory at the end. Q and the probabilities are rounded to bf16 (as in the
 // tensor-core prefill kernel). The first S tiles' entries older than the row's newest token
 // are copied before the dependent-launch wait, while the kernel before (the step's KV write)
-// finishes (H200, batch-1 decode with two stages: 217.0-217.9 tok/s against 211.8-214.6 in one
-// job). Where an SM holds two blocks of three stages (H200) and the rows' blocks fill every SM
+// finishes (faster at batch 1: the notes' "Three pipeline stages in decode attention"). Where
+// an SM holds two blocks of three stages (H200) and the rows' blocks fill every SM
 // before any split (DecodeSplit::full_grid: a batch of decode rows), the pipeline has three, so
 // a context of up to 192 tokens comes in one round trip.
 #include <atomic>
@@ -271,10 +271,9 @@ Status Launch(const T* q, const DecodeRows& rows, const __nv_bfloat16* k_cache,
 
 // Three stages for a plan whose rows fill every SM, where an SM keeps two blocks of them (H200's
 // 228 KB; GB10's ~100 KB keeps two stages). Batch 1 (8-16 blocks) keeps two: there the third
-// tile's copies, issued before the dependent-launch wait, slowed the step (H200, run 72, means
-// of three alternating runs: batch 1 220.7 against 222.6 tok/s with two stages, batch 32 5,711
-// against 5,633). The fit is decided from the current device once per process (its GPUs are of
-// one kind).
+// tile's copies, issued before the dependent-launch wait, slowed the step (the notes' "Three
+// pipeline stages in decode attention"). The fit is decided from the current device once per
+// process (its GPUs are of one kind).
 bool ThreeStages(const DecodeSplit& plan) {
   static const bool fits = [] {
     int device = 0, per_sm = 0, per_block = 0, reserved = 0;

@@ -19,8 +19,8 @@
 namespace spark::kernels {
 namespace {
 
-// Warps per block: with 4, batch-1 decode ran 1.6% faster than with 8 (bf16; fp8 1.2-1.7%);
-// 2 gained 1.0% and 16 lost 3.6% (H200; bench/engine/CUDA_BACKEND_NOTES.md, runs 65-66).
+// Warps per block: 4 was the fastest of 2, 4, 8 and 16 for batch-1 decode in bf16 and fp8
+// (bench/engine/CUDA_BACKEND_NOTES.md, "GEMV blocks of 4 warps").
 constexpr int kWarps = 4;
 
 // Weights per 16-byte chunk of a row.
@@ -48,9 +48,9 @@ __device__ __forceinline__ void WidenFp8(uint4 packed, float* w) {
 }
 
 // A 16-byte chunk of a weight row, not kept in L1: each chunk is read once per step, and L1
-// stays for x, which every warp of the SM re-reads for each of its chunks (H200,
-// batch-1 decode: +1.2-1.5% bf16 and +3-4% fp8 against __ldg; an L2 evict-first policy or a
-// 256-byte L2 prefetch on top lost 1-4%; bench/engine/CUDA_BACKEND_NOTES.md, runs 54-57).
+// stays for x, which every warp of the SM re-reads for each of its chunks (faster than __ldg;
+// L2 policies or prefetches on top were slower: bench/engine/CUDA_BACKEND_NOTES.md, "GEMV weight loads that skip
+// L1").
 __device__ __forceinline__ uint4 LoadWeightChunk(const uint4* p) {
   uint4 v;
   asm("ld.global.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
@@ -106,10 +106,9 @@ __device__ __forceinline__ void Accumulate(const float* __restrict__ x, int k,
 }
 
 // Weight chunks a lane loads before it waits for the preceding kernel (the weights do not depend
-// on it, so these loads overlap the kernel before instead of following it): two (fp8 with one
-// lost 6%). More cost registers, and blocks per SM with them: bf16 with 2 or 4 lost 2.4% and 11%
-// at batch 1, fp8 with 4 took 137 registers (H200, runs 74-76); since the splits that fit one
-// wave (SplitFor), bf16 with 2 gains 0.2% (run 94; bench/engine/CUDA_BACKEND_NOTES.md).
+// on it, so these loads overlap the kernel before instead of following it): two. More cost
+// registers, and blocks per SM with them (bench/engine/CUDA_BACKEND_NOTES.md, "GEMV early loads and a late
+// trigger").
 constexpr int kEarlyChunks = 2;
 
 // acc[i][r] = x[r] . w_rows[i] over the 16-byte chunks start, start + stride, ... for R rows of
@@ -119,8 +118,8 @@ constexpr int kEarlyChunks = 2;
 // reads x or the scales (so the weights must not be written by the kernel just before on the
 // stream), and lets the successor launch only once its loop is done: the successor's blocks and
 // their early loads then fill the SMs and memory as this kernel drains, instead of taking warp
-// slots and bandwidth from its start (batch 1: +1.0% bf16 and +3.6% fp8 alone, +1.4-2.4% and
-// +7.0-7.6% with the early loads; earlier or later placements gained less; runs 75-78).
+// slots and bandwidth from its start (the placement that measured fastest; the notes' "GEMV
+// early loads and a late trigger").
 // `prefetch`, when given, is loaded into *prefetched right after the wait (a value the caller
 // needs only at the end, so its latency hides under the loop).
 template <int R, int W, bool kFp8>
@@ -267,8 +266,9 @@ __global__ void __launch_bounds__(kWarps * 32)
     scale_rows[f] = ScaleRow(scales, row, k);
   }
   // This lane's output (lane f * R + r stores feature f of row r) and, when adding into it, its
-  // value before, loaded right after the wait rather than at the end (batch 1, H200: +0.4% over
-  // the add in a norm kernel of its own, fp8 +0.5%; bench/engine/CUDA_BACKEND_NOTES.md, run 92).
+  // value before, loaded right after the wait rather than at the end, so its latency hides under
+  // the loop (faster than the add in a norm kernel of its own: the notes' "The residual add in
+  // the GEMVs").
   const int lane_f = lane / R, lane_r = lane % R;
   const bool stores = g.store && lane < F * R && first + lane_f < n;
   float* const mine = out + static_cast<int64_t>(lane_r) * n + first + lane_f;
@@ -327,15 +327,12 @@ constexpr int kMinLoads = kFp8 ? 8 : 4;  // SplitFor's floor
 // chunks: enough groups x split warps to keep every SM's memory pipe busy (about 16K warps on an
 // H200), but each lane still making at least `min_loads` loads per row, as a warp's start (row
 // pointers) and end (sums across lanes and warps) cost the same however little it loads: 8 for
-// fp8 (without that floor its 4-feature groups over 4096-wide rows were split 8 ways, one load
-// per lane and row; with a floor of 4 its batch-1 step took 2.879-2.882 ms against 2.844, run
-// 104), 4 for bf16 (the tensor-parallel o projection, 4096 x 2048 a rank at TP=2, then takes two
-// warps a row: one TP=2 rank's batch-1 step 2.380-2.384 ms against 2.399, the one-rank shapes
-// split as before, run 104). Then fewer warps a group
-// where that lets the grid fit in `one_wave` (the blocks the GPU holds at once): the blocks all
-// run together instead of a partial second wave streaming on part of the SMs. Batch-1 q/k/v of
-// the 8B shapes (4096 x 6144, bf16): one warp a group, 1536 blocks where an H200 holds 2112 (132
-// SMs x 16 at 32 registers, derived), instead of two (3072 blocks): +0.4% on the step (run 93).
+// fp8 (its 4-feature groups over 4096-wide rows would otherwise be split down to one load per
+// lane and row), 4 for bf16 (so the tensor-parallel o projection, 4096 x 2048 a rank at TP=2,
+// takes two warps a row). Then fewer warps a group where that lets the grid fit in `one_wave`
+// (the blocks the GPU holds at once): the blocks all run together instead of a partial second
+// wave streaming on part of the SMs (batch-1 q/k/v of the 8B shapes: 1536 blocks instead of
+// 3072 where an H200 holds 2112). The notes' "The GEMV split planner" has the measurements.
 int SplitFor(int groups, int chunks, int one_wave, int min_loads) {
   constexpr int kTargetWarps = 16384;
   int split = 1;

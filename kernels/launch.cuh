@@ -50,9 +50,8 @@ __device__ __forceinline__ void WaitForPrecedingKernel() {
 // RoPE + KV write, the tensor-core decode attention): the successor may be placed while this
 // kernel still waits for the one before, so the next GEMV's blocks and first weight loads join
 // earlier. Order still holds: a kernel's wait returns only once the kernel before has finished,
-// which it could only do after its own wait. Batch 1 on the H200 +0.4-1.0%, batch 32 +1.0-1.4%
-// (bench/engine/CUDA_BACKEND_NOTES.md, runs 80-81); every kernel doing it, the GEMVs included,
-// lost 9% (run 27).
+// which it could only do after its own wait. Faster for these kernels, slower when every kernel,
+// the GEMVs included, does it (bench/engine/CUDA_BACKEND_NOTES.md, "Starting kernels earlier").
 __device__ __forceinline__ void LetSuccessorLaunchThenWait() {
   LetSuccessorLaunch();
   WaitOnlyForPrecedingKernel();
