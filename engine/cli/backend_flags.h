@@ -17,9 +17,10 @@ namespace spark::engine::cli {
 
 struct BackendFlags {
   std::string backend = "cpu";
-  std::string weight_dtype = "fp32";
+  std::string weight_dtype = "auto";
   std::string kv_dtype = "auto";
-  bool cuda_graphs = false;
+  bool cuda_graphs = false;     // --cuda-graphs
+  bool no_cuda_graphs = false;  // --no-cuda-graphs
 };
 
 void AddBackendFlags(CLI::App* cmd, BackendFlags* flags);

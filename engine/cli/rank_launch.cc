@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "base/logging.h"
+#include "engine/cli/compute_choice.h"
 #include "engine/backend/backend_factory.h"
 #include "engine/backend/cpu/cpu_backend.h"
 #if SPARK_HAVE_CUDA_TP
@@ -123,6 +124,10 @@ class RankSession::GroupRunner : public runtime::ModelRunner {
       : inner_(inner), comm_(comm), on_error_(std::move(on_error)) {}
 
   int vocab_size() const override { return inner_->vocab_size(); }
+  runtime::DecodeStepCounts decode_steps() const override {
+    std::lock_guard lock(mu_);
+    return inner_->decode_steps();
+  }
 
   Result<std::vector<float>> Run(const runtime::StepPlan& plan) override {
     if (plan.entries.empty()) return std::vector<float>();  // Nothing to run on any rank.
@@ -169,7 +174,7 @@ class RankSession::GroupRunner : public runtime::ModelRunner {
   runtime::BroadcastingModelRunner* inner_;
   comm::Communicator* comm_;
   std::function<Status(const Status&)> on_error_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   Status broken_;
   std::chrono::steady_clock::time_point last_sent_ = std::chrono::steady_clock::now();
 };
@@ -187,8 +192,8 @@ Status RankOptions::Validate() const {
     return InvalidArgumentError("--master-port must be in [1, 65535]");
   }
   if (block_size < 1) return InvalidArgumentError("--block-size must be >= 1");
-  if (auto dtype = backend::ParseDType(weight_dtype); !dtype.ok()) {
-    return InvalidArgumentError("--weight-dtype: " + dtype.status().message());
+  if (auto dtype = backend::ParseDType(weight_dtype); weight_dtype != "auto" && !dtype.ok()) {
+    return InvalidArgumentError("--weight-dtype: " + dtype.status().message() + " (or auto)");
   }
   if (auto kv = backend::ParseDType(kv_dtype);
       kv_dtype != "auto" && (!kv.ok() || *kv == backend::DType::kFP8)) {
@@ -344,10 +349,17 @@ Result<std::unique_ptr<RankSession>> StartRank(const RankOptions& options) {
       options.threads > 0
           ? options.threads
           : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / options.tp);
-  // The backend comes first: NCCL needs its GPU, and a build without CUDA refuses "cuda" here,
-  // before any peer is waited for.
-  SPARK_ASSIGN_OR_RETURN(const backend::DType weight_dtype,
-                         backend::ParseDType(options.weight_dtype));
+  // What to compute in (the "auto" choices from the checkpoint and the family), then the
+  // backend: NCCL needs its GPU, and a build without CUDA refuses "cuda" here, before any peer
+  // is waited for.
+  SPARK_ASSIGN_OR_RETURN(const ComputeChoice choice,
+                         ChooseCompute({.backend = options.backend,
+                                        .model_dir = options.model_dir,
+                                        .weight_dtype = options.weight_dtype,
+                                        .kv_dtype = options.kv_dtype,
+                                        .cuda_graphs = options.cuda_graphs}));
+  const backend::DType weight_dtype = choice.weights;
+  if (options.rank == 0) log->info("compute: {}", choice.Describe());
   SPARK_ASSIGN_OR_RETURN(
       s->backend_,
       backend::CreateBackend({.name = options.backend,
@@ -363,10 +375,7 @@ Result<std::unique_ptr<RankSession>> StartRank(const RankOptions& options) {
   mo.shard = {options.rank, options.tp};
   mo.moe_sharding = options.moe_sharding;
   mo.weight_dtype = weight_dtype;
-  mo.kv_dtype = backend::KvDTypeFor(weight_dtype);
-  if (options.kv_dtype != "auto") {
-    SPARK_ASSIGN_OR_RETURN(mo.kv_dtype, backend::ParseDType(options.kv_dtype));
-  }
+  mo.kv_dtype = choice.kv;
   if (status) {
     status->Set(RankPhase::kLoading, "reading weights from " + options.model_dir).IgnoreError();
     mo.on_progress = [status](double fraction) { status->SetProgress(fraction); };
@@ -380,7 +389,7 @@ Result<std::unique_ptr<RankSession>> StartRank(const RankOptions& options) {
   SPARK_ASSIGN_OR_RETURN(
       s->local_, model::ModelStepRunner::Create(s->model_.get(), *s->backend_, shape[0],
                                                 static_cast<int>(shape[1]), options.rank == 0,
-                                                options.cuda_graphs));
+                                                choice.cuda_graphs));
   if (s->comm_ && options.rank == 0) {
     s->broadcast_ =
         std::make_unique<runtime::BroadcastingModelRunner>(s->comm_.get(), s->local_.get());

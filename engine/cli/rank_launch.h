@@ -27,6 +27,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -48,16 +49,15 @@ struct RankOptions {
   std::string model_dir;
   // Compute backend: "cpu" or "cuda" (rank r on CUDA device r % devices; NCCL when tp > 1).
   std::string backend = "cpu";
-  // Element type of the Linear weights in backend memory: "fp32" or "bf16" (half the memory
-  // and, on GPUs, about twice the decode speed and tensor-core prefill attention; within bf16
-  // tolerance of fp32).
-  std::string weight_dtype = "fp32";
-  // Element type of the KV cache: "auto" (that of the weights), "fp32" or "bf16" (half the
-  // cache memory and the bytes attention reads; Qwen3 models).
+  // Element type of the Linear weights in backend memory: "auto" (compute_choice.h: the
+  // checkpoint's on cuda, fp32 on cpu), "fp32", "bf16" or "fp8".
+  std::string weight_dtype = "auto";
+  // Element type of the KV cache: "auto" (that of the weights), "fp32" or "bf16".
   std::string kv_dtype = "auto";
   // Greedy decode steps as backend graphs where the model allows (dense; one rank or ranks on
-  // one host with the peer all-reduce); only the CUDA backend does graphs.
-  bool cuda_graphs = false;
+  // one host with the peer all-reduce); unset: on for the cuda backend (the only one with
+  // graphs).
+  std::optional<bool> cuda_graphs;
   int tp = 1;    // ranks in the group
   int rank = 0;  // this rank, in [0, tp)
   std::string master_addr = "127.0.0.1";

@@ -125,6 +125,15 @@ Result<std::vector<float>> Checkpoint::Read(const std::string& name, const Tenso
   return data;
 }
 
+std::map<DType, uint64_t> Checkpoint::MatrixBytesByDType() const {
+  std::map<DType, uint64_t> bytes;
+  for (const auto& [name, file] : tensor_file_) {
+    const TensorInfo* info = files_[file]->Find(name);
+    if (info->shape.size() == 2) bytes[info->dtype] += info->end - info->begin;
+  }
+  return bytes;
+}
+
 uint64_t Checkpoint::total_tensor_bytes() const {
   uint64_t total = 0;
   for (const auto& [name, file] : tensor_file_) {

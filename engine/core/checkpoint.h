@@ -47,6 +47,8 @@ class Checkpoint {
   void set_read_observer(ReadObserver observer) { observer_ = std::move(observer); }
   // Bytes of every tensor of every shard, in the files' dtypes.
   uint64_t total_tensor_bytes() const;
+  // Bytes of the matrices (2-d tensors) by stored dtype: what a checkpoint's weights are held in.
+  std::map<DType, uint64_t> MatrixBytesByDType() const;
 
  private:
   Status OpenIndex(const std::string& index_path);

@@ -78,10 +78,13 @@ class Model {
   static constexpr size_t kMaxLaunched = backend::Backend::kMaxDownloadsLater;
   virtual Status LaunchArgMax(const ForwardBatch& batch, PagedKvCache& cache, bool ids_from_last);
   virtual Status TakeArgMax(std::vector<int32_t>* ids);
-  // Whether a decode step of this model may run as a backend graph (Backend::BeginDecodeGraph):
-  // no host read-backs, and collectives only through a communicator whose collectives may be
-  // captured (Communicator::collectives_in_graphs). Default: no.
-  virtual bool decode_graphs_ok() const { return false; }
+  // Why a decode step of this model may not run as a backend graph (Backend::BeginDecodeGraph),
+  // or "" when it may: a graph step has no host read-backs, and collectives only through a
+  // communicator whose collectives may be captured (Communicator::collectives_in_graphs).
+  virtual std::string WhyNoDecodeGraphs() const {
+    return "this model family has no graph-safe decode step";
+  }
+  bool decode_graphs_ok() const { return WhyNoDecodeGraphs().empty(); }
 
  protected:
   // LaunchArgMax's checks: at most kMaxLaunched steps, and for ids_from_last one token per

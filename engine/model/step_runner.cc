@@ -6,6 +6,15 @@
 #include "base/logging.h"
 
 namespace spark::engine::model {
+namespace {
+
+// One token per sequence: a decode step (graphs take only those).
+bool IsDecode(const runtime::StepPlan& plan) {
+  return std::all_of(plan.entries.begin(), plan.entries.end(),
+                     [](const runtime::StepPlanEntry& e) { return e.token_ids.size() == 1; });
+}
+
+}  // namespace
 
 Result<std::unique_ptr<ModelStepRunner>> ModelStepRunner::Create(
     Model* model, backend::Backend& backend, int64_t num_blocks, int block_size, bool return_logits,
@@ -59,6 +68,9 @@ Result<std::vector<float>> ModelStepRunner::Run(const runtime::StepPlan& plan) {
     return rows;
   }
   SPARK_RETURN_IF_ERROR(DropAhead());
+  if (decode_graphs_ && IsDecode(plan)) {
+    CountEager("a sampled or scored step (graphs take greedy ones)");
+  }
   SPARK_RETURN_IF_ERROR(model_->Forward(batch, cache_, &logits_));
   SPARK_RETURN_IF_ERROR(backend_->status());
   const size_t vocab = static_cast<size_t>(vocab_size());
@@ -84,6 +96,7 @@ Result<std::vector<int32_t>> ModelStepRunner::RunArgMax(const runtime::StepPlan&
   if (plan.entries == ahead_entries_) {  // launched by the step before (plans have entries)
     ahead_entries_.clear();
     ++taken_ahead_;
+    ++decode_steps_.graph;
   } else {
     SPARK_RETURN_IF_ERROR(DropAhead());
     const bool graph = MaybeBeginGraph(plan, launch_ahead_ ? "decode-first-b" : "decode-b");
@@ -131,7 +144,7 @@ bool ModelStepRunner::MaybeLaunchAhead(const runtime::StepPlan& plan) {
       return false;
     }
   }
-  if (!MaybeBeginGraph(next, "decode-fed-b")) return false;
+  if (!MaybeBeginGraph(next, "decode-fed-b", /*count=*/false)) return false;
   if (!model_->LaunchArgMax(MakeBatch(next, cache_.block_size()), cache_, true).ok()) {
     backend_->CancelDecodeGraph();  // not run: the next Run runs its plan as usual
     return false;
@@ -141,19 +154,38 @@ bool ModelStepRunner::MaybeLaunchAhead(const runtime::StepPlan& plan) {
   return true;
 }
 
-bool ModelStepRunner::MaybeBeginGraph(const runtime::StepPlan& plan, const char* kind) {
-  if (!decode_graphs_ || !model_->decode_graphs_ok() ||
-      plan.entries.size() > static_cast<size_t>(kMaxGraphBatch)) {
+bool ModelStepRunner::MaybeBeginGraph(const runtime::StepPlan& plan, const char* kind,
+                                      bool count) {
+  if (!decode_graphs_ || !IsDecode(plan)) return false;  // prefill chunks run eagerly
+  auto eager = [&](const std::string& reason) {
+    if (count) CountEager(reason);
     return false;
+  };
+  if (const std::string why = model_->WhyNoDecodeGraphs(); !why.empty()) return eager(why);
+  const size_t n = plan.entries.size();
+  if (n > static_cast<size_t>(kMaxGraphBatch)) {
+    return eager("more than " + std::to_string(kMaxGraphBatch) + " sequences");
+  }
+  if (warmed_batches_.insert(n).second) {
+    return eager("the first decode step of its batch size (builds tables, tunes GEMMs)");
   }
   int64_t blocks = 1;
   for (const runtime::StepPlanEntry& e : plan.entries) {
-    if (e.token_ids.size() != 1) return false;  // prefill chunks run eagerly
     blocks = std::max<int64_t>(blocks, (e.start_pos + cache_.block_size()) / cache_.block_size());
   }
   int bucket = 4;
   while (bucket < blocks) bucket *= 2;
-  return backend_->BeginDecodeGraph(kind + std::to_string(plan.entries.size()), bucket);
+  if (!backend_->BeginDecodeGraph(kind + std::to_string(n), bucket)) {
+    return eager("the " + backend_->name() + " backend ran it eagerly");
+  }
+  if (count) ++decode_steps_.graph;
+  return true;
+}
+
+void ModelStepRunner::CountEager(const std::string& reason) {
+  if (decode_steps_.eager[reason]++ == 0) {
+    Logger("engine.model")->info("decode steps run eagerly when they are {}", reason);
+  }
 }
 
 }  // namespace spark::engine::model

@@ -10,6 +10,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "base/status.h"
@@ -29,7 +31,10 @@ class ModelStepRunner : public runtime::ModelRunner {
   // InvalidArgument for non-positive sizes; ResourceExhausted when the cache does not fit.
   // `decode_graphs`: run greedy decode steps of at most kMaxGraphBatch sequences as backend
   // graphs (Backend::BeginDecodeGraph) when the model allows it, keyed by batch size and a
-  // power-of-two bucket of the longest block table.
+  // power-of-two bucket of the longest block table. The first decode step of each batch size
+  // runs eagerly: it builds what the graphs must not (RoPE tables, tuned GEMM plans for that
+  // many rows). Every decode step that runs eagerly is counted by its reason (decode_steps())
+  // and each reason is logged once.
   // `launch_ahead` (with decode_graphs): once a greedy decode step is launched in a graph, and
   // before waiting for it, launch the step that would follow if every sequence goes on (the
   // same sequences, each fed on the device the id this step picks: Model::LaunchArgMax), so the
@@ -47,6 +52,7 @@ class ModelStepRunner : public runtime::ModelRunner {
   static constexpr int kMaxGraphBatch = 64;
 
   int vocab_size() const override { return model_->config().vocab_size; }
+  runtime::DecodeStepCounts decode_steps() const override { return decode_steps_; }
 
   // Runs the plan's entries in one forward (kRunArgMax plans through Model::ForwardArgMax, so
   // only ids leave the backend; the backend's error, if an op met one, fails the step).
@@ -75,8 +81,11 @@ class ModelStepRunner : public runtime::ModelRunner {
         decode_graphs_(decode_graphs),
         launch_ahead_(launch_ahead && decode_graphs) {}
   // Opens a graph step for `plan` when it is a decode step graphs may take (keys begin with
-  // `kind`: a key names one op sequence); true when the backend opened one.
-  bool MaybeBeginGraph(const runtime::StepPlan& plan, const char* kind);
+  // `kind`: a key names one op sequence); true when the backend opened one. A decode step that
+  // runs eagerly instead is counted (CountEager) unless `count` is false.
+  bool MaybeBeginGraph(const runtime::StepPlan& plan, const char* kind, bool count = true);
+  // Counts an eager decode step under `reason`, logging the reason the first time.
+  void CountEager(const std::string& reason);
   // A kRunArgMax plan's ids: the step launched ahead when it is this plan, else run here; the
   // step after it is launched before its ids are taken (MaybeLaunchAhead).
   Result<std::vector<int32_t>> RunArgMax(const runtime::StepPlan& plan, const ForwardBatch& batch);
@@ -97,6 +106,8 @@ class ModelStepRunner : public runtime::ModelRunner {
   // never launched empty).
   std::vector<runtime::StepPlanEntry> ahead_entries_;
   int64_t launched_ahead_ = 0, taken_ahead_ = 0;
+  std::set<size_t> warmed_batches_;  // batch sizes whose first decode step ran eagerly
+  runtime::DecodeStepCounts decode_steps_;
 };
 
 }  // namespace spark::engine::model

@@ -161,6 +161,7 @@ EngineStats Engine::stats() const {
   s.num_preemptions = scheduler_.num_preemptions();
   s.num_steps = num_steps_;
   s.prompt_tokens_computed = prompt_tokens_computed_;
+  s.decode_steps = runner_->decode_steps();
   return s;
 }
 

@@ -53,6 +53,7 @@ struct EngineStats {
   uint64_t num_preemptions = 0;
   uint64_t num_steps = 0;
   uint64_t prompt_tokens_computed = 0;  // Prefill tokens actually run (cache hits excluded).
+  DecodeStepCounts decode_steps;         // the runner's graph and eager decode steps
 };
 
 class Engine {

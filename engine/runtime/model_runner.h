@@ -5,6 +5,9 @@
 // Thread-safety: called from the engine thread only.
 #pragma once
 
+#include <cstdint>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "base/status.h"
@@ -12,9 +15,19 @@
 
 namespace spark::engine::runtime {
 
+// How a runner ran its decode steps (one token per sequence): replaying captured graphs, or
+// eagerly, counted by why (for the log and /metrics).
+struct DecodeStepCounts {
+  uint64_t graph = 0;
+  std::map<std::string, uint64_t> eager;  // reason -> steps
+};
+
 class ModelRunner {
  public:
   virtual ~ModelRunner() = default;
+
+  // Decode steps so far (runners without graphs: none counted).
+  virtual DecodeStepCounts decode_steps() const { return {}; }
 
   virtual int vocab_size() const = 0;
 

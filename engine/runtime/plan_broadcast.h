@@ -21,6 +21,7 @@ class BroadcastingModelRunner : public ModelRunner {
       : comm_(comm), local_(local) {}
 
   int vocab_size() const override { return local_->vocab_size(); }
+  DecodeStepCounts decode_steps() const override { return local_->decode_steps(); }
   Result<std::vector<float>> Run(const StepPlan& plan) override;
   // Tells the workers to leave RunWorkerLoop.
   Status Shutdown();

@@ -173,6 +173,7 @@ void EngineService::RefreshStats() {
   stats_.kv_usage = s.kv_usage;
   stats_.prefix_queries = s.prefix_queries;
   stats_.prefix_hits = s.prefix_hits;
+  stats_.decode_steps = s.decode_steps;
 }
 
 }  // namespace spark::engine::server

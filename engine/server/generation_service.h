@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "engine/runtime/model_runner.h"
 #include "engine/runtime/sampler.h"
 #include "engine/runtime/sampling_params.h"
 #include "engine/runtime/sequence.h"
@@ -47,6 +48,7 @@ struct ServiceStats {
   float kv_usage = 0.0f;        // Fraction of KV blocks held by requests.
   uint64_t prefix_queries = 0;  // Prompt tokens looked up in the prefix cache.
   uint64_t prefix_hits = 0;     // ... and found.
+  runtime::DecodeStepCounts decode_steps;  // replayed as graphs, or eager by reason
 };
 
 class GenerationService {

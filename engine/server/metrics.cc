@@ -191,6 +191,14 @@ std::string ServerMetrics::Render(const ServiceStats& stats) const {
            it == success_.end() ? 0.0 : static_cast<double>(it->second));
   }
   Counter(out, "spark:requests_rejected", "Requests refused with 429 (queue full).", l, rejected_);
+  Header(out, "spark:decode_steps_total", "counter",
+         "Decode steps run as captured CUDA graphs (mode graph) or eagerly (mode eager, by reason).");
+  Sample(out, "spark:decode_steps_total", l + ",mode=\"graph\"",
+         static_cast<double>(stats.decode_steps.graph));
+  for (const auto& [reason, steps] : stats.decode_steps.eager) {
+    Sample(out, "spark:decode_steps_total", l + ",mode=\"eager\",reason=\"" + reason + "\"",
+           static_cast<double>(steps));
+  }
   HistogramBlock(out, "vllm:request_prompt_tokens", "Number of prefill tokens processed.", l,
                  prompt_len_);
   HistogramBlock(out, "vllm:request_generation_tokens", "Number of generation tokens processed.", l,

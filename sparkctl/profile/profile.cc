@@ -92,7 +92,7 @@ void ValidateEngine(const EngineSpec& e, const TopologySpec& t, FieldErrors* err
                 "'" + e.weight_dtype + "' is not a weight dtype (auto, fp32, bf16, fp8)" +
                     DidYouMean(e.weight_dtype, {"auto", "fp32", "bf16", "fp8"}));
   }
-  if (e.cuda_graphs && e.backend == "cpu") {
+  if (e.cuda_graphs.value_or(false) && e.backend == "cpu") {
     errors->Add("engine.cuda_graphs", "needs the cuda backend (engine.backend is cpu)");
   }
   int gpus = t.nodes * t.gpus_per_node;

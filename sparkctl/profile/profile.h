@@ -69,9 +69,12 @@ struct SpeculativeSpec {
 
 struct EngineSpec {
   std::string backend = "auto";  // auto (cuda when a GPU is present), cuda, cpu
-  // Linear weights in memory: auto (the engine's default, fp32), fp32, bf16 or fp8.
+  // Linear weights in memory: auto (the engine's choice: the checkpoint's type on cuda), fp32,
+  // bf16 or fp8.
   std::string weight_dtype = "auto";
-  bool cuda_graphs = false;  // greedy decode steps as CUDA graphs (spark-engine --cuda-graphs)
+  // Greedy decode steps as CUDA graphs: unset = the engine's default (on for cuda),
+  // true = --cuda-graphs, false = --no-cuda-graphs.
+  std::optional<bool> cuda_graphs;
   int tp = 1;
   int64_t context_length = 32768;
   int max_running_requests = 8;

@@ -26,7 +26,8 @@ nlohmann::ordered_json EngineJson(const EngineSpec& e) {
   return {
       {"backend", e.backend},
       {"weight_dtype", e.weight_dtype},
-      {"cuda_graphs", e.cuda_graphs},
+      {"cuda_graphs", e.cuda_graphs ? nlohmann::ordered_json(*e.cuda_graphs)
+                                    : nlohmann::ordered_json("auto")},
       {"tp", e.tp},
       {"context_length", e.context_length},
       {"max_running_requests", e.max_running_requests},

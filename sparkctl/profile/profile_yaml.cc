@@ -87,7 +87,7 @@ void ReadEngine(YamlReader* r, const YAML::Node& node, EngineSpec* e) {
   YamlMap map(r, node, "engine");
   map.Optional("backend", &e->backend);
   map.Optional("weight_dtype", &e->weight_dtype);
-  map.Optional("cuda_graphs", &e->cuda_graphs);
+  if (bool graphs = false; map.Optional("cuda_graphs", &graphs)) e->cuda_graphs = graphs;
   map.Required("tp", &e->tp);
   map.Optional("context_length", &e->context_length);
   map.Optional("max_running_requests", &e->max_running_requests);

@@ -66,7 +66,7 @@ std::vector<std::string> EngineArgv(const profile::Profile& p, const LaunchOptio
       kv == profile::KvCacheDtype::kBf16 || kv == profile::KvCacheDtype::kFp32) {
     a.insert(a.end(), {"--kv-dtype", std::string(profile::KvCacheDtypeName(kv))});
   }
-  if (p.engine.cuda_graphs) a.push_back("--cuda-graphs");
+  if (p.engine.cuda_graphs) a.push_back(*p.engine.cuda_graphs ? "--cuda-graphs" : "--no-cuda-graphs");
   if (!p.api.key_file.empty()) a.insert(a.end(), {"--api-key-file", p.api.key_file});
   a.insert(a.end(), {"--status-file", status});
   return a;

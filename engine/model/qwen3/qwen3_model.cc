@@ -42,12 +42,13 @@ bool Qwen3Model::FusesResidual() const {
   return options_.fuse_residual && options_.shard.size == 1 && dense_;
 }
 
-bool Qwen3Model::decode_graphs_ok() const {
-  // Tensor-parallel steps need collectives that may be captured (the peer all-reduce).
+std::string Qwen3Model::WhyNoDecodeGraphs() const {
   if (options_.shard.size != 1 && (comm_ == nullptr || !comm_->collectives_in_graphs())) {
-    return false;
+    return "tensor parallelism over collectives that cannot be captured (NCCL; the peer "
+           "all-reduce of GPUs on one host can)";
   }
-  return dense_;
+  if (!dense_) return "MoE layers read their expert counts back to the host";
+  return "";
 }
 
 Status Qwen3Model::AllReduce(float* data, size_t count) {

@@ -35,8 +35,9 @@ class Qwen3Model : public Model {
   static constexpr int64_t kMaxLaunchRows = 4096;
   Status LaunchArgMax(const ForwardBatch& batch, PagedKvCache& cache, bool ids_from_last) override;
   Status TakeArgMax(std::vector<int32_t>* ids) override;
-  // Dense layers only (MoE reads expert counts back) and one rank (no collectives).
-  bool decode_graphs_ok() const override;
+  // Dense layers only (MoE reads expert counts back), and under tensor parallelism collectives
+  // that may be captured (the peer all-reduce of GPUs on one host).
+  std::string WhyNoDecodeGraphs() const override;
 
  private:
   struct Workspace;

@@ -123,14 +123,21 @@ TEST(ModelStepRunnerTest, DecodeGraphsAskedOnlyForGreedyDecodeOfDenseModels) {
   auto on = Make("qwen3-tiny", true);
   ASSERT_TRUE(on);
   Generate(*on, runtime::StepCommand::kRunArgMax);
-  // Four decode steps of two sequences; contexts of 7..13 tokens need up to 4 blocks of 4.
-  ASSERT_EQ(on->backend.requests.size(), 4u);
+  // Four decode steps of two sequences; the first runs eagerly (the batch size's first), the
+  // others ask; contexts of 7..13 tokens need up to 4 blocks of 4.
+  ASSERT_EQ(on->backend.requests.size(), 3u);
   for (const auto& [key, blocks] : on->backend.requests) {
     EXPECT_EQ(key, "decode-first-b2");  // refused: no step is launched ahead of it
     EXPECT_EQ(blocks, 4);
   }
   Generate(*on, runtime::StepCommand::kRun);  // plain plans: logits leave, no graphs
-  EXPECT_EQ(on->backend.requests.size(), 4u);
+  EXPECT_EQ(on->backend.requests.size(), 3u);
+  const runtime::DecodeStepCounts counts = on->runner->decode_steps();
+  EXPECT_EQ(counts.graph, 0u);  // the backend refused every one
+  EXPECT_EQ(counts.eager.at("the first decode step of its batch size (builds tables, tunes GEMMs)"),
+            1u);
+  EXPECT_EQ(counts.eager.at("the cpu backend ran it eagerly"), 3u);
+  EXPECT_EQ(counts.eager.at("a sampled or scored step (graphs take greedy ones)"), 4u);
 
   auto off = Make("qwen3-tiny", false);
   auto moe = Make("qwen3-moe-tiny", true);
@@ -139,6 +146,10 @@ TEST(ModelStepRunnerTest, DecodeGraphsAskedOnlyForGreedyDecodeOfDenseModels) {
   Generate(*moe, runtime::StepCommand::kRunArgMax);
   EXPECT_TRUE(off->backend.requests.empty());
   EXPECT_TRUE(moe->backend.requests.empty());  // MoE layers read expert counts back
+  EXPECT_TRUE(off->runner->decode_steps().eager.empty());  // graphs not asked for: no fallback
+  EXPECT_EQ(moe->runner->decode_steps().eager.at("MoE layers read their expert counts back to "
+                                                 "the host"),
+            4u);
 }
 
 TEST(ModelStepRunnerTest, BackendErrorFailsTheStep) {
@@ -161,14 +172,15 @@ TEST(ModelStepRunnerTest, LaunchesTheNextDecodeStepAheadAndDropsItForAnotherPlan
   ahead->backend.accept = true;
   const std::vector<int32_t> want = Generate(*ref, runtime::StepCommand::kRunArgMax);
   EXPECT_EQ(Generate(*ahead, runtime::StepCommand::kRunArgMax), want);
-  // Prefill (no graph), decode step 1 with the host's ids, then each step launched ahead by
-  // the one before: steps 2-4 taken, step 5 still in flight.
-  EXPECT_EQ(ahead->runner->launched_ahead(), 4);
-  EXPECT_EQ(ahead->runner->taken_ahead(), 3);
+  // Prefill (no graph), decode step 1 eagerly (the batch size's first), step 2 with the host's
+  // ids, then each step launched ahead by the one before: steps 3-4 taken, step 5 in flight.
+  EXPECT_EQ(ahead->runner->launched_ahead(), 3);
+  EXPECT_EQ(ahead->runner->taken_ahead(), 2);
+  EXPECT_EQ(ahead->runner->decode_steps().graph, 3u);  // steps 2-4 (step 5 is not taken yet)
   std::vector<std::string> keys;
   for (const auto& request : ahead->backend.requests) keys.push_back(request.first);
   EXPECT_EQ(keys, (std::vector<std::string>{"decode-first-b2", "decode-fed-b2", "decode-fed-b2",
-                                            "decode-fed-b2", "decode-fed-b2"}));
+                                            "decode-fed-b2"}));
   // Step 5 for the first sequence alone: not the step launched ahead (two sequences).
   const int32_t last = want[want.size() - 2];
   const runtime::StepPlan alone = Plan(runtime::StepCommand::kRunArgMax, {{last}}, {10});
@@ -176,8 +188,9 @@ TEST(ModelStepRunnerTest, LaunchesTheNextDecodeStepAheadAndDropsItForAnotherPlan
   auto expected = ref->runner->Run(alone);
   ASSERT_TRUE(got.ok() && expected.ok()) << got.status().message();
   EXPECT_EQ(*got, *expected);
-  EXPECT_EQ(ahead->runner->taken_ahead(), 3);
-  EXPECT_EQ(ahead->runner->launched_ahead(), 5);  // and the step after it, for it alone
+  EXPECT_EQ(ahead->runner->taken_ahead(), 2);
+  // A new batch size: its first step runs eagerly, so nothing goes ahead of it.
+  EXPECT_EQ(ahead->runner->launched_ahead(), 3);
   // A plain plan (logits) drops the step in flight too.
   const int32_t next = static_cast<int32_t>((*got)[0]);
   auto logits = ahead->runner->Run(Plan(runtime::StepCommand::kRun, {{next}}, {11}));
@@ -185,7 +198,7 @@ TEST(ModelStepRunnerTest, LaunchesTheNextDecodeStepAheadAndDropsItForAnotherPlan
   ASSERT_TRUE(logits.ok() && logits_ref.ok());
   EXPECT_EQ(Argmax(*logits, ahead->runner->vocab_size()),
             Argmax(*logits_ref, ref->runner->vocab_size()));
-  EXPECT_EQ(ahead->runner->taken_ahead(), 3);
+  EXPECT_EQ(ahead->runner->taken_ahead(), 2);
 }
 
 // The runtime engine over runners with and without steps launched ahead: requests that end at

@@ -48,14 +48,14 @@ TEST(ProfileYamlTest, GoodProfileLoadsWithDefaults) {
   EXPECT_EQ(p->topology.kind, netplan::TopologyKind::kRing);
   EXPECT_EQ(ToJson(*p)["engine"]["kv_cache"]["tokens"], 8192);
   EXPECT_EQ(p->engine.weight_dtype, "auto");
-  EXPECT_FALSE(p->engine.cuda_graphs);
+  EXPECT_FALSE(p->engine.cuda_graphs.has_value());  // the engine decides
   auto tuned = ParseProfile(Replace(kGood, "  tp: 4\n",
                                     "  tp: 4\n  backend: cuda\n  weight_dtype: bf16\n"
                                     "  cuda_graphs: true\n"),
                             "p.yaml");
   ASSERT_TRUE(tuned.ok()) << tuned.status().ToString();
   EXPECT_EQ(tuned->engine.weight_dtype, "bf16");
-  EXPECT_TRUE(tuned->engine.cuda_graphs);
+  EXPECT_EQ(tuned->engine.cuda_graphs, true);
   EXPECT_EQ(ToJson(*tuned)["engine"]["weight_dtype"], "bf16");
 }
 
