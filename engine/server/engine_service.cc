@@ -6,9 +6,20 @@ namespace spark::engine::server {
 
 using runtime::FinishReason;
 
+namespace {
+
+EventDelivery::Callback Share(EventCallback callback) {
+  return std::make_shared<const EventCallback>(std::move(callback));
+}
+
+}  // namespace
+
 EngineService::EngineService(std::unique_ptr<runtime::Engine> engine, int max_model_len,
-                             int vocab_size)
-    : engine_(std::move(engine)), max_model_len_(max_model_len), vocab_size_(vocab_size) {
+                             int vocab_size, int delivery_threads)
+    : engine_(std::move(engine)),
+      max_model_len_(max_model_len),
+      vocab_size_(vocab_size),
+      delivery_(delivery_threads) {
   RefreshStats();
   thread_ = std::thread([this] { Loop(); });
 }
@@ -81,7 +92,8 @@ void EngineService::Loop() {
     if (!broken.ok()) {
       if (!callbacks_.empty()) FailAll(broken);
       for (Pending& p : submitted) {
-        p.callback({p.request.id, false, 0, 0, {}, 0, true, FinishReason::kAbort, broken});
+        delivery_.Post(p.request.id, Share(std::move(p.callback)),
+                       {p.request.id, false, 0, 0, {}, 0, true, FinishReason::kAbort, broken});
       }
       RefreshStats();
       continue;
@@ -97,8 +109,10 @@ void EngineService::Loop() {
     std::lock_guard lock(mu_);
     left.swap(inbox_);
   }
-  for (Pending& p : left)
-    p.callback({p.request.id, false, 0, 0, {}, 0, true, FinishReason::kAbort, {}});
+  for (Pending& p : left) {
+    delivery_.Post(p.request.id, Share(std::move(p.callback)),
+                   {p.request.id, false, 0, 0, {}, 0, true, FinishReason::kAbort, {}});
+  }
 }
 
 void EngineService::Admit(std::vector<Pending>& submitted) {
@@ -106,10 +120,11 @@ void EngineService::Admit(std::vector<Pending>& submitted) {
     const uint64_t id = p.request.id;
     Status s = engine_->AddRequest(id, std::move(p.request.prompt), p.request.params);
     if (!s.ok()) {
-      p.callback({id, false, 0, 0, {}, 0, true, FinishReason::kAbort, s});
+      delivery_.Post(id, Share(std::move(p.callback)),
+                     {id, false, 0, 0, {}, 0, true, FinishReason::kAbort, s});
       continue;
     }
-    callbacks_[id] = std::move(p.callback);
+    callbacks_[id] = Share(std::move(p.callback));
     first_token_sent_[id] = false;
   }
 }
@@ -139,7 +154,7 @@ void EngineService::RunStep() {
       e.cached_prompt_tokens = seq != nullptr ? seq->num_cached_tokens() : 0;
       first_token_sent_[o.seq_id] = true;
     }
-    it->second(e);
+    delivery_.Post(o.seq_id, it->second, std::move(e));
     if (o.finished) {
       callbacks_.erase(it);
       first_token_sent_.erase(o.seq_id);
@@ -159,10 +174,10 @@ void EngineService::FailAll(const Status& error) {
 void EngineService::FinishOne(uint64_t id, FinishReason reason, Status error) {
   auto it = callbacks_.find(id);
   if (it == callbacks_.end()) return;
-  EventCallback cb = std::move(it->second);
+  EventDelivery::Callback cb = std::move(it->second);
   callbacks_.erase(it);
   first_token_sent_.erase(id);
-  cb({id, false, 0, 0, {}, 0, true, reason, std::move(error)});
+  delivery_.Post(id, std::move(cb), {id, false, 0, 0, {}, 0, true, reason, std::move(error)});
 }
 
 void EngineService::RefreshStats() {

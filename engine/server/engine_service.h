@@ -1,10 +1,12 @@
 // EngineService: the GenerationService over engine/runtime's Engine. One thread owns the
 // engine: it takes submitted and cancelled requests from a queue, runs Engine::Step while any
-// request is unfinished, and delivers each step's tokens to the requests' callbacks. A step
+// request is unfinished, and posts each step's tokens to the requests' callbacks, which run on
+// delivery threads (event_delivery.h) while the engine goes on with the next step. A step
 // that fails (a model or communicator error, e.g. a dead rank) fails every request in flight
 // with that error, and the engine stays usable for later requests, unless SetBroken says the
 // model is gone for good.
-// Thread-safety: GenerationService methods from any thread; callbacks run on the engine thread.
+// Thread-safety: GenerationService methods from any thread; a request's callbacks run on one
+// delivery thread, in order.
 #pragma once
 
 #include <condition_variable>
@@ -15,6 +17,7 @@
 #include <vector>
 
 #include "engine/runtime/engine.h"
+#include "engine/server/event_delivery.h"
 #include "engine/server/generation_service.h"
 
 namespace spark::engine::server {
@@ -22,7 +25,9 @@ namespace spark::engine::server {
 class EngineService : public GenerationService {
  public:
   // `engine` is driven only by this service from now on; max_model_len as the engine's.
-  EngineService(std::unique_ptr<runtime::Engine> engine, int max_model_len, int vocab_size);
+  // `delivery_threads` run the callbacks.
+  EngineService(std::unique_ptr<runtime::Engine> engine, int max_model_len, int vocab_size,
+                int delivery_threads = 2);
   ~EngineService() override;  // Stops the thread; requests in flight finish with kAbort.
 
   Status Submit(GenerationRequest request, EventCallback callback) override;
@@ -55,8 +60,10 @@ class EngineService : public GenerationService {
   std::unique_ptr<runtime::Engine> engine_;
   const int max_model_len_;
   const int vocab_size_;
+  // Events go out through delivery_ (declared before the engine thread, so it outlives it).
+  EventDelivery delivery_;
   // Owned by the engine thread.
-  std::map<uint64_t, EventCallback> callbacks_;
+  std::map<uint64_t, EventDelivery::Callback> callbacks_;
   std::map<uint64_t, bool> first_token_sent_;
 
   mutable std::mutex mu_;
