@@ -22,14 +22,14 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/backend/cpu/cpu_backend.h"
-#include "engine/backend/cpu/thread_pool.h"
+#include "base/thread_pool.h"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
 using spark::engine::backend::cpu::CpuBackend;
 using spark::engine::backend::cpu::Dot;
-using spark::engine::backend::cpu::ThreadPool;
+using spark::ThreadPool;
 
 typedef float V8 __attribute__((vector_size(32)));
 

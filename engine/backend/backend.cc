@@ -117,6 +117,26 @@ void Backend::UploadMatrix(std::span<const float> host, int64_t cols, Buffer& ds
   UploadFp8Matrix(q.values, q.scales, dst);
 }
 
+Status CheckWeightBytesFit(const Backend::WeightBytes& src, const Buffer& dst, size_t offset) {
+  const size_t capacity = dst.size() * DTypeBytes(dst.dtype());
+  if (dst.dtype() == DType::kFP8 || offset > capacity || src.size() > capacity - offset) {
+    return InvalidArgumentError("weight bytes [" + std::to_string(offset) + ", +" +
+                                std::to_string(src.size()) + ") do not fit a " +
+                                DTypeName(dst.dtype()) + " buffer of " +
+                                std::to_string(capacity) + " bytes");
+  }
+  if (src.rows > 1 && src.src_stride < src.row_bytes) {
+    return InvalidArgumentError("weight rows of " + std::to_string(src.row_bytes) +
+                                " bytes overlap at a stride of " + std::to_string(src.src_stride));
+  }
+  return Status::Ok();
+}
+
+Status Backend::UploadWeightBytes(const WeightBytes& src, Buffer& dst, size_t dst_offset) {
+  (void)src, (void)dst, (void)dst_offset;
+  return UnimplementedError(name() + " backend takes no raw weight bytes");
+}
+
 void Backend::UploadFp8Matrix(std::span<const uint8_t> values, std::span<const float> scales,
                               Buffer& dst) {
   // One host image of the buffer (values, padding, scales), uploaded as floats.

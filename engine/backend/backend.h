@@ -60,6 +60,21 @@ class Backend {
   void UploadMatrix(std::span<const float> host, int64_t cols, Buffer& dst);
   // Uploads E4M3 bytes [rows, cols] and their block scales into an fp8 matrix (through Upload).
   void UploadFp8Matrix(std::span<const uint8_t> values, std::span<const float> scales, Buffer& dst);
+  // Weights straight from a checkpoint's bytes when it stores them in the buffer's type (no fp32
+  // round trip): `rows` rows of `row_bytes` bytes, `src_stride` bytes apart (a column slice), or
+  // one run when rows is 1. UploadWeightBytes copies them, packed, into `dst` from byte
+  // `dst_offset`; the source may be released when it returns, but the copy may still be in
+  // flight until FinishWeightUploads. InvalidArgument when the bytes do not fit `dst`;
+  // Unimplemented when this backend takes no raw weights (the loader converts through fp32).
+  struct WeightBytes {
+    const uint8_t* src = nullptr;
+    size_t rows = 1;
+    size_t row_bytes = 0;
+    size_t src_stride = 0;
+    size_t size() const { return rows * row_bytes; }
+  };
+  virtual Status UploadWeightBytes(const WeightBytes& src, Buffer& dst, size_t dst_offset);
+  virtual Status FinishWeightUploads() { return status(); }
   // Whether a Linear of `rows` rows over `weights` weights runs faster from a bf16 copy of its
   // input that the op before wrote (Output::bf16) than from the fp32 values alone. The model
   // allocates the copies where this says so. Default: never.
@@ -177,6 +192,10 @@ class Backend {
  private:
   std::deque<std::vector<float>> downloaded_later_;  // the default DownloadLater's queue
 };
+
+// For UploadWeightBytes overrides: InvalidArgument unless `src` fits `dst` (not fp8) from byte
+// `offset` and its rows do not overlap.
+Status CheckWeightBytesFit(const Backend::WeightBytes& src, const Buffer& dst, size_t offset);
 
 // Backend::ArgMax's pairs computed on the host (the CPU backend's ArgMax, and the default
 // Model::ForwardArgMax over downloaded logits).

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -380,8 +381,11 @@ Result<std::unique_ptr<RankSession>> StartRank(const RankOptions& options) {
     status->Set(RankPhase::kLoading, "reading weights from " + options.model_dir).IgnoreError();
     mo.on_progress = [status](double fraction) { status->SetProgress(fraction); };
   }
+  const auto load_start = std::chrono::steady_clock::now();
   Result<std::unique_ptr<model::Model>> loaded =
       model::LoadModel(options.model_dir, *s->backend_, s->comm_.get(), mo);
+  const double load_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
   if (s->comm_) SPARK_RETURN_IF_ERROR(AgreeLoaded(*s->comm_, loaded.status()));
   SPARK_RETURN_IF_ERROR(loaded.status());
   if (status) status->SetProgress(1.0);
@@ -401,10 +405,10 @@ Result<std::unique_ptr<RankSession>> StartRank(const RankOptions& options) {
   const double kv_gib = static_cast<double>(shape[0]) * static_cast<double>(shape[1]) *
                         static_cast<double>(kv.bytes_per_token()) / (1024.0 * 1024.0 * 1024.0);
   log->info(
-      "rank {}/{}: {} loaded ({} weights), KV cache {} blocks x {} tokens ({}, {:.2f} GiB), "
-      "{} threads",
-      options.rank, options.tp, options.model_dir, backend::DTypeName(weight_dtype), shape[0],
-      shape[1], backend::DTypeName(kv.dtype), kv_gib, threads);
+      "rank {}/{}: {} loaded ({} weights, read in {:.2f} s), KV cache {} blocks x {} tokens "
+      "({}, {:.2f} GiB), {} threads",
+      options.rank, options.tp, options.model_dir, backend::DTypeName(weight_dtype), load_seconds,
+      shape[0], shape[1], backend::DTypeName(kv.dtype), kv_gib, threads);
   return s;
 }
 

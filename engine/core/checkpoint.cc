@@ -99,30 +99,65 @@ Status Checkpoint::CheckShape(const std::string& name, const std::vector<int64_t
                               ShapeString(shape) + " (config.json and weights disagree)");
 }
 
+Status Checkpoint::CheckSliceShape(const SafetensorsFile& file, const std::string& name,
+                                   const TensorSlice& slice,
+                                   const std::vector<int64_t>& expected_shape) const {
+  if (expected_shape.empty()) return Status::Ok();
+  SPARK_ASSIGN_OR_RETURN(std::vector<int64_t> shape, file.SliceShape(*file.Find(name), slice));
+  if (shape == expected_shape) return Status::Ok();
+  return InvalidArgumentError(file.path() + ": tensor '" + name + "' has shape " +
+                              ShapeString(file.Find(name)->shape) + "; config.json implies " +
+                              ShapeString(expected_shape) +
+                              (slice.length >= 0 ? " for this rank's slice" : ""));
+}
+
+void Checkpoint::Observe(const TensorInfo& info, const TensorSlice& slice) const {
+  if (!observer_) return;
+  uint64_t bytes = info.end - info.begin;
+  if (slice.length >= 0 && slice.dim < static_cast<int>(info.shape.size()) &&
+      info.shape[slice.dim] > 0) {
+    bytes = bytes / static_cast<uint64_t>(info.shape[slice.dim]) *
+            static_cast<uint64_t>(slice.length);
+  }
+  observer_(bytes);
+}
+
 Result<std::vector<float>> Checkpoint::Read(const std::string& name, const TensorSlice& slice,
                                             const std::vector<int64_t>& expected_shape) const {
   SPARK_ASSIGN_OR_RETURN(const SafetensorsFile* file, FileFor(name));
-  if (!expected_shape.empty()) {
-    SPARK_ASSIGN_OR_RETURN(std::vector<int64_t> shape, file->SliceShape(*file->Find(name), slice));
-    if (shape != expected_shape) {
-      return InvalidArgumentError(file->path() + ": tensor '" + name + "' has shape " +
-                                  ShapeString(file->Find(name)->shape) + "; config.json implies " +
-                                  ShapeString(expected_shape) +
-                                  (slice.length >= 0 ? " for this rank's slice" : ""));
-    }
-  }
+  SPARK_RETURN_IF_ERROR(CheckSliceShape(*file, name, slice, expected_shape));
   Result<std::vector<float>> data = file->ReadFloat(name, slice);
-  if (data.ok() && observer_) {
-    const TensorInfo* info = file->Find(name);
-    uint64_t bytes = info->end - info->begin;
-    if (slice.length >= 0 && slice.dim < static_cast<int>(info->shape.size()) &&
-        info->shape[slice.dim] > 0) {
-      bytes = bytes / static_cast<uint64_t>(info->shape[slice.dim]) *
-              static_cast<uint64_t>(slice.length);
-    }
-    observer_(bytes);
-  }
+  if (data.ok()) Observe(*file->Find(name), slice);
   return data;
+}
+
+Result<Checkpoint::Region> Checkpoint::RawRegion(const std::string& name, const TensorSlice& slice,
+                                                 const std::vector<int64_t>& expected_shape) const {
+  SPARK_ASSIGN_OR_RETURN(const SafetensorsFile* file, FileFor(name));
+  const TensorInfo& info = *file->Find(name);
+  SPARK_RETURN_IF_ERROR(file->SliceShape(info, slice).status());
+  SPARK_RETURN_IF_ERROR(CheckSliceShape(*file, name, slice, expected_shape));
+  SPARK_ASSIGN_OR_RETURN(std::span<const uint8_t> bytes, file->RawBytes(name));
+  const size_t elem = DTypeSize(info.dtype);
+  Region r{bytes.data(), 1, bytes.size(), bytes.size()};
+  if (slice.length < 0) {
+    // the whole tensor
+  } else if (slice.dim == 0) {
+    size_t row = elem;
+    for (size_t d = 1; d < info.shape.size(); ++d) row *= static_cast<size_t>(info.shape[d]);
+    r.data += static_cast<size_t>(slice.start) * row;
+    r.run_bytes = r.stride = static_cast<size_t>(slice.length) * row;
+  } else if (slice.dim == 1 && info.shape.size() == 2) {
+    r.rows = static_cast<size_t>(info.shape[0]);
+    r.stride = static_cast<size_t>(info.shape[1]) * elem;
+    r.data += static_cast<size_t>(slice.start) * elem;
+    r.run_bytes = static_cast<size_t>(slice.length) * elem;
+  } else {
+    return InvalidArgumentError(file->path() + ": tensor '" + name +
+                                "': raw slices are of rows, or of columns of a matrix");
+  }
+  Observe(info, slice);
+  return r;
 }
 
 std::map<DType, uint64_t> Checkpoint::MatrixBytesByDType() const {

@@ -40,6 +40,20 @@ class Checkpoint {
   Result<std::vector<float>> Read(const std::string& name, const TensorSlice& slice = {},
                                   const std::vector<int64_t>& expected_shape = {}) const;
 
+  // Where a tensor's slice lies in the mapped file, in the file's dtype: `rows` runs of
+  // `run_bytes` bytes, `stride` bytes apart (one run for a whole tensor or a slice of rows; one
+  // run per row for a column slice of a 2-d tensor). Valid while the checkpoint lives; counted
+  // by the read observer like Read. NotFound; InvalidArgument as Read for the slice and
+  // `expected_shape`, and for a column slice of a tensor that is not 2-d.
+  struct Region {
+    const uint8_t* data = nullptr;
+    size_t rows = 1;
+    size_t run_bytes = 0;
+    size_t stride = 0;
+  };
+  Result<Region> RawRegion(const std::string& name, const TensorSlice& slice = {},
+                           const std::vector<int64_t>& expected_shape = {}) const;
+
   // Loading progress: after each successful Read, called with the checkpoint bytes it covered
   // (the slice's share of the tensor, in the file's dtype), on the reading thread. Set it before
   // reading. Default: none.
@@ -53,6 +67,10 @@ class Checkpoint {
  private:
   Status OpenIndex(const std::string& index_path);
   Result<const SafetensorsFile*> FileFor(const std::string& name) const;
+  // InvalidArgument when `slice` of `name` in `file` does not have `expected_shape` (if given).
+  Status CheckSliceShape(const SafetensorsFile& file, const std::string& name,
+                         const TensorSlice& slice, const std::vector<int64_t>& expected_shape) const;
+  void Observe(const TensorInfo& info, const TensorSlice& slice) const;
 
   std::string dir_;
   std::vector<std::unique_ptr<SafetensorsFile>> files_;

@@ -106,6 +106,26 @@ Result<Buffer> CpuBackend::AllocateWeights(size_t count, DType dtype) {
   return Buffer(p, count, dtype, [held = std::make_shared<Buffer>(std::move(b))](float*) {});
 }
 
+Status CpuBackend::UploadWeightBytes(const WeightBytes& src, Buffer& dst, size_t dst_offset) {
+  SPARK_RETURN_IF_ERROR(CheckWeightBytesFit(src, dst, dst_offset));
+  uint8_t* out = static_cast<uint8_t*>(dst.raw()) + dst_offset;
+  if (src.rows == 1) {
+    constexpr int64_t kPiece = 1 << 20;
+    const int64_t pieces = static_cast<int64_t>((src.row_bytes + kPiece - 1) / kPiece);
+    pool_.ParallelFor(pieces, 1, [&](int64_t begin, int64_t end) {
+      const size_t b = begin * kPiece, e = std::min<size_t>(src.row_bytes, end * kPiece);
+      std::memcpy(out + b, src.src + b, e - b);
+    });
+    return Status::Ok();
+  }
+  pool_.ParallelFor(static_cast<int64_t>(src.rows), 64, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      std::memcpy(out + r * src.row_bytes, src.src + r * src.src_stride, src.row_bytes);
+    }
+  });
+  return Status::Ok();
+}
+
 void CpuBackend::UploadWeights(std::span<const float> host, Buffer& dst) {
   if (dst.dtype() == DType::kF32) return Upload(host, dst.data());
   auto* bits = static_cast<uint16_t*>(dst.raw());

@@ -10,7 +10,7 @@
 
 #include "engine/backend/backend.h"
 #include "engine/backend/cpu/cpu_deepseek_ops.h"
-#include "engine/backend/cpu/thread_pool.h"
+#include "base/thread_pool.h"
 
 namespace spark::engine::backend::cpu {
 
@@ -30,6 +30,8 @@ class CpuBackend : public Backend {
   // bf16 weights are kept for correctness checks (Linear widens them per call; not fast).
   Result<Buffer> AllocateWeights(size_t count, DType dtype) override;
   void UploadWeights(std::span<const float> host, Buffer& dst) override;
+  // Copied at once, rows split over the pool.
+  Status UploadWeightBytes(const WeightBytes& src, Buffer& dst, size_t dst_offset) override;
 
   void Embedding(const float* table, int64_t row_begin, int64_t rows, int hidden,
                  std::span<const int32_t> ids, float* out) override;

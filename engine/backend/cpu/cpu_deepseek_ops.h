@@ -10,7 +10,7 @@
 #pragma once
 
 #include "engine/backend/backend.h"
-#include "engine/backend/cpu/thread_pool.h"
+#include "base/thread_pool.h"
 #include "engine/backend/deepseek_ops.h"
 
 namespace spark::engine::backend::cpu {

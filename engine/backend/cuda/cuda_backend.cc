@@ -52,6 +52,7 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::Create(const Options& options)
 CudaBackend::~CudaBackend() {
   cudaSetDevice(options_.device);
   if (stream_ != nullptr) cudaStreamSynchronize(stream_);
+  weight_staging_.reset();
   inv_freq_.clear();
   gemm_.reset();
   if (counts_host_ != nullptr) cudaFreeHost(counts_host_);
@@ -200,6 +201,24 @@ void CudaBackend::UploadWeights(std::span<const float> host, Buffer& dst) {
     return Status::Ok();
   }();
   Record(s);
+}
+
+Status CudaBackend::UploadWeightBytes(const WeightBytes& src, Buffer& dst, size_t dst_offset) {
+  SPARK_RETURN_IF_ERROR(CheckWeightBytesFit(src, dst, dst_offset));
+  Activate();
+  if (!weight_staging_) weight_staging_ = std::make_unique<WeightStaging>();
+  Status s = weight_staging_->Copy(src, static_cast<uint8_t*>(dst.raw()) + dst_offset, stream_);
+  Record(s);
+  return s;
+}
+
+Status CudaBackend::FinishWeightUploads() {
+  if (weight_staging_) {
+    Activate();
+    Record(weight_staging_->Finish(stream_));
+    weight_staging_.reset();
+  }
+  return status_;
 }
 
 bool CudaBackend::Bf16InputsPay(int64_t rows, DType weights) const {

@@ -41,6 +41,7 @@
 #include "engine/backend/backend.h"
 #include "engine/backend/cuda/device_memory.h"
 #include "engine/backend/cuda/graph_steps.h"
+#include "engine/backend/cuda/weight_staging.h"
 #include "kernels/gemm.h"
 #include "kernels/peer_all_reduce.h"
 
@@ -85,6 +86,9 @@ class CudaBackend : public Backend {
   void Download(const float* src, std::span<float> host) override;
   Result<Buffer> AllocateWeights(size_t count, DType dtype) override;
   void UploadWeights(std::span<const float> host, Buffer& dst) override;
+  // Through pinned staging (weight_staging.h), the copies overlapped with the next reads.
+  Status UploadWeightBytes(const WeightBytes& src, Buffer& dst, size_t dst_offset) override;
+  Status FinishWeightUploads() override;
   // Past the GEMV's rows, over bf16 or fp8 weights.
   bool Bf16InputsPay(int64_t rows, DType weights) const override;
 
@@ -229,6 +233,7 @@ class CudaBackend : public Backend {
   int32_t* counts_host_ = nullptr;  // pinned, for the MoE expert counts
   std::map<std::pair<int, double>, Buffer> inv_freq_;
   int64_t fused_reduce_norms_ = 0;
+  std::unique_ptr<WeightStaging> weight_staging_;  // while weights load
 };
 
 }  // namespace spark::engine::backend::cuda

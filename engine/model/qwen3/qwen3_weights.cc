@@ -22,6 +22,8 @@ class Loader {
     SPARK_ASSIGN_OR_RETURN(std::vector<float> host, Read(name, slice, shape));
     return ToBackend(host, shape.back());
   }
+  // Waits for the raw copies in flight (call once every weight is read).
+  Status Finish() { return backend_.FinishWeightUploads(); }
   Result<backend::Buffer> Vector(const std::string& name, int64_t n) {
     return Load(name, TensorSlice::Whole(), {n});
   }
@@ -34,6 +36,16 @@ class Loader {
   // The parts' rows ([*, cols] each) stacked in order into one matrix.
   Result<backend::Buffer> StackedRows(const std::vector<RowPart>& parts, int64_t cols,
                                       backend::DType dtype) {
+    if (AllRaw(parts, dtype)) {
+      std::vector<RawPart> raw;
+      int64_t rows = 0;
+      for (const RowPart& part : parts) {
+        raw.push_back({part.name, TensorSlice::Rows(part.r.begin, part.r.size),
+                       {part.total_rows, cols}, {part.r.size, cols}});
+        rows += part.r.size;
+      }
+      return UploadRaw(raw, rows, cols, dtype);
+    }
     std::vector<float> all;
     for (const RowPart& part : parts) {
       SPARK_ASSIGN_OR_RETURN(std::vector<float> rows,
@@ -44,11 +56,19 @@ class Loader {
   }
   Result<backend::Buffer> Rows(const std::string& name, Range r, int64_t total_rows, int64_t cols,
                                backend::DType dtype = backend::DType::kF32) {
+    if (IsRaw(name, dtype)) {
+      return UploadRaw({{name, TensorSlice::Rows(r.begin, r.size), {total_rows, cols}, {r.size, cols}}},
+                       r.size, cols, dtype);
+    }
     SPARK_ASSIGN_OR_RETURN(std::vector<float> host, ReadRows(name, r, total_rows, cols));
     return ToBackend(host, cols, dtype);
   }
   Result<backend::Buffer> Cols(const std::string& name, Range c, int64_t rows, int64_t total_cols,
                                backend::DType dtype) {
+    if (IsRaw(name, dtype)) {
+      return UploadRaw({{name, TensorSlice::Cols(c.begin, c.size), {rows, total_cols}, {rows, c.size}}},
+                       rows, c.size, dtype);
+    }
     SPARK_RETURN_IF_ERROR(CheckShape(name, {rows, total_cols}));
     SPARK_ASSIGN_OR_RETURN(std::vector<float> host,
                            Read(name, TensorSlice::Cols(c.begin, c.size), {rows, c.size}));
@@ -56,6 +76,60 @@ class Loader {
   }
 
  private:
+  // A slice of a 2-d tensor of `full` shape, `shape` once sliced.
+  struct RawPart {
+    std::string name;
+    TensorSlice slice;
+    std::vector<int64_t> full;
+    std::vector<int64_t> shape;
+  };
+  // Whether `name` is stored as `dtype` already, without block scales, on a backend that takes
+  // raw bytes: then its bytes go to the backend as they are (WeightBytes), no fp32 round trip.
+  bool IsRaw(const std::string& name, backend::DType dtype) {
+    if (!raw_) return false;
+    Result<const core::TensorInfo*> info = ckpt_.Info(name);
+    if (!info.ok() || ckpt_.Has(name + "_scale_inv")) return false;
+    const core::DType stored = (*info)->dtype;
+    return (stored == core::DType::kBF16 && dtype == backend::DType::kBF16) ||
+           (stored == core::DType::kF32 && dtype == backend::DType::kF32);
+  }
+  template <typename Parts>
+  bool AllRaw(const Parts& parts, backend::DType dtype) {
+    for (const auto& part : parts) {
+      if (!IsRaw(part.name, dtype)) return false;
+    }
+    return true;
+  }
+  // The parts stacked by rows into one [rows, cols] matrix.
+  Result<backend::Buffer> UploadRaw(const std::vector<RawPart>& parts, int64_t rows, int64_t cols,
+                                    backend::DType dtype) {
+    SPARK_ASSIGN_OR_RETURN(backend::Buffer buffer, backend_.AllocateMatrix(rows, cols, dtype));
+    size_t offset = 0;
+    for (const RawPart& part : parts) {
+      SPARK_RETURN_IF_ERROR(CheckShape(part.name, part.full));
+      SPARK_ASSIGN_OR_RETURN(core::Checkpoint::Region region,
+                             ckpt_.RawRegion(part.name, part.slice, part.shape));
+      const backend::Backend::WeightBytes bytes{region.data, region.rows, region.run_bytes,
+                                                region.stride};
+      Status s = backend_.UploadWeightBytes(bytes, buffer, offset);
+      if (s.code() == StatusCode::kUnimplemented) {
+        raw_ = false;  // this backend converts through fp32: load this part that way too
+        return Fallback(parts, cols, dtype);
+      }
+      SPARK_RETURN_IF_ERROR(s);
+      offset += bytes.size();
+    }
+    return buffer;
+  }
+  Result<backend::Buffer> Fallback(const std::vector<RawPart>& parts, int64_t cols,
+                                   backend::DType dtype) {
+    std::vector<float> all;
+    for (const RawPart& part : parts) {
+      SPARK_ASSIGN_OR_RETURN(std::vector<float> v, Read(part.name, part.slice, part.shape));
+      all.insert(all.end(), v.begin(), v.end());
+    }
+    return ToBackend(all, cols, dtype);
+  }
   Result<std::vector<float>> ReadRows(const std::string& name, Range r, int64_t total_rows,
                                       int64_t cols) {
     SPARK_RETURN_IF_ERROR(CheckShape(name, {total_rows, cols}));
@@ -101,6 +175,7 @@ class Loader {
   }
   const core::Checkpoint& ckpt_;
   backend::Backend& backend_;
+  bool raw_ = true;  // until the backend says it takes no raw bytes
 };
 
 Status LoadAttention(Loader& ld, const std::string& p, const core::ModelConfig& c,
@@ -196,6 +271,7 @@ Result<Qwen3Weights> LoadQwen3Weights(const core::Checkpoint& ckpt, const core::
     }
     w.layers.push_back(std::move(l));
   }
+  SPARK_RETURN_IF_ERROR(ld.Finish());
   return w;
 }
 

@@ -38,6 +38,26 @@ TEST(ThreadPoolTest, CoversRangeExactlyOnce) {
   }
 }
 
+TEST(CpuBackendTest, WeightBytesArePackedRunsAndRowsAndMustFit) {
+  CpuBackend backend(3);
+  // A [5, 3] bf16 source; rows 1-2 as one run, then columns 1-2 of every row (stride 3).
+  std::vector<uint16_t> src(15);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint16_t>(100 + i);
+  auto dst = backend.AllocateWeights(6 + 10, DType::kBF16);
+  ASSERT_TRUE(dst.ok());
+  const auto* bytes = reinterpret_cast<const uint8_t*>(src.data());
+  ASSERT_TRUE(backend.UploadWeightBytes({bytes + 6, 1, 12, 12}, *dst, 0).ok());
+  ASSERT_TRUE(backend.UploadWeightBytes({bytes + 2, 5, 4, 6}, *dst, 12).ok());
+  const auto* got = static_cast<const uint16_t*>(dst->raw());
+  const std::vector<uint16_t> want = {103, 104, 105, 106, 107, 108, 101, 102,
+                                      104, 105, 107, 108, 110, 111, 113, 114};
+  EXPECT_EQ(std::vector<uint16_t>(got, got + 16), want);
+  EXPECT_EQ(backend.UploadWeightBytes({bytes, 1, 4, 4}, *dst, 30).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(backend.UploadWeightBytes({bytes, 2, 4, 2}, *dst, 0).code(),
+            StatusCode::kInvalidArgument);
+}
+
 TEST(CpuBackendTest, LinearMatchesNaive) {
   CpuBackend backend(3);
   const int rows = 5, in = 37, out = 41;  // not multiples of the tile or vector width

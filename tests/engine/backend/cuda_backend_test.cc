@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <deque>
 #include <numeric>
 #include <random>
@@ -87,6 +88,33 @@ TEST_F(CudaBackendTest, AllocateZeroesAndRoundTrips) {
   const auto x = Random(1000, 1);
   gpu_->Upload(x, b->data());
   EXPECT_EQ(Get(*b), x);
+}
+
+TEST_F(CudaBackendTest, WeightBytesCrossStagingBuffersAndMatchCpu) {
+  // Rows of 16 KiB (8192 bf16) make both uploads span more than one 32 MiB staging buffer.
+  const size_t rows = 3000, cols = 8192, row_bytes = cols * 2;
+  std::vector<uint16_t> src(rows * cols);
+  std::mt19937 rng(7);
+  for (uint16_t& v : src) v = static_cast<uint16_t>(rng());
+  const auto* bytes = reinterpret_cast<const uint8_t*>(src.data());
+  // All rows as one run, then columns [1000, 1000 + 5000) of every row.
+  const Backend::WeightBytes run{bytes, 1, rows * row_bytes, rows * row_bytes};
+  const Backend::WeightBytes slice{bytes + 2000, rows, 10000, row_bytes};
+  const size_t elems = rows * cols + rows * 5000;
+  auto on_gpu = gpu_->AllocateWeights(elems, DType::kBF16);
+  auto on_cpu = cpu_.AllocateWeights(elems, DType::kBF16);
+  ASSERT_TRUE(on_gpu.ok() && on_cpu.ok());
+  for (Backend* b : std::initializer_list<Backend*>{gpu_.get(), &cpu_}) {
+    Buffer& dst = b == &cpu_ ? *on_cpu : *on_gpu;
+    ASSERT_TRUE(b->UploadWeightBytes(run, dst, 0).ok());
+    ASSERT_TRUE(b->UploadWeightBytes(slice, dst, run.size()).ok());
+    ASSERT_TRUE(b->FinishWeightUploads().ok()) << b->status().message();
+  }
+  std::vector<float> got(elems / 2);
+  gpu_->Download(static_cast<const float*>(on_gpu->raw()), got);
+  EXPECT_EQ(std::memcmp(got.data(), on_cpu->raw(), elems * 2), 0);
+  EXPECT_EQ(gpu_->UploadWeightBytes(run, *on_gpu, elems * 2 - 2).code(),
+            StatusCode::kInvalidArgument);
 }
 
 TEST_F(CudaBackendTest, ElementwiseOpsMatchCpu) {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 
 #include "engine/core/checkpoint.h"
@@ -203,6 +204,45 @@ TEST_F(SafetensorsTest, CheckpointFollowsShardIndex) {
   EXPECT_EQ(wrong_shape.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(wrong_shape.status().message().find("model-00002-of-00002"), std::string::npos);
   EXPECT_EQ((*ckpt)->Read("c").status().code(), StatusCode::kNotFound);
+}
+
+// The runs a raw region names, gathered as floats (the file's dtype is F32 here).
+std::vector<float> Gather(const Checkpoint::Region& r) {
+  std::vector<float> out(r.rows * r.run_bytes / sizeof(float));
+  for (size_t i = 0; i < r.rows; ++i) {
+    std::memcpy(reinterpret_cast<uint8_t*>(out.data()) + i * r.run_bytes, r.data + i * r.stride,
+                r.run_bytes);
+  }
+  return out;
+}
+
+TEST_F(SafetensorsTest, CheckpointRawRegionsMatchSlicesAndCountAsRead) {
+  WriteSafetensors(Path("model.safetensors"), {{"pad", "F32", {1}, F32Bytes({7})},
+                                               {"b", "F32", {3, 4}, F32Bytes(Matrix34())}});
+  auto ckpt = Checkpoint::Open(dir_.string());
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status().message();
+  uint64_t observed = 0;
+  (*ckpt)->set_read_observer([&](uint64_t bytes) { observed += bytes; });
+  auto whole = (*ckpt)->RawRegion("b");
+  ASSERT_TRUE(whole.ok()) << whole.status().message();
+  EXPECT_EQ(whole->rows, 1u);
+  EXPECT_EQ(Gather(*whole), Matrix34());
+  auto rows = (*ckpt)->RawRegion("b", TensorSlice::Rows(1, 2), {2, 4});
+  ASSERT_TRUE(rows.ok());
+  EXPECT_EQ(Gather(*rows), (std::vector<float>{10, 11, 12, 13, 20, 21, 22, 23}));
+  auto cols = (*ckpt)->RawRegion("b", TensorSlice::Cols(1, 2), {3, 2});
+  ASSERT_TRUE(cols.ok());
+  EXPECT_EQ(cols->rows, 3u);
+  EXPECT_EQ(cols->stride, 16u);
+  EXPECT_EQ(Gather(*cols), (std::vector<float>{1, 2, 11, 12, 21, 22}));
+  EXPECT_EQ(observed, 48u + 32u + 24u);
+  EXPECT_EQ((*ckpt)->RawRegion("b", TensorSlice::Cols(3, 2)).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ((*ckpt)->RawRegion("b", TensorSlice::Rows(0, 2), {3, 4}).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ((*ckpt)->RawRegion("pad", TensorSlice::Cols(0, 1)).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(observed, 104u) << "failed reads are not counted";
 }
 
 TEST_F(SafetensorsTest, CheckpointRejectsIndexPointingAtWrongShard) {

@@ -1,8 +1,8 @@
-#include "engine/backend/cpu/thread_pool.h"
+#include "base/thread_pool.h"
 
 #include <algorithm>
 
-namespace spark::engine::backend::cpu {
+namespace spark {
 
 ThreadPool::ThreadPool(int threads) {
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -61,4 +61,4 @@ void ThreadPool::WorkerLoop(int index) {
   }
 }
 
-}  // namespace spark::engine::backend::cpu
+}  // namespace spark

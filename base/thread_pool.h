@@ -1,5 +1,5 @@
-// ThreadPool: a fixed set of worker threads that run one parallel loop at a time, for the CPU
-// backend's ops. The range is split into one contiguous chunk per thread (static partition), so
+// ThreadPool: a fixed set of worker threads that run one parallel loop at a time (the CPU
+// backend's ops, the CUDA backend's weight staging). The range is split into one contiguous chunk per thread (static partition), so
 // results do not depend on timing; the calling thread runs the first chunk itself.
 // Thread-safety: ParallelFor must not be called concurrently or re-entrantly on one pool.
 #pragma once
@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-namespace spark::engine::backend::cpu {
+namespace spark {
 
 class ThreadPool {
  public:
@@ -42,4 +42,4 @@ class ThreadPool {
   bool stop_ = false;
 };
 
-}  // namespace spark::engine::backend::cpu
+}  // namespace spark

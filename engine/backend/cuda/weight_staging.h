@@ -1,0 +1,54 @@
+// WeightStaging: checkpoint bytes into device memory at the host's memory speed. A mapped
+// checkpoint is read by several threads at once (page faults and readahead in parallel) into one
+// of a few pinned staging buffers, and each buffer's host-to-device copy runs on the stream while
+// the threads fill the next; the host waits only when it comes back to a buffer still in flight.
+// Pinned memory is taken on the first copy and given back by Finish.
+// Thread-safety: one caller at a time.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "base/status.h"
+#include "base/thread_pool.h"
+#include "engine/backend/backend.h"
+
+namespace spark::engine::backend::cuda {
+
+class WeightStaging {
+ public:
+  static constexpr size_t kBufferBytes = size_t{32} << 20;
+  static constexpr int kBuffers = 3;
+
+  // threads <= 0: min(8, hardware threads).
+  explicit WeightStaging(int threads = 0);
+  ~WeightStaging();
+  WeightStaging(const WeightStaging&) = delete;
+  WeightStaging& operator=(const WeightStaging&) = delete;
+
+  // Copies `src`, packed, to device memory at `dst` on `stream`; returns once the bytes are in
+  // staging (the source may go). Errors are CUDA's (Internal, ResourceExhausted for pinned memory).
+  Status Copy(const Backend::WeightBytes& src, uint8_t* dst, cudaStream_t stream);
+  // Waits for the copies in flight and frees the staging buffers.
+  Status Finish(cudaStream_t stream);
+
+ private:
+  struct Slot {
+    uint8_t* host = nullptr;
+    cudaEvent_t done = nullptr;
+    bool in_flight = false;
+  };
+  Status Allocate();
+  // Packed bytes [begin, begin + n) of `src` into `out`, split over the pool.
+  void Gather(const Backend::WeightBytes& src, size_t begin, size_t n, uint8_t* out);
+  void Release();
+
+  ThreadPool pool_;
+  std::vector<Slot> slots_;
+  int next_ = 0;
+};
+
+}  // namespace spark::engine::backend::cuda
