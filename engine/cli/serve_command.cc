@@ -61,6 +61,7 @@ struct ServeOptions {
   // Scheduling and KV cache.
   int max_model_len = 0;  // 0: the model's max_position_embeddings, at most 8192.
   int max_num_seqs = 64;
+  int max_batched_tokens = 2048;
   int num_kv_blocks = 0;  // 0: enough for max_num_seqs full-length sequences, at most 4096.
   int block_size = 16;
   int max_pending = 256;
@@ -95,6 +96,7 @@ Status ValidateFlags(const ServeOptions& o) {
   if (o.drain_timeout_s < 0) return InvalidArgumentError("--drain-timeout must be >= 0");
   if (o.block_size < 1) return InvalidArgumentError("--block-size must be >= 1");
   if (o.max_num_seqs < 1) return InvalidArgumentError("--max-num-seqs must be >= 1");
+  if (o.max_batched_tokens < 1) return InvalidArgumentError("--max-batched-tokens must be >= 1");
   return Status::Ok();
 }
 
@@ -246,6 +248,7 @@ runtime::EngineOptions MakeEngineOptions(const ServeOptions& o, const core::Mode
   eo.argmax_plans = true;  // ModelStepRunner answers them: greedy steps move ids, not logits
   eo.scheduler.max_model_len = max_len;
   eo.scheduler.max_num_seqs = o.max_num_seqs;
+  eo.scheduler.max_num_batched_tokens = o.max_batched_tokens;
   eo.blocks.num_blocks = blocks;
   eo.blocks.block_size = o.block_size;
   eo.eos_token_id = config.eos_token_ids.empty() ? -1 : config.eos_token_ids[0];
@@ -422,6 +425,9 @@ void RegisterServeCommand(CLI::App& parent, CommandContext& context) {
   cmd->add_option("--max-model-len", o->max_model_len,
                   "Prompt + output tokens per request (default: model's, <= 8192)");
   cmd->add_option("--max-num-seqs", o->max_num_seqs, "Sequences per batch (default 64)");
+  cmd->add_option("--max-batched-tokens", o->max_batched_tokens,
+                  "Tokens per step (prefill and decode); longer prompts are prefilled in chunks "
+                  "beside the running decodes (default 2048)");
   cmd->add_option("--num-kv-blocks", o->num_kv_blocks,
                   "KV cache blocks (default: max-num-seqs full sequences, <= 4096)");
   cmd->add_option("--block-size", o->block_size, "KV cache block size in tokens (default 16)");
