@@ -119,9 +119,13 @@ void Backend::UploadMatrix(std::span<const float> host, int64_t cols, Buffer& ds
 
 Status CheckWeightBytesFit(const Backend::WeightBytes& src, const Buffer& dst, size_t offset) {
   const size_t capacity = dst.size() * DTypeBytes(dst.dtype());
-  if (dst.dtype() == DType::kFP8 || offset > capacity || src.size() > capacity - offset) {
+  if (src.widen_bf16 && dst.dtype() != DType::kF32) {
+    return InvalidArgumentError(std::string("bf16 weight bytes widen into fp32 buffers, not ") +
+                                DTypeName(dst.dtype()));
+  }
+  if (dst.dtype() == DType::kFP8 || offset > capacity || src.dst_size() > capacity - offset) {
     return InvalidArgumentError("weight bytes [" + std::to_string(offset) + ", +" +
-                                std::to_string(src.size()) + ") do not fit a " +
+                                std::to_string(src.dst_size()) + ") do not fit a " +
                                 DTypeName(dst.dtype()) + " buffer of " +
                                 std::to_string(capacity) + " bytes");
   }

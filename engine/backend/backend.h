@@ -66,12 +66,19 @@ class Backend {
   // `dst_offset`; the source may be released when it returns, but the copy may still be in
   // flight until FinishWeightUploads. InvalidArgument when the bytes do not fit `dst`;
   // Unimplemented when this backend takes no raw weights (the loader converts through fp32).
+  // With `fd` >= 0 the same bytes may be read from that file at `file_offset` (the offset of
+  // src) instead of through the mapping. `widen_bf16`: the bytes are bf16 and `dst` is fp32;
+  // each element widens exactly (dst_offset and the fit count the fp32 bytes).
   struct WeightBytes {
     const uint8_t* src = nullptr;
     size_t rows = 1;
     size_t row_bytes = 0;
     size_t src_stride = 0;
+    int fd = -1;
+    uint64_t file_offset = 0;
+    bool widen_bf16 = false;
     size_t size() const { return rows * row_bytes; }
+    size_t dst_size() const { return widen_bf16 ? 2 * size() : size(); }
   };
   virtual Status UploadWeightBytes(const WeightBytes& src, Buffer& dst, size_t dst_offset);
   virtual Status FinishWeightUploads() { return status(); }

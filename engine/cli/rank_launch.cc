@@ -405,7 +405,7 @@ Result<std::unique_ptr<RankSession>> StartRank(const RankOptions& options) {
   const double kv_gib = static_cast<double>(shape[0]) * static_cast<double>(shape[1]) *
                         static_cast<double>(kv.bytes_per_token()) / (1024.0 * 1024.0 * 1024.0);
   log->info(
-      "rank {}/{}: {} loaded ({} weights, read in {:.2f} s), KV cache {} blocks x {} tokens "
+      "rank {}/{}: {} loaded ({} weights) in {:.2f} s, KV cache {} blocks x {} tokens "
       "({}, {:.2f} GiB), {} threads",
       options.rank, options.tp, options.model_dir, backend::DTypeName(weight_dtype), load_seconds,
       shape[0], shape[1], backend::DTypeName(kv.dtype), kv_gib, threads);

@@ -156,6 +156,9 @@ Result<Checkpoint::Region> Checkpoint::RawRegion(const std::string& name, const 
     return InvalidArgumentError(file->path() + ": tensor '" + name +
                                 "': raw slices are of rows, or of columns of a matrix");
   }
+  r.fd = file->fd();
+  r.file_offset = file->FileOffset(r.data);
+  r.dtype = info.dtype;
   Observe(info, slice);
   return r;
 }

@@ -45,11 +45,15 @@ class Checkpoint {
   // run per row for a column slice of a 2-d tensor). Valid while the checkpoint lives; counted
   // by the read observer like Read. NotFound; InvalidArgument as Read for the slice and
   // `expected_shape`, and for a column slice of a tensor that is not 2-d.
+  // `fd` and `file_offset` locate `data` in the file, for pread.
   struct Region {
     const uint8_t* data = nullptr;
     size_t rows = 1;
     size_t run_bytes = 0;
     size_t stride = 0;
+    int fd = -1;
+    uint64_t file_offset = 0;
+    DType dtype = DType::kF32;
   };
   Result<Region> RawRegion(const std::string& name, const TensorSlice& slice = {},
                            const std::vector<int64_t>& expected_shape = {}) const;

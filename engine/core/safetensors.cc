@@ -108,9 +108,12 @@ Result<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std::string
                          " bytes is too short for a safetensors file (the file is truncated)");
   }
   void* map = ::mmap(nullptr, file->map_size_, PROT_READ, MAP_PRIVATE, fd, 0);
-  const int err = errno;
-  ::close(fd);
-  if (map == MAP_FAILED) return ErrnoError(err, "mmap " + path);
+  if (map == MAP_FAILED) {
+    const int err = errno;
+    ::close(fd);
+    return ErrnoError(err, "mmap " + path);
+  }
+  file->fd_ = fd;
   file->map_ = static_cast<const uint8_t*>(map);
 
   uint64_t header_size = 0;
@@ -130,6 +133,7 @@ Result<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std::string
 
 SafetensorsFile::~SafetensorsFile() {
   if (map_ != nullptr) ::munmap(const_cast<uint8_t*>(map_), map_size_);
+  if (fd_ >= 0) ::close(fd_);
 }
 
 Status SafetensorsFile::ParseHeader(const std::string& header_json) {

@@ -69,6 +69,10 @@ class SafetensorsFile {
   // convert themselves (packed FP4, block scales, integer tables). Valid while the file lives.
   // NotFound for an unknown tensor.
   Result<std::span<const uint8_t>> RawBytes(const std::string& name) const;
+  // The open file (read-only) and the file offset of a byte inside the mapping, for readers
+  // that pread instead of touching the mapping (no page faults; see Checkpoint::RawRegion).
+  int fd() const { return fd_; }
+  uint64_t FileOffset(const uint8_t* p) const { return static_cast<uint64_t>(p - map_); }
 
   // Shape of a slice of `info` (validates the slice). InvalidArgument when out of range.
   Result<std::vector<int64_t>> SliceShape(const TensorInfo& info, const TensorSlice& slice) const;
@@ -79,6 +83,7 @@ class SafetensorsFile {
 
   std::string path_;
   const uint8_t* map_ = nullptr;
+  int fd_ = -1;
   size_t map_size_ = 0;
   size_t data_offset_ = 0;
   std::map<std::string, TensorInfo> tensors_;

@@ -106,21 +106,41 @@ Result<Buffer> CpuBackend::AllocateWeights(size_t count, DType dtype) {
   return Buffer(p, count, dtype, [held = std::make_shared<Buffer>(std::move(b))](float*) {});
 }
 
+namespace {
+
+// `n` source bytes to `out`: copied, or (widen) bf16 elements to fp32 ones.
+void CopyOrWiden(const uint8_t* src, size_t n, bool widen, uint8_t* out) {
+  if (!widen) {
+    std::memcpy(out, src, n);
+    return;
+  }
+  auto* to = reinterpret_cast<uint32_t*>(out);
+  for (size_t i = 0; i < n / 2; ++i) {
+    uint16_t bits;
+    std::memcpy(&bits, src + 2 * i, 2);
+    to[i] = static_cast<uint32_t>(bits) << 16;
+  }
+}
+
+}  // namespace
+
 Status CpuBackend::UploadWeightBytes(const WeightBytes& src, Buffer& dst, size_t dst_offset) {
   SPARK_RETURN_IF_ERROR(CheckWeightBytesFit(src, dst, dst_offset));
   uint8_t* out = static_cast<uint8_t*>(dst.raw()) + dst_offset;
+  const size_t scale = src.widen_bf16 ? 2 : 1;
   if (src.rows == 1) {
     constexpr int64_t kPiece = 1 << 20;
     const int64_t pieces = static_cast<int64_t>((src.row_bytes + kPiece - 1) / kPiece);
     pool_.ParallelFor(pieces, 1, [&](int64_t begin, int64_t end) {
       const size_t b = begin * kPiece, e = std::min<size_t>(src.row_bytes, end * kPiece);
-      std::memcpy(out + b, src.src + b, e - b);
+      CopyOrWiden(src.src + b, e - b, src.widen_bf16, out + b * scale);
     });
     return Status::Ok();
   }
   pool_.ParallelFor(static_cast<int64_t>(src.rows), 64, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
-      std::memcpy(out + r * src.row_bytes, src.src + r * src.src_stride, src.row_bytes);
+      CopyOrWiden(src.src + r * src.src_stride, src.row_bytes, src.widen_bf16,
+                  out + r * src.row_bytes * scale);
     }
   });
   return Status::Ok();

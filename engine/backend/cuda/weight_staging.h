@@ -1,8 +1,10 @@
-// WeightStaging: checkpoint bytes into device memory at the host's memory speed. A mapped
-// checkpoint is read by several threads at once (page faults and readahead in parallel) into one
-// of a few pinned staging buffers, and each buffer's host-to-device copy runs on the stream while
-// the threads fill the next; the host waits only when it comes back to a buffer still in flight.
-// Pinned memory is taken on the first copy and given back by Finish.
+// WeightStaging: checkpoint bytes into device memory at the host's memory speed. Several threads
+// read the file at once (pread where the file is given: no page faults on the mapping, and
+// parallel requests to a cold disk) into one of a few pinned staging buffers, and each buffer's
+// host-to-device copy runs on the stream while the threads fill the next; the host waits only
+// when it comes back to a buffer still in flight. bf16 bytes bound for fp32 weights land in a
+// device buffer of the slot first and are widened there (kernels::CastBf16ToF32). Pinned and
+// device staging memory is taken on first use and given back by Finish.
 // Thread-safety: one caller at a time.
 #pragma once
 
@@ -38,12 +40,14 @@ class WeightStaging {
  private:
   struct Slot {
     uint8_t* host = nullptr;
+    void* device = nullptr;  // for widening, on first use
     cudaEvent_t done = nullptr;
     bool in_flight = false;
   };
   Status Allocate();
-  // Packed bytes [begin, begin + n) of `src` into `out`, split over the pool.
-  void Gather(const Backend::WeightBytes& src, size_t begin, size_t n, uint8_t* out);
+  // Packed bytes [begin, begin + n) of `src` into `out`, split over the pool. DataLoss when a
+  // pread comes back short.
+  Status Gather(const Backend::WeightBytes& src, size_t begin, size_t n, uint8_t* out);
   void Release();
 
   ThreadPool pool_;

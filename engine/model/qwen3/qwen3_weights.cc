@@ -83,14 +83,16 @@ class Loader {
     std::vector<int64_t> full;
     std::vector<int64_t> shape;
   };
-  // Whether `name` is stored as `dtype` already, without block scales, on a backend that takes
-  // raw bytes: then its bytes go to the backend as they are (WeightBytes), no fp32 round trip.
+  // Whether `name` is stored as `dtype` already (or as bf16 for fp32), without block scales, on
+  // a backend that takes raw bytes: then its bytes go to the backend as they are (WeightBytes;
+  // bf16 widened there), with no conversion on the host.
   bool IsRaw(const std::string& name, backend::DType dtype) {
     if (!raw_) return false;
     Result<const core::TensorInfo*> info = ckpt_.Info(name);
     if (!info.ok() || ckpt_.Has(name + "_scale_inv")) return false;
     const core::DType stored = (*info)->dtype;
-    return (stored == core::DType::kBF16 && dtype == backend::DType::kBF16) ||
+    return (stored == core::DType::kBF16 &&
+            (dtype == backend::DType::kBF16 || dtype == backend::DType::kF32)) ||
            (stored == core::DType::kF32 && dtype == backend::DType::kF32);
   }
   template <typename Parts>
@@ -109,15 +111,18 @@ class Loader {
       SPARK_RETURN_IF_ERROR(CheckShape(part.name, part.full));
       SPARK_ASSIGN_OR_RETURN(core::Checkpoint::Region region,
                              ckpt_.RawRegion(part.name, part.slice, part.shape));
-      const backend::Backend::WeightBytes bytes{region.data, region.rows, region.run_bytes,
-                                                region.stride};
+      backend::Backend::WeightBytes bytes{region.data, region.rows, region.run_bytes,
+                                          region.stride};
+      bytes.fd = region.fd;
+      bytes.file_offset = region.file_offset;
+      bytes.widen_bf16 = region.dtype == core::DType::kBF16 && dtype == backend::DType::kF32;
       Status s = backend_.UploadWeightBytes(bytes, buffer, offset);
       if (s.code() == StatusCode::kUnimplemented) {
         raw_ = false;  // this backend converts through fp32: load this part that way too
         return Fallback(parts, cols, dtype);
       }
       SPARK_RETURN_IF_ERROR(s);
-      offset += bytes.size();
+      offset += bytes.dst_size();
     }
     return buffer;
   }

@@ -56,6 +56,18 @@ TEST(CpuBackendTest, WeightBytesArePackedRunsAndRowsAndMustFit) {
             StatusCode::kInvalidArgument);
   EXPECT_EQ(backend.UploadWeightBytes({bytes, 2, 4, 2}, *dst, 0).code(),
             StatusCode::kInvalidArgument);
+  // bf16 bytes widened into fp32 weights: the exact values, offsets in fp32 bytes.
+  auto wide = backend.AllocateWeights(4, DType::kF32);
+  ASSERT_TRUE(wide.ok());
+  Backend::WeightBytes columns{bytes + 2, 2, 4, 6};
+  columns.widen_bf16 = true;
+  ASSERT_TRUE(backend.UploadWeightBytes(columns, *wide, 0).ok());
+  const std::vector<float> widened(wide->data(), wide->data() + 4);
+  EXPECT_EQ(widened, (std::vector<float>{core::Bf16ToFloat(101), core::Bf16ToFloat(102),
+                                         core::Bf16ToFloat(104), core::Bf16ToFloat(105)}));
+  EXPECT_EQ(backend.UploadWeightBytes(columns, *wide, 4).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(backend.UploadWeightBytes(columns, *dst, 0).code(), StatusCode::kInvalidArgument)
+      << "widening needs an fp32 buffer";
 }
 
 TEST(CpuBackendTest, LinearMatchesNaive) {

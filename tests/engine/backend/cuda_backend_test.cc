@@ -4,6 +4,7 @@
 #include "engine/backend/cuda/cuda_backend.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -115,6 +116,35 @@ TEST_F(CudaBackendTest, WeightBytesCrossStagingBuffersAndMatchCpu) {
   EXPECT_EQ(std::memcmp(got.data(), on_cpu->raw(), elems * 2), 0);
   EXPECT_EQ(gpu_->UploadWeightBytes(run, *on_gpu, elems * 2 - 2).code(),
             StatusCode::kInvalidArgument);
+
+  // The same column slice read from a file with pread, and widened into fp32 weights.
+  char path[] = "/tmp/spark_weight_bytes_XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(write(fd, src.data(), src.size() * 2), static_cast<ssize_t>(src.size() * 2));
+  Backend::WeightBytes from_file = slice;
+  from_file.fd = fd;
+  from_file.file_offset = 2000;
+  from_file.src = nullptr;  // must not be touched
+  auto bf16_gpu = gpu_->AllocateWeights(rows * 5000, DType::kBF16);
+  auto f32_gpu = gpu_->Allocate(rows * 5000);
+  ASSERT_TRUE(bf16_gpu.ok() && f32_gpu.ok());
+  ASSERT_TRUE(gpu_->UploadWeightBytes(from_file, *bf16_gpu, 0).ok());
+  Backend::WeightBytes widen = slice;
+  widen.widen_bf16 = true;
+  ASSERT_TRUE(gpu_->UploadWeightBytes(widen, *f32_gpu, 0).ok());
+  ASSERT_TRUE(gpu_->FinishWeightUploads().ok());
+  close(fd);
+  unlink(path);
+  std::vector<float> slice_bits(rows * 5000 / 2), widened(rows * 5000);
+  gpu_->Download(static_cast<const float*>(bf16_gpu->raw()), slice_bits);
+  gpu_->Download(f32_gpu->data(), widened);
+  const auto* cpu_bits = static_cast<const uint16_t*>(on_cpu->raw()) + rows * cols;
+  EXPECT_EQ(std::memcmp(slice_bits.data(), cpu_bits, rows * 5000 * 2), 0);
+  for (size_t i = 0; i < widened.size(); i += 997) {
+    const float want = core::Bf16ToFloat(cpu_bits[i]);
+    ASSERT_TRUE(widened[i] == want || (std::isnan(want) && std::isnan(widened[i]))) << i;
+  }
 }
 
 TEST_F(CudaBackendTest, ElementwiseOpsMatchCpu) {
