@@ -3,8 +3,8 @@
 // detokenizer, stop strings, reasoning and tool-call parsers), and writes OpenAI's response: a
 // stream of SSE chunks ending in `data: [DONE]`, or one JSON object at the end. A client that
 // goes away cancels the sequences, which frees their KV blocks.
-// Thread-safety: events arrive on the service thread and cancellation on an I/O thread; one
-// internal mutex orders them.
+// Thread-safety: events arrive on a delivery thread (event_delivery.h: in order for one request,
+// off the engine's step loop) and cancellation on an I/O thread; one internal mutex orders them.
 #pragma once
 
 #include <atomic>
