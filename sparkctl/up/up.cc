@@ -5,6 +5,7 @@
 #include <ctime>
 
 #include "sparkctl/fabric/apply.h"
+#include "sparkctl/fabric/control_plane.h"
 #include "sparkctl/host/pin.h"
 #include "sparkctl/host/remote.h"
 #include "sparkctl/selftest/selftest.h"
@@ -91,6 +92,8 @@ Status PinCheck(ssh::Transport& t, const netplan::ClusterSpec& cluster,
   return Status::Ok();
 }
 
+Status FabricCheck(ssh::Transport& t, const netplan::ClusterSpec& cluster, Steps& steps);
+
 // Plans the fabric, applies it when it differs (after asking), then verifies it. Fills the NCCL
 // environment of every node.
 Status Fabric(ssh::Transport& t, const netplan::ClusterSpec& cluster, const UpOptions& o,
@@ -125,7 +128,19 @@ Status Fabric(ssh::Transport& t, const netplan::ClusterSpec& cluster, const UpOp
     steps.Done("fabric-check", "skipped", "after the fabric is applied\n");
     return Status::Ok();
   }
-  // The quick selftest: fabric preflight subset, net verify, RDMA devices, an exact all-reduce.
+  SPARK_RETURN_IF_ERROR(FabricCheck(t, cluster, steps));
+  // Control traffic (rendezvous, Gloo, NCCL bootstrap) over the tunnel when it works.
+  steps.Begin();
+  const fabric::ControlPlane control = fabric::ProbeControlPlane(t, *changes);
+  for (auto& [node, env] : launch->nccl_env) env = control.Env(std::move(env));
+  launch->control_addresses = control.addresses;
+  steps.Done("control-plane", control.wireguard ? "ok" : "warn",
+             "control traffic over " + control.Describe() + "\n");
+  return Status::Ok();
+}
+
+// The quick selftest: fabric preflight subset, net verify, RDMA devices, an exact all-reduce.
+Status FabricCheck(ssh::Transport& t, const netplan::ClusterSpec& cluster, Steps& steps) {
   auto report = selftest::RunSelftest(t, cluster, {});
   if (!report.ok()) return steps.Fail("fabric-check", report.status());
   if (!report->ok()) {
@@ -265,6 +280,7 @@ bool AlreadyUp(ssh::Transport& t, const netplan::ClusterSpec& cluster,
   if (!previous.ok() || !sha.ok()) return false;
   launch.engine_sha256 = *sha;
   for (const auto& r : previous->plan.ranks) {
+    launch.control_addresses[r.node] = r.control_address;
     auto& env = launch.nccl_env[r.node];
     for (const auto& e : r.env) {
       if (!profile.env.count(e.name)) env.push_back(e);
