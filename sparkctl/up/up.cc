@@ -190,7 +190,9 @@ Status Weights(ssh::Transport& t, const netplan::ClusterSpec& cluster,
     for (const auto& e : sync->errors) errors += "  " + e + "\n";
     return steps.Fail("weights", FailedPreconditionError("weights sync failed:\n" + errors));
   }
-  steps.Done("weights", "changed", "synced\n");
+  std::string detail = "synced\n";
+  for (const auto& w : sync->warnings) detail += "  warning: " + w + "\n";
+  steps.Done("weights", "changed", detail);
   return Status::Ok();
 }
 
