@@ -77,10 +77,12 @@ Status PinCheck(ssh::Transport& t, const netplan::ClusterSpec& cluster,
   std::string blocked, pending;
   for (const auto& p : plans) {
     if (!p->kernel_blocked.empty()) blocked += "  " + p->node + ": " + p->kernel_blocked + "\n";
-    if (!p->changes.empty() || p->NeedsReboot()) {
-      pending += "  " + p->node + ": " + std::to_string(p->changes.size()) + " setting(s) not pinned" +
+    if (!p->changes.empty() || !p->hold.empty() || p->NeedsReboot()) {
+      pending += "  " + p->node + ": " +
+                 std::to_string(p->changes.size() + p->hold.size()) + " setting(s) not pinned" +
                  (p->NeedsReboot() ? ", reboot needed" : "") + "\n";
     }
+    for (const auto& problem : p->problems) pending += "  " + p->node + ": " + problem + "\n";
   }
   if (!blocked.empty()) {
     return steps.Fail("host-pin", FailedPreconditionError("kernel not allowed by the profile:\n" +
