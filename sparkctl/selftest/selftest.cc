@@ -65,6 +65,23 @@ void NetChecks(ssh::Transport& t, const Result<fabric::ClusterChanges>& changes,
   }
 }
 
+// Switched fabrics: PFC, DSCP trust and ECN for RoCE on every node (fabric/roce_qos.h), as
+// PlanChanges read them.
+void QosChecks(const fabric::ClusterChanges& changes, SelftestReport* r) {
+  if (changes.spec.fabric.kind != netplan::TopologyKind::kSwitched) return;
+  for (const auto& n : changes.nodes) {
+    if (n.qos) {
+      r->checks.push_back(Check("ROCE.LOSSLESS", n.node, Verdict::kFail, n.qos_why,
+                                "`sparkctl net apply` sets them; the switch must match (PFC and "
+                                "DSCP trust on priority 3, ECN marking, docs/fabric.md)"));
+    } else {
+      r->checks.push_back(Check("ROCE.LOSSLESS", n.node, Verdict::kOk,
+                                "PFC, DSCP trust (26 -> priority 3) and ECN on priority 3 of " +
+                                    std::to_string(n.FabricNetdevs().size()) + " netdevs"));
+    }
+  }
+}
+
 // The ranks of the all-reduce check, on the control plane `up` gives the engine: the
 // WireGuard tunnel when it works, else the management LAN (a warning says why).
 std::vector<bench::ClusterRank> Ranks(ssh::Transport& t, const netplan::ClusterSpec& spec,
@@ -253,6 +270,7 @@ Result<SelftestReport> RunSelftest(ssh::Transport& t, const netplan::ClusterSpec
   po.control_plane = o.wireguard;
   Result<fabric::ClusterChanges> changes = fabric::PlanChanges(t, spec, po);
   NetChecks(t, changes, o.wireguard, &r);
+  if (changes.ok()) QosChecks(*changes, &r);
   std::vector<std::string> nodes;
   for (const auto& n : obs) nodes.push_back(n.name);
   auto verbs = ssh::ForEachNode<rdma::VerbsReport>(nodes, [&](const std::string& node) {

@@ -74,8 +74,8 @@ mount --bind "$N/proc/meminfo" /proc/meminfo
 mount -t overlay sparksim-etc -o "lowerdir=/etc,upperdir=$N/etc,workdir=$N/.etc-work" /etc
 mount --bind "$N/bin" /usr/local/bin
 mount -t tmpfs -o mode=0755 sparksim-sys "$N/.sysclass"
-mkdir "$N/.sysclass/net" "$N/.sysclass/infiniband"
-mount --bind /sys/class/net "$N/.sysclass/net"
+mkdir "$N/.sysclass/net" "$N/.sysclass/.net" "$N/.sysclass/infiniband"
+mount --bind /sys/class/net "$N/.sysclass/.net"
 mount --bind "$N/infiniband" "$N/.sysclass/infiniband"
 mount --move "$N/.sysclass" /sys/class
 if [ -d /boot ]; then
@@ -129,7 +129,8 @@ Status WriteTools(const std::string& dir, const NodeState& node) {
       {"sparksim-refresh", RefreshScript()}, {"nvidia-smi", NvidiaSmiScript(node)},
       {"ibdev2netdev", Ibdev2netdevScript()}, {"show_gids", ShowGidsScript()},
       {"update-grub", UpdateGrubScript()},   {"uname", UnameScript()},
-      {"dpkg-query", DpkgQueryScript()},     {"apt-mark", AptMarkScript()}};
+      {"dpkg-query", DpkgQueryScript()},     {"apt-mark", AptMarkScript()},
+      {"dcb", DcbScript()}};
   for (const auto& [name, text] : tools)
     SPARK_RETURN_IF_ERROR(WriteFileAtomic(dir + "/bin/" + name, text, 0755));
   return Status::Ok();

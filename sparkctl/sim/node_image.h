@@ -46,6 +46,7 @@ std::string ShowGidsScript();
 std::string UpdateGrubScript();
 std::string DpkgQueryScript();
 std::string AptMarkScript();
+std::string DcbScript();
 std::string UnameScript();
 
 // The emulated dpkg database of a node (/etc/sparksim/dpkg-status): the kernel packages of

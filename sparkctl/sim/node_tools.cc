@@ -22,9 +22,36 @@ std::string RefreshScript() {
 # their content does. Run by an `ip monitor` loop in the node, by show_gids, and by sparkctl sim.
 ib=${1:-/sys/class/infiniband}
 net=/sys/class/net
+real=/sys/class/.net
 table=16
 zero=0000:0000:0000:0000:0000:0000:0000:0000
 )SH") + kDevicePairs + R"SH(
+# /sys/class/net: the namespace's real entries (bind-mounted at /sys/class/.net), except that
+# each fabric netdev is a directory of links to its real attributes plus the mlx5 ECN knobs
+# (ecn/roce_np/enable/<prio>, ecn/roce_rp/enable/<prio>) a veth lacks.
+if [ -d "$real" ]; then
+  fabric=" "
+  for pair in $pairs; do fabric+="${pair#*:} "; done
+  for e in "$real"/*; do
+    d=${e##*/}
+    if [[ $fabric == *" $d "* ]]; then
+      if [ -L "$net/$d" ] || [ ! -d "$net/$d" ]; then rm -f "$net/$d"; mkdir -p "$net/$d"; fi
+      for a in "$e"/*; do
+        n=${a##*/}
+        [ -e "$net/$d/$n" ] || [ -L "$net/$d/$n" ] || ln -s "$a" "$net/$d/$n"
+      done
+      for point in roce_np roce_rp; do
+        mkdir -p "$net/$d/ecn/$point/enable"
+        for p in 0 1 2 3 4 5 6 7; do
+          [ -f "$net/$d/ecn/$point/enable/$p" ] || echo 0 > "$net/$d/ecn/$point/enable/$p"
+        done
+      done
+    elif [ ! -e "$net/$d" ] && [ ! -L "$net/$d" ]; then
+      ln -s "$e" "$net/$d"
+    fi
+  done
+  for e in "$net"/*; do [ -e "$real/${e##*/}" ] || rm -rf "$e"; done
+fi
 put() {
   local cur=""
   [ -f "$1" ] && IFS= read -r cur < "$1"
@@ -222,6 +249,61 @@ case $cmd in
       fi
     done ;;
   *) echo "apt-mark: only hold, unhold and showhold are emulated" >&2; exit 100 ;;
+esac
+)SH";
+}
+
+std::string DcbScript() {
+  return std::string(R"SH(#!/bin/bash
+# dcb stand-in (iproute2's DCB tool, as on a ConnectX-7): pfc, apptrust and app (dscp-prio) of the
+# fabric netdevs; the state is kept in /etc/sparksim/dcb/<netdev>/. Other netdevs have no DCB.
+)SH") + kDevicePairs + R"SH(
+obj=$1 cmd=$2
+[ "$3" = dev ] || { echo "Usage: dcb $obj $cmd dev DEV ..." >&2; exit 1; }
+dev=$4
+shift 4
+fabric=" "
+for pair in $pairs; do fabric+="${pair#*:} "; done
+[[ $fabric == *" $dev "* ]] || { echo "Error: $dev: Operation not supported" >&2; exit 1; }
+st=/etc/sparksim/dcb/$dev
+mkdir -p "$st"
+[ -f "$st/pfc" ] || : > "$st/pfc"            # priorities with PFC on, one per line
+[ -f "$st/trust" ] || echo pcp > "$st/trust"  # the trust order
+[ -f "$st/app" ] || : > "$st/app"            # dscp:prio entries
+case $obj/$cmd in
+  pfc/show)
+    out="prio-pfc"
+    for p in 0 1 2 3 4 5 6 7; do
+      if grep -qx "$p" "$st/pfc"; then out+=" $p:on"; else out+=" $p:off"; fi
+    done
+    echo "$out" ;;
+  pfc/set)
+    [ "$1" = prio-pfc ] || { echo "dcb stand-in: only prio-pfc is emulated" >&2; exit 1; }
+    shift
+    for m in "$@"; do
+      k=${m%%:*} v=${m#*:}
+      if [ "$k" = all ]; then
+        if [ "$v" = on ]; then printf '%s\n' 0 1 2 3 4 5 6 7 > "$st/pfc"; else : > "$st/pfc"; fi
+      else
+        grep -vx "$k" "$st/pfc" > "$st/pfc.new" || true
+        [ "$v" = on ] && echo "$k" >> "$st/pfc.new"
+        mv "$st/pfc.new" "$st/pfc"
+      fi
+    done ;;
+  apptrust/show) echo "order: $(cat "$st/trust")" ;;
+  apptrust/set)
+    [ "$1" = order ] || { echo "dcb stand-in: only order is emulated" >&2; exit 1; }
+    shift; echo "$*" > "$st/trust" ;;
+  app/show) echo "dscp-prio $(sort -n "$st/app" | tr '\n' ' ')" ;;
+  app/replace|app/add)
+    [ "$1" = dscp-prio ] || { echo "dcb stand-in: only dscp-prio is emulated" >&2; exit 1; }
+    shift
+    for m in "$@"; do
+      grep -v "^${m%%:*}:" "$st/app" > "$st/app.new" || true
+      echo "$m" >> "$st/app.new"; mv "$st/app.new" "$st/app"
+    done ;;
+  app/flush) : > "$st/app" ;;
+  *) echo "dcb stand-in: $obj $cmd is not emulated" >&2; exit 1 ;;
 esac
 )SH";
 }
