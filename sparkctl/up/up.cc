@@ -85,8 +85,9 @@ Status PinCheck(ssh::Transport& t, const netplan::ClusterSpec& cluster,
     for (const auto& problem : p->problems) pending += "  " + p->node + ": " + problem + "\n";
   }
   if (!blocked.empty()) {
-    return steps.Fail("host-pin", FailedPreconditionError("kernel not allowed by the profile:\n" +
-                                                          blocked));
+    return steps.Fail("host-pin", FailedPreconditionError(
+                                      "kernel not allowed by the profile, or not the pinned one:\n" +
+                                      blocked));
   }
   steps.Done("host-pin", pending.empty() ? "ok" : "warn",
              pending.empty() ? "" : pending + "  (hold them: sparkctl host pin -p " +
