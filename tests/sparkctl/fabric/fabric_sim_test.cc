@@ -292,6 +292,27 @@ TEST_F(FabricSimTest, SwitchedIsLosslessAndResetClearsIt) {
       << lost->qos_why;
   EXPECT_NE(lost->qos_why.find("enp1s0f1np1: ECN reaction point off"), std::string::npos)
       << lost->qos_why;
+  // selftest verifies it: ROCE.LOSSLESS fails on spark-2 only, naming the netdevs. Through the
+  // real binary: selftest installs the running program on the nodes as sparkctl.
+  const std::string seed = sim_.Seeds(name_).inventory;
+  const std::string sparkctl = SPARK_BINARY_DIR "/bin/sparkctl";
+  ASSERT_EQ(runner_.Run({sparkctl, "discover", "-c", seed})->exit_code, 0);
+  auto st = runner_.Run({sparkctl, "selftest", "-c", seed, "--json"});
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->exit_code, 2) << st->out;
+  json report = json::parse(st->out, nullptr, false);
+  ASSERT_FALSE(report.is_discarded()) << st->out;
+  int lossless = 0;
+  for (const auto& c : report["checks"]) {
+    if (c["id"] != "ROCE.LOSSLESS") continue;
+    ++lossless;
+    const std::string node = c["node"], seen = c["seen"];
+    EXPECT_EQ(c["verdict"] == "fail", node == "spark-2") << node << ": " << seen;
+    if (node == "spark-2") {
+      EXPECT_NE(seen.find("enp1s0f0np0: PFC off on priority 3"), std::string::npos) << seen;
+    }
+  }
+  EXPECT_EQ(lossless, 4) << st->out;
   ApplyReport again = Apply();
   ASSERT_TRUE(again.Outcome().ok()) << again.Outcome().ToString();
   for (const QosState& q : qos("spark-2")) EXPECT_TRUE(q.ok()) << q.netdev << ": " << q.Missing();
