@@ -189,6 +189,17 @@ std::string RankCommand(const std::string& remote_program, const CollectiveOptio
   return cmd;
 }
 
+std::vector<ClusterRank> ClusterRanks(const fabric::ClusterChanges& changes,
+                                      const fabric::ControlPlane& control) {
+  std::vector<ClusterRank> ranks;
+  for (const auto& n : changes.nodes) {
+    auto it = control.addresses.find(n.node);
+    ranks.push_back({n.node, it == control.addresses.end() ? n.management_address : it->second,
+                     control.Env(n.plan.nccl_env)});
+  }
+  return ranks;
+}
+
 Result<RunReport> RunCluster(ssh::Transport& transport, const std::string& program,
                              const CollectiveOptions& options,
                              const std::vector<ClusterRank>& ranks, int master_port,
@@ -206,7 +217,7 @@ Result<RunReport> RunCluster(ssh::Transport& transport, const std::string& progr
   const int n = static_cast<int>(ranks.size());
   std::vector<Result<ssh::CommandResult>> results(n, InternalError("not run"));
   ssh::ParallelFor(n, n, [&](size_t r) {
-    RankPlacement p{static_cast<int>(r), n, ranks[0].management_address, master_port, 0,
+    RankPlacement p{static_cast<int>(r), n, ranks[0].control_address, master_port, 0,
                     ranks[r].node};
     ssh::RunOptions ro;
     ro.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(timeout);

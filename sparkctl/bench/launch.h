@@ -5,7 +5,8 @@
 //   cluster  copied to every node of the inventory by SHA-256 (ssh::EnsureFileOnNode, like
 //            sparkctl's own self-copy) and started there over SSH, one rank per node in rank
 //            order, with the NCCL environment the netplan library planned for that node;
-//            rank 0's node serves the rendezvous on its management address.
+//            rank 0's node serves the rendezvous on its control-plane address (WireGuard when
+//            the tunnel is up, else the management LAN: fabric/control_plane.h).
 // Rank 0's report (nccl-tests text or JSON) is the result; a failing rank is named with its
 // node and the tail of its stderr. Thread-safety: functions; they block their caller.
 #pragma once
@@ -17,6 +18,8 @@
 #include "base/status.h"
 #include "netplan/node_plan.h"
 #include "sparkctl/bench/collective_options.h"
+#include "sparkctl/fabric/control_plane.h"
+#include "sparkctl/fabric/fabric_plan.h"
 #include "sparkctl/ssh/transport.h"
 
 namespace spark::bench {
@@ -43,9 +46,14 @@ Result<RunReport> RunLocal(const std::string& program, const CollectiveOptions& 
 // One node of a cluster run.
 struct ClusterRank {
   std::string node;                 // inventory name (the SSH target)
-  std::string management_address;   // rank 0's is the rendezvous address
+  std::string control_address;      // rank 0's is the rendezvous address
   std::vector<netplan::EnvVar> env;  // NCCL environment from the netplan library
 };
+
+// One rank per node of `changes`, in rank order, with the control plane's addresses and its
+// NCCL_SOCKET_IFNAME.
+std::vector<ClusterRank> ClusterRanks(const fabric::ClusterChanges& changes,
+                                      const fabric::ControlPlane& control);
 
 // The remote shell command of one rank (exported for tests).
 std::string RankCommand(const std::string& remote_program, const CollectiveOptions& options,

@@ -76,9 +76,12 @@ int RunCollective(bench::Collective kind, CollectiveFlags f) {
   } else {
     auto c = OpenCluster(f.cluster_file);
     if (!c.ok()) return ReportError(c.status());
-    std::vector<bench::ClusterRank> ranks;
-    for (const auto& n : c->changes.nodes)
-      ranks.push_back({n.node, n.management_address, n.plan.nccl_env});
+    const fabric::ControlPlane control = fabric::ProbeControlPlane(*c->transport, c->changes);
+    if (!control.wireguard) {
+      std::fprintf(stderr, "sparkctl: warning: control traffic over the %s\n",
+                   control.Describe().c_str());
+    }
+    std::vector<bench::ClusterRank> ranks = bench::ClusterRanks(c->changes, control);
     run = bench::RunCluster(*c->transport, *program, f.o, ranks, f.port, timeout);
     if (run.ok()) std::fputs(run->output.c_str(), stdout);
   }

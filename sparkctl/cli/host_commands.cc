@@ -1,5 +1,6 @@
 // `sparkctl host pin`: hold the allowed kernel, add the profile's kernel options and raise the
-// memlock limit on every node (docs/preflight.md, "host pin"). Plans first, asks, never reboots.
+// memlock limit on every node (docs/preflight.md, "host pin"); `sparkctl host unpin` takes all
+// of it off again. Plans first, asks, never reboots.
 #include <unistd.h>
 
 #include <cstdio>
@@ -29,11 +30,15 @@ struct PinOptions {
   bool yes = false;
   bool plan_only = false;
   bool accept_new = false;
+  bool unpin = false;  // `host unpin`
 };
 
 size_t CountChanges(const std::vector<host::PinNodePlan>& plans) {
   size_t n = 0;
-  for (const auto& p : plans) n += p.changes.size() + p.run_update_grub + p.reload_systemd;
+  for (const auto& p : plans) {
+    n += p.changes.size() + p.run_update_grub + p.reload_systemd + !p.hold.empty() +
+         !p.unhold.empty();
+  }
   return n;
 }
 
@@ -41,13 +46,20 @@ void PrintPlan(const std::vector<host::PinNodePlan>& plans) {
   for (const auto& p : plans) {
     std::printf("%s  kernel %s\n", p.node.c_str(), p.kernel_release.c_str());
     if (!p.kernel_blocked.empty()) std::printf("  NOT PINNED: %s\n", p.kernel_blocked.c_str());
+    for (const auto& problem : p.problems) std::printf("  CANNOT PIN: %s\n", problem.c_str());
     for (const auto& c : p.changes) {
       std::printf("  %-6s %-62s %s\n", c.contents ? "write" : "remove", c.path.c_str(),
                   c.why.c_str());
     }
+    std::string hold, unhold;
+    for (const auto& x : p.hold) hold += " " + x;
+    for (const auto& x : p.unhold) unhold += " " + x;
+    if (!hold.empty()) std::printf("  run    apt-mark hold%s\n", hold.c_str());
+    if (!unhold.empty()) std::printf("  run    apt-mark unhold%s\n", unhold.c_str());
+    if (!p.grub_default.empty()) std::printf("  boot   GRUB_DEFAULT=\"%s\"\n", p.grub_default.c_str());
     if (p.run_update_grub) std::printf("  run    update-grub\n");
     if (p.reload_systemd) std::printf("  run    systemctl daemon-reload\n");
-    if (p.changes.empty()) std::printf("  (up to date)\n");
+    if (p.changes.empty() && p.hold.empty() && p.unhold.empty()) std::printf("  (up to date)\n");
   }
   std::printf("%zu change(s)\n", CountChanges(plans));
 }
@@ -76,6 +88,10 @@ ordered_json PlanJson(const std::vector<host::PinNodePlan>& plans,
                       {"kernel", p.kernel_release},
                       {"kernel_blocked", p.kernel_blocked},
                       {"changes", changes},
+                      {"hold", p.hold},
+                      {"unhold", p.unhold},
+                      {"grub_default", p.grub_default},
+                      {"problems", p.problems},
                       {"update_grub", p.run_update_grub},
                       {"reload_systemd", p.reload_systemd},
                       {"needs_reboot", p.NeedsReboot()},
@@ -91,16 +107,26 @@ ordered_json PlanJson(const std::vector<host::PinNodePlan>& plans,
 // Reads every node and plans it. Fails when any node cannot be read or planned.
 Result<std::vector<host::PinNodePlan>> PlanAll(ssh::Transport& transport,
                                                const netplan::ClusterSpec& cluster,
-                                               const profile::HostSpec& spec) {
+                                               const profile::HostSpec& spec, bool unpin) {
   auto results = ssh::ForEachNode<host::PinNodePlan>(
       host::NodeNames(cluster), [&](const std::string& node) -> Result<host::PinNodePlan> {
         SPARK_ASSIGN_OR_RETURN(host::PinNodeInput in, host::ReadPinInput(transport, node));
+        if (unpin) return host::PlanUnpin(in);
         return host::PlanPin(spec, in);
       });
   SPARK_RETURN_IF_ERROR(ssh::JoinNodeErrors(results));
   std::vector<host::PinNodePlan> plans;
   for (auto& r : results) plans.push_back(std::move(*r));
   return plans;
+}
+
+// "spark-1: <problem>" lines of what pin cannot do; empty when it can do everything.
+std::string Problems(const std::vector<host::PinNodePlan>& plans) {
+  std::string out;
+  for (const auto& p : plans) {
+    for (const auto& problem : p.problems) out += "  " + p.node + ": " + problem + "\n";
+  }
+  return out;
 }
 
 bool AnyBlocked(const std::vector<host::PinNodePlan>& plans) {
@@ -118,7 +144,8 @@ std::optional<int> Confirm(const PinOptions& o, const std::vector<host::PinNodeP
   }
   if (o.yes || CountChanges(plans) == 0) return std::nullopt;
   if (o.json || !isatty(STDIN_FILENO)) {
-    std::fprintf(stderr, "sparkctl: host pin changes nodes: pass --yes (or --plan to look)\n");
+    std::fprintf(stderr, "sparkctl: host %s changes nodes: pass --yes (or --plan to look)\n",
+                 o.unpin ? "unpin" : "pin");
     return kExitNeedsInput;
   }
   std::printf("apply these changes? [y/N] ");
@@ -142,9 +169,14 @@ int RunPin(const PinOptions& o) {
   }
   auto transport = host::MakeTransport(*cluster, {.accept_new = o.accept_new});
   if (!transport.ok()) return ReportError(transport.status());
-  auto plans = PlanAll(**transport, *cluster, spec);
+  auto plans = PlanAll(**transport, *cluster, spec, o.unpin);
   if (!plans.ok()) return ReportError(plans.status());
   if (!o.json) PrintPlan(*plans);
+  if (const std::string problems = Problems(*plans); !problems.empty() && !o.plan_only) {
+    if (o.json) std::printf("%s\n", PlanJson(*plans, nullptr).dump(2).c_str());
+    return ReportError(FailedPreconditionError("the kernel cannot be held on some nodes; "
+                                               "nothing was changed:\n" + problems));
+  }
   if (auto stop = Confirm(o, *plans)) {
     if (!o.json) PrintReboots(*plans);
     return *stop;
@@ -184,6 +216,18 @@ void RegisterHostCommands(CLI::App& parent, CommandContext& context) {
   pin->add_flag("--accept-new", o->accept_new, "Trust unknown host keys on first contact");
   SetExample(pin, "sparkctl host pin -c cluster.yaml -p profiles/deepseek-v41-flash-tp4-ring.yaml");
   pin->callback([o, &context] { context.exit_code = RunPin(*o); });
+
+  auto u = std::make_shared<PinOptions>();
+  u->unpin = true;
+  CLI::App* unpin = host->add_subcommand(
+      "unpin", "Undo `host pin`: remove its files, unhold the kernel packages it held");
+  AddClusterFlag(unpin, &u->cluster_file);
+  unpin->add_flag("--plan", u->plan_only, "Show the plan and change nothing");
+  AddYesFlag(unpin, &u->yes);
+  AddJsonFlag(unpin, &u->json, "schema sparkctl-host-pin/v1");
+  unpin->add_flag("--accept-new", u->accept_new, "Trust unknown host keys on first contact");
+  SetExample(unpin, "sparkctl host unpin -c cluster.yaml --yes");
+  unpin->callback([u, &context] { context.exit_code = RunPin(*u); });
 }
 
 }  // namespace spark::cli

@@ -38,6 +38,9 @@ ordered_json ChangesJson(const fabric::ClusterChanges& c) {
     for (const auto& f : n.files)
       changes.push_back({{"kind", "write-file"}, {"description", f.file.path + ": " + f.why}});
     if (n.wireguard) changes.push_back({{"kind", "wireguard"}, {"description", n.wireguard_why}});
+    if (n.qos) {
+      changes.push_back({{"kind", "roce-lossless"}, {"description", "set PFC, DSCP trust, ECN: " + n.qos_why}});
+    }
     // The NCCL environment each rank gets (`sparkctl up` passes it to the engine).
     ordered_json env = ordered_json::object();
     for (const auto& v : n.plan.nccl_env) env[v.name] = v.value;
@@ -69,6 +72,7 @@ void PrintChanges(const fabric::ClusterChanges& c) {
     for (const auto& f : n.files)
       std::printf("  write %s (%s)\n", f.file.path.c_str(), f.why.c_str());
     if (n.wireguard) std::printf("  %s\n", n.wireguard_why.c_str());
+    if (n.qos) std::printf("  lossless RoCE (PFC, DSCP trust, ECN): %s\n", n.qos_why.c_str());
   }
   for (const auto& note : c.notes) std::printf("note: %s\n", note.c_str());
   std::printf("%zu change%s in total\n", c.Count(), c.Count() == 1 ? "" : "s");

@@ -293,12 +293,15 @@ int RunSync(const SyncCommandOptions& o) {
   if (o.json) {
     nlohmann::ordered_json transfers = nlohmann::ordered_json::array();
     for (const auto& x : r->plan.transfers) {
-      transfers.push_back({{"file", x.file}, {"from", x.from}, {"to", x.to}, {"size", x.size}});
+      auto via = r->addresses.find(x.from);
+      transfers.push_back({{"file", x.file}, {"from", x.from}, {"to", x.to}, {"size", x.size},
+                           {"via", via == r->addresses.end() ? "" : via->second}});
     }
     nlohmann::ordered_json out = {{"schema", "sparkctl-weights-sync/v1"}, {"ok", r->ok()},
                                   {"plan_only", o.plan}, {"ring", r->plan.ring},
                                   {"transfers", transfers}, {"bytes_moved", r->bytes_moved},
-                                  {"seconds", r->seconds}, {"errors", r->errors}};
+                                  {"seconds", r->seconds}, {"warnings", r->warnings},
+                                  {"errors", r->errors}};
     std::printf("%s\n", out.dump(2).c_str());
   } else {
     for (const auto& x : r->plan.transfers) {
@@ -333,16 +336,27 @@ void AddSyncCommand(CLI::App* weights, CommandContext& context) {
 void AddServeCommand(CLI::App* weights, CommandContext& context) {
   auto o = std::make_shared<weights::ServeOptions>();
   auto idle = std::make_shared<int>(1800);
+  auto key_file = std::make_shared<std::string>();
   CLI::App* c = weights->add_subcommand(
-      "serve", "Node side of sync: serve DIR's files over TCP to `weights fetch` (token required)");
+      "serve", "Node side of sync: serve DIR's files over TCP to `weights fetch` holding the "
+               "same key");
   c->add_option("--dir", o->dir, "Model directory")->required();
   c->add_option("--port", o->port, "TCP port (default 51893)");
   c->add_option("--bind", o->bind, "Address to listen on (default 0.0.0.0)");
-  c->add_option("--token", o->token, "Shared secret every request must carry")->required();
+  c->add_option("--key-file", *key_file,
+                "File whose first line is the sync's key (- = stdin; sync passes it so)")
+      ->required();
   c->add_option("--idle-exit", *idle, "Exit after this many seconds without a connection");
   c->add_option("--rate-limit", o->rate_limit, "Bytes per second per connection (0: no limit)");
-  SetExample(c, "sparkctl weights serve --dir /models/Qwen3-0.6B --port 51893 --token T");
-  c->callback([o, idle, &context] {
+  SetExample(c, "sparkctl weights serve --dir /models/Qwen3-0.6B --port 51893 --key-file - "
+                "< key");
+  c->callback([o, idle, key_file, &context] {
+    Result<std::string> key = weights::ReadSyncKey(*key_file);
+    if (!key.ok()) {
+      context.exit_code = ReportError(key.status());
+      return;
+    }
+    o->key = *key;
     o->idle_exit = std::chrono::seconds(*idle);
     // The controller waits for this line before it starts the fetches.
     o->on_listening = [o](int port) {
@@ -360,11 +374,13 @@ void AddFetchCommand(CLI::App* weights, CommandContext& context) {
   auto quit = std::make_shared<bool>(false);
   auto json = std::make_shared<bool>(false);
   auto connect_ms = std::make_shared<int64_t>(60000);
+  auto key_file = std::make_shared<std::string>();
   CLI::App* c = weights->add_subcommand(
       "fetch", "Node side of sync: fetch one file from `weights serve`, resume a partial, "
                "verify its SHA-256, rename it into place");
   c->add_option("--from", o->from, "HOST:PORT of the server")->required();
-  c->add_option("--token", o->token, "The server's token")->required();
+  c->add_option("--key-file", *key_file, "File whose first line is the sync's key (- = stdin)")
+      ->required();
   c->add_option("--file", o->file, "Relative path as in the manifest");
   c->add_option("--dir", o->dir, "Model directory");
   c->add_option("--sha256", o->sha256, "Expected SHA-256");
@@ -372,11 +388,17 @@ void AddFetchCommand(CLI::App* weights, CommandContext& context) {
   c->add_option("--connect-timeout-ms", *connect_ms, "Retry connecting this long (default 60000)");
   c->add_flag("--quit", *quit, "Ask the server to exit instead");
   AddJsonFlag(c, json.get());
-  SetExample(c, "sparkctl weights fetch --from 10.0.0.1:51893 --token T --file a.bin --dir "
-                "/models/x --sha256 <64 hex> --size 1048576");
-  c->callback([o, quit, json, connect_ms, &context] {
+  SetExample(c, "sparkctl weights fetch --from 10.0.0.1:51893 --key-file - --file a.bin --dir "
+                "/models/x --sha256 <64 hex> --size 1048576 < key");
+  c->callback([o, quit, json, connect_ms, key_file, &context] {
+    Result<std::string> key = weights::ReadSyncKey(*key_file);
+    if (!key.ok()) {
+      context.exit_code = ReportError(key.status());
+      return;
+    }
+    o->key = *key;
     if (*quit) {
-      Status s = weights::SendQuit(o->from, o->token);
+      Status s = weights::SendQuit(o->from, o->key);
       context.exit_code = s.ok() ? kExitOk : ReportError(s);
       return;
     }

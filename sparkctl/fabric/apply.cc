@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <sstream>
 
 #include "base/logging.h"
 #include "base/strings.h"
+#include "sparkctl/fabric/roce_qos.h"
 #include "sparkctl/ssh/parallel.h"
 
 namespace spark::fabric {
@@ -193,6 +195,10 @@ std::string RollbackScript(const NodeChanges& n) {
   for (const auto& c : netplan::DiffState(desired, ToNodeState(n.before, n.FabricNetdevs()))) {
     if (c.command) s += Tolerant(*c.command) + "\n";
   }
+  if (n.qos) {
+    std::set<std::string> set = n.FabricNetdevs();
+    s += QosResetCommands({set.begin(), set.end()});
+  }
   s += "if [ -e " + kR + "/created-snapshot ]; then\n"
        "  if [ -e " + kS + "/created-dirs ]; then while read -r d; do rmdir \"$d\" 2>/dev/null; "
        "done < " + kS + "/created-dirs; fi\n"
@@ -209,6 +215,12 @@ Status ApplyNode(ssh::Transport& t, const NodeChanges& n, int* gid_index) {
   for (const auto& f : n.files) {
     Status s = t.WriteFile(n.node, f.file.path, f.file.content, f.file.mode);
     if (!s.ok()) return s.WithContext(n.node + ": writing " + f.file.path);
+  }
+  if (n.qos) {
+    std::set<std::string> set = n.FabricNetdevs();
+    SPARK_RETURN_IF_ERROR(RunScript(t, n.node,
+                                    "set -e\n" + QosApplyCommands({set.begin(), set.end()}),
+                                    "lossless RoCE (dcb, mlx5 ECN)"));
   }
   if (n.runtime.empty() && !n.wireguard && !n.gid_pending) return Status::Ok();
   SPARK_ASSIGN_OR_RETURN(ssh::CommandResult r, RunScriptOutput(t, n.node, ApplyScript(n), "apply"));
@@ -337,6 +349,11 @@ std::vector<std::string> ResetScriptLines(const NodeChanges& n,
   }
   for (const std::string& path : netplan::ResetFiles(n.plan)) {
     if (n.before.files.count(path)) lines.push_back("rm -f " + path);
+  }
+  if (n.plan.kind == netplan::TopologyKind::kSwitched) {
+    std::set<std::string> set = n.FabricNetdevs();
+    std::istringstream reset(QosResetCommands({set.begin(), set.end()}));
+    for (std::string line; std::getline(reset, line);) lines.push_back(line);
   }
   if (saved || !n.before.wg_private_key.empty()) {
     lines.push_back("if [ -e " + kS + "/created-dirs ]; then while read -r d; do rmdir \"$d\" "

@@ -6,6 +6,7 @@
 
 #include "base/logging.h"
 #include "base/strings.h"
+#include "sparkctl/fabric/roce_qos.h"
 #include "sparkctl/ssh/parallel.h"
 
 namespace spark::fabric {
@@ -218,6 +219,35 @@ Status EnsureWireGuardKeys(ssh::Transport& transport, const std::vector<std::str
   return ssh::JoinNodeErrors(results);
 }
 
+namespace {
+
+// Switched fabrics: reads every node's lossless-RoCE settings (one round trip each).
+Status ReadQos(ssh::Transport& transport, ClusterChanges* changes) {
+  std::vector<std::string> names;
+  for (const auto& n : changes->nodes) names.push_back(n.node);
+  auto states = ssh::ForEachNode<std::vector<QosState>>(
+      names, [&](const std::string& node) -> Result<std::vector<QosState>> {
+        const NodeChanges* n = changes->Find(node);
+        std::set<std::string> set = n->FabricNetdevs();
+        std::vector<std::string> netdevs(set.begin(), set.end());
+        SPARK_ASSIGN_OR_RETURN(ssh::CommandResult r,
+                               ssh::RunChecked(transport, node, QosProbeCommand(netdevs)));
+        return ParseQosProbe(netdevs, r.stdout_data);
+      });
+  SPARK_RETURN_IF_ERROR(ssh::JoinNodeErrors(states));
+  for (size_t i = 0; i < names.size(); ++i) {
+    std::vector<std::string> why;
+    for (const QosState& q : *states[i]) {
+      if (!q.ok()) why.push_back(q.netdev + ": " + q.Missing());
+    }
+    changes->nodes[i].qos = !why.empty();
+    changes->nodes[i].qos_why = Join(why, "; ");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Result<ClusterChanges> PlanChanges(ssh::Transport& transport, const netplan::ClusterSpec& spec,
                                    const PlanOptions& options) {
   SPARK_RETURN_IF_ERROR(CheckDiscovered(spec));
@@ -238,6 +268,8 @@ Result<ClusterChanges> PlanChanges(ssh::Transport& transport, const netplan::Clu
   out.spec = spec;
   netplan::PlanInputs inputs;
   inputs.control_plane = options.control_plane;
+  const bool switched = spec.fabric.kind == netplan::TopologyKind::kSwitched;
+  if (switched) inputs.nccl_ib_tc = kNcclIbTc;  // the lossless class that apply configures
   std::vector<std::string> keyless, gid_pending;
   for (size_t i = 0; i < names.size(); ++i) {
     const NodeSnapshot& s = *snapshots[i];
@@ -293,6 +325,7 @@ Result<ClusterChanges> PlanChanges(ssh::Transport& transport, const netplan::Clu
     out.fabric.nodes[i] = n.plan;
     out.nodes.push_back(std::move(n));
   }
+  if (switched) SPARK_RETURN_IF_ERROR(ReadQos(transport, &out));
   if (!gid_pending.empty()) {
     out.notes.push_back("NCCL_IB_GID_INDEX of " + Join(gid_pending, ", ") +
                         " is read by apply: the RoCE v2 IPv4 GID appears only once the fabric "

@@ -43,13 +43,18 @@ struct NodeChanges {
   bool wireguard = false;                // (re)load the WireGuard interface
   std::string wireguard_why;
   bool needs_key = false;  // no WireGuard key on the node yet (apply makes one there)
+  // Switched fabrics: the lossless-RoCE settings (roce_qos.h) are not all in place.
+  bool qos = false;
+  std::string qos_why;  // "enp1s0f0np0: PFC off on priority 3, ..."
   // NCCL_IB_GID_INDEX is not in plan.nccl_env yet: no fabric netdev had an address, so no
   // RoCE v2 IPv4 GID existed; apply reads it once the addresses are there.
   bool gid_pending = false;
 
   // The netdevs sparkctl manages on this node (the fabric twins of the plan).
   std::set<std::string> FabricNetdevs() const;
-  size_t Count() const { return runtime.size() + files.size() + (wireguard ? 1 : 0); }
+  size_t Count() const {
+    return runtime.size() + files.size() + (wireguard ? 1 : 0) + (qos ? 1 : 0);
+  }
 };
 
 struct ClusterChanges {

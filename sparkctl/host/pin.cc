@@ -91,6 +91,52 @@ std::string SystemdDropIn(const std::string& memlock) {
          "[Service]\nLimitMEMLOCK=" + value + "\n";
 }
 
+std::string GrubDefaultFile(const std::string& release, const std::string& entry) {
+  return "# Written by `sparkctl host pin`: boot the pinned kernel " + release + ".\n"
+         "GRUB_DEFAULT=\"" + entry + "\"\n";
+}
+
+std::string RecordFile(const std::string& release, const std::vector<std::string>& held) {
+  std::string out = "# Written by `sparkctl host pin`; `sparkctl host unpin` reverses it.\n"
+                    "release " + release + "\nheld";
+  for (const auto& p : held) out += " " + p;
+  return out + "\n";
+}
+
+// The record's "release" and "held" lines; empty when there is no record.
+std::pair<std::string, std::vector<std::string>> ParseRecord(const std::optional<std::string>& text) {
+  std::pair<std::string, std::vector<std::string>> out;
+  if (!text) return out;
+  std::istringstream lines(*text);
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream words(line);
+    std::string key;
+    words >> key;
+    if (key == "release") words >> out.first;
+    if (key == "held") {
+      for (std::string p; words >> p;) out.second.push_back(p);
+    }
+  }
+  return out;
+}
+
+std::optional<std::string> FileOf(const PinNodeInput& in, const std::string& path) {
+  auto it = in.files.find(path);
+  return it == in.files.end() ? std::nullopt : it->second;
+}
+
+// The quoted words of a grub.cfg menuentry/submenu line: the title and the $menuentry_id_option.
+std::vector<std::string> Quoted(const std::string& line) {
+  std::vector<std::string> out;
+  for (size_t i = line.find('\''); i != std::string::npos; i = line.find('\'', i)) {
+    size_t end = line.find('\'', i + 1);
+    if (end == std::string::npos) break;
+    out.push_back(line.substr(i + 1, end - i - 1));
+    i = end + 1;
+  }
+  return out;
+}
+
 std::vector<std::string> Tokens(const std::string& text) {
   std::istringstream in(text);
   std::vector<std::string> out;
@@ -112,7 +158,62 @@ std::string ParentDir(const std::string& path) { return path.substr(0, path.rfin
 }  // namespace
 
 std::vector<std::string> PinManagedPaths() {
-  return {kPinKernelPath, kPinGrubPath, kPinLimitsPath, kPinSystemdPath};
+  return {kPinKernelPath,  kPinGrubPath,       kPinGrubDefaultPath, kPinLimitsPath,
+          kPinSystemdPath, kPinOldSystemdPath, kPinRecordPath};
+}
+
+std::vector<std::string> KernelHoldPackages(const std::map<std::string, std::string>& packages,
+                                            const std::string& release) {
+  std::set<std::string> hold;
+  const std::string suffix = "-" + release;
+  for (const auto& [name, depends] : packages) {
+    if (name.size() > suffix.size() &&
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      hold.insert(name);
+    }
+  }
+  // Meta packages: whatever depends on a held package, until nothing new is found.
+  for (bool grew = !hold.empty(); grew;) {
+    grew = false;
+    for (const auto& [name, depends] : packages) {
+      if (hold.count(name)) continue;
+      std::string deps = depends;
+      for (char& c : deps) c = (c == ',' || c == '|' || c == '(' || c == ')') ? ' ' : c;
+      for (const auto& d : Tokens(deps)) {
+        if (hold.count(d.substr(0, d.find(':')))) {
+          hold.insert(name);
+          grew = true;
+          break;
+        }
+      }
+    }
+  }
+  return {hold.begin(), hold.end()};
+}
+
+std::string GrubEntryFor(const std::string& grub_cfg, const std::string& release) {
+  std::istringstream lines(grub_cfg);
+  std::vector<std::string> submenus;  // ids of the submenus we are in ("" for a menuentry)
+  for (std::string line; std::getline(lines, line);) {
+    std::string t = line.substr(std::min(line.find_first_not_of(" \t"), line.size()));
+    if (t.rfind("submenu ", 0) == 0 || t.rfind("menuentry ", 0) == 0) {
+      std::vector<std::string> q = Quoted(t);
+      const std::string id = q.size() >= 2 ? q.back() : "";
+      // grub-mkconfig's 10_linux names the normal entry gnulinux-<release>-advanced-<uuid>.
+      if (t.rfind("menuentry ", 0) == 0 &&
+          id.rfind("gnulinux-" + release + "-advanced-", 0) == 0) {
+        std::string path;
+        for (const auto& s : submenus) {
+          if (!s.empty()) path += s + ">";
+        }
+        return path + id;
+      }
+      submenus.push_back(t.rfind("submenu ", 0) == 0 ? id : "");
+    } else if (t == "}" && !submenus.empty()) {
+      submenus.pop_back();
+    }
+  }
+  return "";
 }
 
 Result<PinNodePlan> PlanPin(const profile::HostSpec& host, const PinNodeInput& input) {
@@ -145,22 +246,56 @@ Result<PinNodePlan> PlanPin(const profile::HostSpec& host, const PinNodeInput& i
   plan.node = node;
   plan.kernel_release = input.kernel_release;
   plan.kernel_blocked = KernelBlocked(host, input.kernel_release);
+  const std::string pinned = ParseRecord(FileOf(input, kPinRecordPath)).first;
+  if (plan.kernel_blocked.empty() && !pinned.empty() && pinned != input.kernel_release) {
+    // The verification after a reboot: the node must have booted the kernel it was pinned to.
+    plan.kernel_blocked = "booted kernel " + input.kernel_release + " but it is pinned to " +
+                          pinned + ": the boot loader did not start the pinned kernel (check " +
+                          std::string(kPinGrubDefaultPath) + " and " + kGrubCfgPath +
+                          ", reboot), or `sparkctl host unpin` first to change kernels";
+  }
+  size_t before = plan.changes.size();
   if (plan.kernel_blocked.empty()) {
-    Want(input, kPinKernelPath, KernelPinFile(host, input.kernel_release),
-         "hold kernel " + input.kernel_release, &plan);
+    const std::string& release = input.kernel_release;
+    std::vector<std::string> hold = KernelHoldPackages(input.packages, release);
+    if (!input.packages.count("linux-image-" + release)) {
+      plan.problems.push_back("no installed package linux-image-" + release +
+                              " (dpkg-query): the running kernel cannot be held with apt-mark; "
+                              "install it from the DGX OS repository");
+    }
+    for (const auto& p : hold) {
+      if (!Contains(input.held, p)) plan.hold.push_back(p);
+    }
+    plan.grub_default = GrubEntryFor(input.grub_cfg, release);
+    if (plan.grub_default.empty()) {
+      plan.problems.push_back(std::string(kGrubCfgPath) + " has no menu entry for " + release +
+                              ": GRUB_DEFAULT cannot point at it (run update-grub, then pin "
+                              "again)");
+    }
+    Want(input, kPinKernelPath, KernelPinFile(host, release), "hold kernel " + release, &plan);
+    before = plan.changes.size();
+    if (!plan.grub_default.empty()) {
+      Want(input, kPinGrubDefaultPath, GrubDefaultFile(release, plan.grub_default),
+           "boot " + release + " (GRUB_DEFAULT)", &plan);
+    }
+    Want(input, kPinRecordPath, RecordFile(release, hold), "record the pin", &plan);
   }
   std::optional<std::string> grub;
   if (!host.kernel_cmdline.empty()) grub = GrubFile(host.kernel_cmdline);
-  size_t before = plan.changes.size();
   Want(input, kPinGrubPath, grub,
        grub ? "kernel options" : "no kernel options asked: remove", &plan);
-  plan.run_update_grub = plan.changes.size() != before;
-  Want(input, kPinLimitsPath, LimitsFile(memlock), "memlock " + memlock, &plan);
-  if (input.systemd) {
-    before = plan.changes.size();
-    Want(input, kPinSystemdPath, SystemdDropIn(memlock), "engine service memlock", &plan);
-    plan.reload_systemd = plan.changes.size() != before;
+  for (const auto& c : plan.changes) {
+    if (c.path == kPinGrubPath || c.path == kPinGrubDefaultPath) plan.run_update_grub = true;
   }
+  Want(input, kPinLimitsPath, LimitsFile(memlock), "memlock " + memlock, &plan);
+  before = plan.changes.size();
+  if (input.systemd) {
+    Want(input, kPinSystemdPath, SystemdDropIn(memlock), "memlock of the sparkctl-* units",
+         &plan);
+  }
+  Want(input, kPinOldSystemdPath, std::nullopt, "drop-in for a unit nothing starts: remove",
+       &plan);
+  plan.reload_systemd = input.systemd && plan.changes.size() != before;
   std::vector<std::string> running = Tokens(input.proc_cmdline);
   for (const auto& o : host.kernel_cmdline) {
     if (!Contains(running, o)) plan.missing_cmdline.push_back(o);
@@ -168,13 +303,32 @@ Result<PinNodePlan> PlanPin(const profile::HostSpec& host, const PinNodeInput& i
   return plan;
 }
 
+PinNodePlan PlanUnpin(const PinNodeInput& input) {
+  PinNodePlan plan;
+  plan.node = input.node;
+  plan.kernel_release = input.kernel_release;
+  for (const auto& path : PinManagedPaths()) {
+    if (!FileOf(input, path)) continue;
+    plan.changes.push_back({path, std::nullopt, "remove"});
+    if (path == kPinGrubPath || path == kPinGrubDefaultPath) plan.run_update_grub = true;
+    if (path == kPinSystemdPath || path == kPinOldSystemdPath) plan.reload_systemd = input.systemd;
+  }
+  for (const auto& p : ParseRecord(FileOf(input, kPinRecordPath)).second) {
+    if (Contains(input.held, p)) plan.unhold.push_back(p);
+  }
+  return plan;
+}
+
 Result<PinNodeInput> ReadPinInput(ssh::Transport& transport, const std::string& node) {
   PinNodeInput in;
   in.node = node;
-  // Three lines: release, kernel command line, whether systemd is the init system.
+  // Three lines: release, kernel command line, whether systemd is the init system; then the
+  // installed linux-* packages with their dependencies, and the held packages.
   const std::string probe =
       "cat /proc/sys/kernel/osrelease /proc/cmdline; "
-      "if [ -d /run/systemd/system ]; then echo systemd; else echo none; fi";
+      "if [ -d /run/systemd/system ]; then echo systemd; else echo none; fi; "
+      "echo @@packages; dpkg-query -W -f='${db:Status-Abbrev}\\t${Package}\\t${Depends}\\n' "
+      "'linux-*' 2>/dev/null; echo @@held; apt-mark showhold 2>/dev/null; echo @@end";
   SPARK_ASSIGN_OR_RETURN(ssh::CommandResult r, ssh::RunChecked(transport, node, probe));
   std::istringstream lines(r.stdout_data);
   std::string init;
@@ -184,6 +338,27 @@ Result<PinNodeInput> ReadPinInput(ssh::Transport& transport, const std::string& 
                         ssh::Tail(r.stdout_data));
   }
   in.systemd = init == "systemd";
+  std::string section;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("@@", 0) == 0) {
+      section = line.substr(2);
+      continue;
+    }
+    if (section == "packages") {
+      // "ii \tNAME\tDEPENDS": only installed packages ("ii").
+      size_t a = line.find('\t'), b = a == std::string::npos ? a : line.find('\t', a + 1);
+      if (b == std::string::npos || line.rfind("ii", 0) != 0) continue;
+      in.packages[line.substr(a + 1, b - a - 1)] = line.substr(b + 1);
+    } else if (section == "held" && !line.empty()) {
+      in.held.push_back(line);
+    }
+  }
+  auto grub = transport.ReadFile(node, kGrubCfgPath);
+  if (grub.ok()) {
+    in.grub_cfg = *grub;
+  } else if (grub.status().code() != StatusCode::kNotFound) {
+    return grub.status();
+  }
   for (const auto& path : PinManagedPaths()) {
     auto contents = transport.ReadFile(node, path);
     if (contents.ok()) {
@@ -215,6 +390,19 @@ Status ApplyPin(ssh::Transport& transport, const PinNodePlan& plan) {
       SPARK_RETURN_IF_ERROR(
           ssh::RunChecked(transport, node, "rm -f " + ssh::ShellQuote(c.path)).status());
     }
+  }
+  auto packages = [](const std::vector<std::string>& list) {
+    std::string out;
+    for (const auto& p : list) out += " " + ssh::ShellQuote(p);
+    return out;
+  };
+  if (!plan.hold.empty()) {
+    SPARK_RETURN_IF_ERROR(
+        ssh::RunChecked(transport, node, "apt-mark hold" + packages(plan.hold)).status());
+  }
+  if (!plan.unhold.empty()) {
+    SPARK_RETURN_IF_ERROR(
+        ssh::RunChecked(transport, node, "apt-mark unhold" + packages(plan.unhold)).status());
   }
   if (plan.run_update_grub) {
     SPARK_RETURN_IF_ERROR(ssh::RunChecked(transport, node, "update-grub").status());

@@ -74,10 +74,14 @@ mount --bind "$N/proc/meminfo" /proc/meminfo
 mount -t overlay sparksim-etc -o "lowerdir=/etc,upperdir=$N/etc,workdir=$N/.etc-work" /etc
 mount --bind "$N/bin" /usr/local/bin
 mount -t tmpfs -o mode=0755 sparksim-sys "$N/.sysclass"
-mkdir "$N/.sysclass/net" "$N/.sysclass/infiniband"
-mount --bind /sys/class/net "$N/.sysclass/net"
+mkdir "$N/.sysclass/net" "$N/.sysclass/.net" "$N/.sysclass/infiniband"
+mount --bind /sys/class/net "$N/.sysclass/.net"
 mount --bind "$N/infiniband" "$N/.sysclass/infiniband"
 mount --move "$N/.sysclass" /sys/class
+if [ -d /boot ]; then
+  mount --bind "$N/boot" /boot
+  /usr/local/bin/update-grub 2>/dev/null
+fi
 cd "$C"
 mount -t tmpfs -o mode=0755 sparksim-run /run
 mkdir -p /run/sshd "$C"
@@ -124,13 +128,33 @@ Status WriteTools(const std::string& dir, const NodeState& node) {
   std::vector<std::pair<std::string, std::string>> tools = {
       {"sparksim-refresh", RefreshScript()}, {"nvidia-smi", NvidiaSmiScript(node)},
       {"ibdev2netdev", Ibdev2netdevScript()}, {"show_gids", ShowGidsScript()},
-      {"update-grub", UpdateGrubScript()},   {"uname", UnameScript()}};
+      {"update-grub", UpdateGrubScript()},   {"uname", UnameScript()},
+      {"dpkg-query", DpkgQueryScript()},     {"apt-mark", AptMarkScript()},
+      {"dcb", DcbScript()}};
   for (const auto& [name, text] : tools)
     SPARK_RETURN_IF_ERROR(WriteFileAtomic(dir + "/bin/" + name, text, 0755));
   return Status::Ok();
 }
 
 }  // namespace
+
+std::string DpkgStatusText() {
+  std::string out;
+  auto row = [&out](const std::string& name, const std::string& depends) {
+    out += "ii \t" + name + "\t" + depends + "\n";
+  };
+  for (const char* r : {"6.17.0-1031-nvidia", "6.17.0-1032-nvidia", "7.0.0-1019-nvidia"}) {
+    const std::string release = r;
+    row("linux-image-" + release, "linux-modules-" + release);
+    row("linux-modules-" + release, "");
+    row("linux-headers-" + release, "linux-nvidia-headers-" + release.substr(0, release.rfind('-')));
+  }
+  row("linux-image-nvidia", "linux-image-6.17.0-1031-nvidia");
+  row("linux-headers-nvidia", "linux-headers-6.17.0-1031-nvidia");
+  row("linux-nvidia", "linux-image-nvidia (= 6.17.0.1031.31), linux-headers-nvidia");
+  row("linux-firmware", "");
+  return out;
+}
 
 std::string NodeDir(const std::string& cluster_dir, const NodeState& node) {
   return cluster_dir + "/nodes/" + node.name;
@@ -180,13 +204,14 @@ Result<std::string> MemlockPrlimitArg(const std::string& memlock) {
 Status WriteNodeImage(const std::string& cluster_dir, const ClusterState& cluster,
                       const NodeState& node) {
   const std::string dir = NodeDir(cluster_dir, node);
-  for (const char* sub : {"/etc/security/limits.d", "/.etc-work", "/proc", "/bin", "/ssh",
-                          "/log", "/.sysclass", "/infiniband"})
+  for (const char* sub : {"/etc/security/limits.d", "/etc/sparksim", "/.etc-work", "/proc",
+                          "/bin", "/ssh", "/log", "/.sysclass", "/infiniband", "/boot"})
     SPARK_RETURN_IF_ERROR(MakeDirs(dir + sub));
   SPARK_RETURN_IF_ERROR(WriteFileAtomic(dir + "/etc/hostname", node.name + "\n"));
   SPARK_RETURN_IF_ERROR(WriteFileAtomic(
       dir + "/etc/hosts", "127.0.0.1\tlocalhost\n127.0.1.1\t" + node.name + "\n"));
   SPARK_RETURN_IF_ERROR(WriteFileAtomic(dir + "/etc/dgx-release", DgxReleaseText(cluster, node)));
+  SPARK_RETURN_IF_ERROR(WriteFileAtomic(dir + "/etc/sparksim/dpkg-status", DpkgStatusText()));
   SPARK_RETURN_IF_ERROR(WriteNodeFacts(cluster_dir, node));
   SPARK_RETURN_IF_ERROR(WriteInfinibandSkeleton(dir, node));
   SPARK_RETURN_IF_ERROR(WriteTools(dir, node));

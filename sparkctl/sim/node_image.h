@@ -44,6 +44,14 @@ std::string NvidiaSmiScript(const NodeState& node);
 std::string Ibdev2netdevScript();
 std::string ShowGidsScript();
 std::string UpdateGrubScript();
+std::string DpkgQueryScript();
+std::string AptMarkScript();
+std::string DcbScript();
 std::string UnameScript();
+
+// The emulated dpkg database of a node (/etc/sparksim/dpkg-status): the kernel packages of
+// DGX OS for the allowed and the denied releases, and the meta packages, which depend on the
+// default release's packages.
+std::string DpkgStatusText();
 
 }  // namespace spark::sim

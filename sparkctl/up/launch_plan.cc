@@ -131,7 +131,14 @@ Result<LaunchPlan> PlanLaunch(const profile::Profile& profile, const netplan::Cl
     rank.pid_path = run_dir + "/" + base + ".pid";
     rank.log_path = std::string(kNodeLogDir) + "/" + plan.cluster + "-" + base + ".log";
     rank.unit = "sparkctl-" + plan.cluster + "-" + base;
-    rank.argv = EngineArgv(profile, options, nodes[0]->address, r, rank.status_path);
+    auto control = options.control_addresses.find(rank.node);
+    rank.control_address =
+        control == options.control_addresses.end() ? rank.address : control->second;
+    auto master = options.control_addresses.find(nodes[0]->name);
+    rank.argv = EngineArgv(profile, options,
+                           master == options.control_addresses.end() ? nodes[0]->address
+                                                                     : master->second,
+                           r, rank.status_path);
     auto nccl = options.nccl_env.find(rank.node);
     rank.env = MergeEnv(nccl == options.nccl_env.end() ? std::vector<netplan::EnvVar>{}
                                                        : nccl->second,

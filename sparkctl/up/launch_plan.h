@@ -32,8 +32,12 @@ struct LaunchOptions {
   std::string engine_path = kRemoteEnginePath;
   // SHA-256 of the engine binary (part of the launch hash: a new build restarts the model).
   std::string engine_sha256;
-  // Rendezvous port on rank 0's management address. Default: 29500.
+  // Rendezvous port on rank 0's control address. Default: 29500.
   int master_port = 29500;
+  // Address of each node's control traffic (engine rendezvous, Gloo, NCCL bootstrap): its
+  // WireGuard address when the tunnel works (fabric/control_plane.h). A node missing here uses
+  // its management address.
+  std::map<std::string, std::string> control_addresses;
   // SIGTERM, then SIGKILL after this many seconds. Default: 20.
   int stop_deadline_s = 20;
   // NCCL environment per node name (from the fabric plan); empty for none.
@@ -43,7 +47,8 @@ struct LaunchOptions {
 struct RankLaunch {
   int rank = 0;
   std::string node;     // inventory name
-  std::string address;  // management address
+  std::string address;  // management address (the SSH target)
+  std::string control_address;  // rendezvous/Gloo/NCCL bootstrap: WireGuard or management
   std::vector<std::string> argv;           // engine command line, argv[0] the binary
   std::vector<netplan::EnvVar> env;        // NCCL env, then the profile's env (profile wins)
   std::string unit;                        // systemd unit name

@@ -21,7 +21,7 @@ ordered_json PlanJson(const LaunchPlan& p) {
   ordered_json ranks = ordered_json::array();
   for (const auto& r : p.ranks) {
     ranks.push_back({{"rank", r.rank}, {"node", r.node}, {"address", r.address},
-                     {"argv", r.argv}, {"env", EnvJson(r.env)}, {"unit", r.unit},
+                     {"control_address", r.control_address}, {"argv", r.argv}, {"env", EnvJson(r.env)}, {"unit", r.unit},
                      {"status_path", r.status_path}, {"pid_path", r.pid_path},
                      {"log_path", r.log_path}});
   }
@@ -45,6 +45,8 @@ LaunchPlan PlanFromJson(const nlohmann::json& j) {
     rank.rank = r.at("rank");
     rank.node = r.at("node");
     rank.address = r.at("address");
+    // State written before the control plane existed: the management address was used.
+    rank.control_address = r.value("control_address", rank.address);
     rank.argv = r.at("argv").get<std::vector<std::string>>();
     for (const auto& e : r.at("env")) rank.env.push_back({e.at("name"), e.at("value")});
     rank.unit = r.at("unit");

@@ -5,6 +5,7 @@
 #include <ctime>
 
 #include "sparkctl/fabric/apply.h"
+#include "sparkctl/fabric/control_plane.h"
 #include "sparkctl/host/pin.h"
 #include "sparkctl/host/remote.h"
 #include "sparkctl/selftest/selftest.h"
@@ -76,20 +77,25 @@ Status PinCheck(ssh::Transport& t, const netplan::ClusterSpec& cluster,
   std::string blocked, pending;
   for (const auto& p : plans) {
     if (!p->kernel_blocked.empty()) blocked += "  " + p->node + ": " + p->kernel_blocked + "\n";
-    if (!p->changes.empty() || p->NeedsReboot()) {
-      pending += "  " + p->node + ": " + std::to_string(p->changes.size()) + " setting(s) not pinned" +
+    if (!p->changes.empty() || !p->hold.empty() || p->NeedsReboot()) {
+      pending += "  " + p->node + ": " +
+                 std::to_string(p->changes.size() + p->hold.size()) + " setting(s) not pinned" +
                  (p->NeedsReboot() ? ", reboot needed" : "") + "\n";
     }
+    for (const auto& problem : p->problems) pending += "  " + p->node + ": " + problem + "\n";
   }
   if (!blocked.empty()) {
-    return steps.Fail("host-pin", FailedPreconditionError("kernel not allowed by the profile:\n" +
-                                                          blocked));
+    return steps.Fail("host-pin", FailedPreconditionError(
+                                      "kernel not allowed by the profile, or not the pinned one:\n" +
+                                      blocked));
   }
   steps.Done("host-pin", pending.empty() ? "ok" : "warn",
              pending.empty() ? "" : pending + "  (hold them: sparkctl host pin -p " +
                                         profile.source_file + " --yes)\n");
   return Status::Ok();
 }
+
+Status FabricCheck(ssh::Transport& t, const netplan::ClusterSpec& cluster, Steps& steps);
 
 // Plans the fabric, applies it when it differs (after asking), then verifies it. Fills the NCCL
 // environment of every node.
@@ -125,7 +131,19 @@ Status Fabric(ssh::Transport& t, const netplan::ClusterSpec& cluster, const UpOp
     steps.Done("fabric-check", "skipped", "after the fabric is applied\n");
     return Status::Ok();
   }
-  // The quick selftest: fabric preflight subset, net verify, RDMA devices, an exact all-reduce.
+  SPARK_RETURN_IF_ERROR(FabricCheck(t, cluster, steps));
+  // Control traffic (rendezvous, Gloo, NCCL bootstrap) over the tunnel when it works.
+  steps.Begin();
+  const fabric::ControlPlane control = fabric::ProbeControlPlane(t, *changes);
+  for (auto& [node, env] : launch->nccl_env) env = control.Env(std::move(env));
+  launch->control_addresses = control.addresses;
+  steps.Done("control-plane", control.wireguard ? "ok" : "warn",
+             "control traffic over " + control.Describe() + "\n");
+  return Status::Ok();
+}
+
+// The quick selftest: fabric preflight subset, net verify, RDMA devices, an exact all-reduce.
+Status FabricCheck(ssh::Transport& t, const netplan::ClusterSpec& cluster, Steps& steps) {
   auto report = selftest::RunSelftest(t, cluster, {});
   if (!report.ok()) return steps.Fail("fabric-check", report.status());
   if (!report->ok()) {
@@ -175,7 +193,9 @@ Status Weights(ssh::Transport& t, const netplan::ClusterSpec& cluster,
     for (const auto& e : sync->errors) errors += "  " + e + "\n";
     return steps.Fail("weights", FailedPreconditionError("weights sync failed:\n" + errors));
   }
-  steps.Done("weights", "changed", "synced\n");
+  std::string detail = "synced\n";
+  for (const auto& w : sync->warnings) detail += "  warning: " + w + "\n";
+  steps.Done("weights", "changed", detail);
   return Status::Ok();
 }
 
@@ -265,6 +285,7 @@ bool AlreadyUp(ssh::Transport& t, const netplan::ClusterSpec& cluster,
   if (!previous.ok() || !sha.ok()) return false;
   launch.engine_sha256 = *sha;
   for (const auto& r : previous->plan.ranks) {
+    launch.control_addresses[r.node] = r.control_address;
     auto& env = launch.nccl_env[r.node];
     for (const auto& e : r.env) {
       if (!profile.env.count(e.name)) env.push_back(e);

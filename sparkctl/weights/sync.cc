@@ -1,5 +1,6 @@
 #include "sparkctl/weights/sync.h"
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstdio>
 #include <mutex>
@@ -9,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/strings.h"
+#include "netplan/address_plan.h"
 #include "sparkctl/profile/profile_yaml.h"
 #include "sparkctl/ssh/parallel.h"
 #include "sparkctl/ssh/self_copy.h"
@@ -24,15 +26,8 @@ Result<Manifest> ParseManifestText(const std::string& text, const std::string& s
                                                              : ParseSha256Sums(text, source);
 }
 
-std::string RandomToken() {
-  std::string bytes(16, '\0');
-  if (std::FILE* f = std::fopen("/dev/urandom", "rb")) {
-    size_t n = std::fread(bytes.data(), 1, bytes.size(), f);
-    std::fclose(f);
-    if (n == bytes.size()) return Sha256Hex(bytes).substr(0, 32);
-  }
-  return Sha256Hex(std::to_string(Clock::now().time_since_epoch().count())).substr(0, 32);
-}
+// An id for this sync's file names (server logs); unrelated to the key.
+std::string RandomSession() { return NewSyncKey().substr(0, 16); }
 
 // Free bytes at dir on every receiver vs what it will receive (statvfs through `stat -f`).
 Status CheckDiskSpace(ssh::Transport& transport, const SyncPlan& plan, const std::string& dir) {
@@ -89,7 +84,8 @@ struct Run {
   const std::map<std::string, std::string>& sparkctl;  // node -> remote binary
   const std::string& dir;
   const SyncOptions& options;
-  std::string token;
+  std::string key;      // given to every serve and fetch on stdin, over SSH
+  std::string session;  // names the servers' logs
   Board board;
   std::mutex mu;
   SyncReport* report;
@@ -108,7 +104,7 @@ struct Run {
 std::string FetchCommand(Run& run, const Transfer& t) {
   return ssh::ShellQuote(run.sparkctl.at(t.to)) + " weights fetch --json --from " +
          ssh::ShellQuote(run.addresses.at(t.from) + ":" + std::to_string(run.options.port)) +
-         " --token " + run.token + " --file " + ssh::ShellQuote(t.file) + " --dir " +
+         " --key-file - --file " + ssh::ShellQuote(t.file) + " --dir " +
          ssh::ShellQuote(run.dir) + " --sha256 " + t.sha256 + " --size " +
          std::to_string(t.size) + " --connect-timeout-ms " +
          std::to_string(run.options.connect_timeout.count());
@@ -123,6 +119,7 @@ void DoTransfer(Run& run, const Transfer& t) {
   }
   ssh::RunOptions opts;
   opts.timeout = std::chrono::hours(12);
+  opts.stdin_data = run.key + "\n";
   std::string cmd = FetchCommand(run, t);
   Result<ssh::CommandResult> r = run.transport.Run(t.to, cmd, opts);
   std::string why;
@@ -162,16 +159,21 @@ void DoTransfer(Run& run, const Transfer& t) {
 // the SSH transport runs one command per node at a time, so a server held in a running command
 // would block that node's own fetches. A server that fails to start prints its log here.
 Status StartServer(Run& run, const std::string& node) {
-  std::string log = "/tmp/sparkctl-weights-serve." + run.token + ".log";
+  std::string log = "/tmp/sparkctl-weights-serve." + run.session + ".log";
   std::string serve = ssh::ShellQuote(run.sparkctl.at(node)) + " weights serve --dir " +
                       ssh::ShellQuote(run.dir) + " --port " + std::to_string(run.options.port) +
-                      " --token " + run.token + " --idle-exit 1800";
-  std::string cmd = "setsid " + serve + " </dev/null >/dev/null 2>" + log + " & pid=$!; "
+                      " --key-file - --idle-exit 1800";
+  // The key arrives on this command's stdin; an asynchronous command's stdin is /dev/null
+  // unless redirected, hence fd 3. The server reads the key, then closes its stdin.
+  std::string cmd = "exec 3<&0; setsid " + serve + " <&3 >/dev/null 2>" + log + " 3<&- & "
+                    "pid=$!; exec 3<&-; "
                     "for i in $(seq 100); do "
                     "if ! kill -0 $pid 2>/dev/null; then cat " + log + " >&2; exit 1; fi; "
                     "if grep -q listening " + log + "; then exit 0; fi; sleep 0.1; done; "
                     "echo 'no answer after 10 s' >&2; exit 1";
-  Result<ssh::CommandResult> r = run.transport.Run(node, cmd);
+  ssh::RunOptions opts;
+  opts.stdin_data = run.key + "\n";
+  Result<ssh::CommandResult> r = run.transport.Run(node, cmd, opts);
   if (!r.ok()) return r.status();
   if (!r->ok()) {
     return UnavailableError(node + ": file server did not start: " + ssh::Tail(r->stderr_data, 400));
@@ -181,8 +183,10 @@ Status StartServer(Run& run, const std::string& node) {
 
 void StopServer(Run& run, const std::string& node) {
   std::string cmd = ssh::ShellQuote(run.sparkctl.at(node)) + " weights fetch --quit --from " +
-                    "127.0.0.1:" + std::to_string(run.options.port) + " --token " + run.token;
-  Result<ssh::CommandResult> r = run.transport.Run(node, cmd);
+                    "127.0.0.1:" + std::to_string(run.options.port) + " --key-file -";
+  ssh::RunOptions opts;
+  opts.stdin_data = run.key + "\n";
+  Result<ssh::CommandResult> r = run.transport.Run(node, cmd, opts);
   if (!r.ok() || !r->ok()) {
     run.Error(node + ": could not stop the file server (it exits by itself after 30 min idle)");
   }
@@ -311,7 +315,11 @@ Result<SyncReport> SyncNodes(ssh::Transport& transport, const std::vector<std::s
   }
   SPARK_RETURN_IF_ERROR(CheckDiskSpace(transport, report.plan, dir));
   Run run{.transport = transport, .addresses = addresses, .sparkctl = sparkctl, .dir = dir,
-          .options = options, .token = RandomToken(), .report = &report};
+          .options = options, .key = NewSyncKey(), .session = RandomSession(),
+          .report = &report};
+  for (const auto& t : report.plan.transfers) {
+    report.addresses[t.from] = addresses.at(t.from) + ":" + std::to_string(options.port);
+  }
   SPARK_RETURN_IF_ERROR(Execute(run, report.plan));
   verify.create_dir = false;
   SPARK_ASSIGN_OR_RETURN(report.after,
@@ -319,6 +327,73 @@ Result<SyncReport> SyncNodes(ssh::Transport& transport, const std::vector<std::s
   report.seconds = std::chrono::duration<double>(Clock::now() - started).count();
   return report;
 }
+
+std::map<std::string, std::string> FabricSyncAddresses(const netplan::ClusterSpec& cluster,
+                                                       std::string* why) {
+  Result<netplan::AddressPlan> plan = netplan::BuildAddressPlan(cluster);
+  if (!plan.ok()) {
+    *why = "no fabric plan (" + plan.status().message() + ")";
+    return {};
+  }
+  std::map<std::string, std::string> out;
+  const auto& nodes = plan->nodes;  // by rank, as RingOrder
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const int successor = nodes[(i + 1) % nodes.size()].rank;
+    const netplan::FabricInterface* pick = nullptr;
+    for (const auto& f : nodes[i].interfaces) {
+      if (f.peer_rank == successor && (!pick || f.twin < pick->twin)) pick = &f;
+    }
+    if (!pick && !nodes[i].interfaces.empty()) pick = &nodes[i].interfaces.front();
+    if (pick) out[nodes[i].name] = pick->address.ip.ToString();
+  }
+  return out;
+}
+
+namespace {
+
+// Management addresses, replaced by the fabric address of every source whose successor reaches
+// it. Each source that stays on the management LAN adds a warning.
+std::map<std::string, std::string> SyncAddresses(ssh::Transport& transport,
+                                                 const netplan::ClusterSpec& cluster,
+                                                 std::vector<std::string>* warnings) {
+  std::map<std::string, std::string> addresses;
+  for (const auto& n : cluster.nodes) addresses[n.name] = n.address;
+  std::string why;
+  std::map<std::string, std::string> fabric = FabricSyncAddresses(cluster, &why);
+  if (fabric.empty()) {
+    warnings->push_back("weights go over the management LAN: " + why +
+                        "; run `sparkctl discover` and `sparkctl net apply` for the fabric");
+    return addresses;
+  }
+  const std::vector<std::string> ring = RingOrder(cluster);
+  std::vector<std::string> receivers;
+  for (size_t i = 0; i < ring.size(); ++i) receivers.push_back(ring[(i + 1) % ring.size()]);
+  auto reached = ssh::ForEachNode<bool>(receivers, [&](const std::string& to) -> Result<bool> {
+    size_t i = std::find(receivers.begin(), receivers.end(), to) - receivers.begin();
+    auto it = fabric.find(ring[i]);
+    if (it == fabric.end()) return false;
+    SPARK_ASSIGN_OR_RETURN(ssh::CommandResult r,
+                           transport.Run(to, "ping -n -q -c 2 -i 0.2 -W 1 " + it->second));
+    return r.ok();
+  });
+  for (size_t i = 0; i < ring.size(); ++i) {
+    auto it = fabric.find(ring[i]);
+    if (reached[i].ok() && *reached[i] && it != fabric.end()) {
+      addresses[ring[i]] = it->second;
+      continue;
+    }
+    warnings->push_back(
+        ring[i] + " serves " + receivers[i] + " over the management LAN: " +
+        (it == fabric.end() ? "it has no fabric address"
+                            : receivers[i] + " cannot reach its fabric address " + it->second +
+                                  (reached[i].ok() ? "" : " (" + reached[i].status().message() +
+                                                              ")")) +
+        "; check the fabric with `sparkctl net verify`");
+  }
+  return addresses;
+}
+
+}  // namespace
 
 Result<SyncReport> SyncOnAllNodes(ssh::Transport& transport, const netplan::ClusterSpec& cluster,
                                   const profile::Profile& profile, const SyncOptions& options) {
@@ -328,10 +403,15 @@ Result<SyncReport> SyncOnAllNodes(ssh::Transport& transport, const netplan::Clus
   }
   Result<std::string> text = ReadWholeFile(path);
   if (!text.ok()) return text.status().WithContext(profile.source_file + ": model.manifest");
-  std::map<std::string, std::string> addresses;
-  for (const auto& n : cluster.nodes) addresses[n.name] = n.address;
-  return SyncNodes(transport, RingOrder(cluster), addresses, path, *text, profile.model.path,
-                   options);
+  std::vector<std::string> warnings;
+  std::map<std::string, std::string> addresses = SyncAddresses(transport, cluster, &warnings);
+  for (const auto& w : warnings) {
+    if (options.on_event) options.on_event("warning: " + w);
+  }
+  Result<SyncReport> report = SyncNodes(transport, RingOrder(cluster), addresses, path, *text,
+                                        profile.model.path, options);
+  if (report.ok()) report->warnings = std::move(warnings);
+  return report;
 }
 
 }  // namespace spark::weights

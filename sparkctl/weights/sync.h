@@ -9,8 +9,11 @@
 // Pipelining is per file: every receiver works through the manifest's files in order and starts
 // file k as soon as its predecessor holds it, so while node r fetches file k from r-1, node r+1
 // fetches file k-1 from r — all hops busy at once for multi-file checkpoints.
-// Addresses: the management address of cluster.yaml (the fabric addresses are assigned by
-// `sparkctl net apply` and not recorded in the inventory yet).
+// Addresses: a node serves its ring successor at its fabric address on the cable between them
+// (20x the management link) when the fabric is up, i.e. the successor reaches that address;
+// otherwise at its management address, with a warning that says why.
+// Authentication: one random key per sync, handed to every serve and fetch over SSH on their
+// stdin; a stream without it is refused (sync_node.h has the handshake).
 // Servers are started detached (setsid) and stopped with a QUIT at the end, because the SSH
 // transport runs one command per node at a time: a server held in a running command would block
 // its own node's fetches.
@@ -66,6 +69,8 @@ struct SyncOptions {
 struct SyncReport {
   SyncPlan plan;
   std::vector<std::string> errors;  // one per failed transfer / server, naming node and file
+  std::map<std::string, std::string> addresses;  // serving node -> "ADDR:PORT" it served at
+  std::vector<std::string> warnings;             // e.g. the fabric is down: management LAN
   uint64_t bytes_moved = 0;
   double seconds = 0;
   ClusterVerifyReport after;  // the final verify (empty when plan_only)
@@ -82,7 +87,16 @@ Result<SyncReport> SyncNodes(ssh::Transport& transport, const std::vector<std::s
                              const std::string& manifest_path, const std::string& manifest_text,
                              const std::string& dir, const SyncOptions& options = {});
 
-// SyncNodes for a profile's manifest and model.path on the inventory's nodes (ring order).
+// Pure: the fabric address at which each node of a discovered inventory serves its ring
+// successor: its address on the cable to it (twin a first), or its first fabric address when
+// the two are not cabled (a line's ends, switched fabrics: rail 0). Empty when the inventory
+// has no fabric plan (not discovered); the reason in *why.
+std::map<std::string, std::string> FabricSyncAddresses(const netplan::ClusterSpec& cluster,
+                                                       std::string* why);
+
+// SyncNodes for a profile's manifest and model.path on the inventory's nodes (ring order), over
+// the fabric where each receiver reaches its source's fabric address (one ping over SSH per
+// receiver), else over the management LAN with a warning (SyncReport::warnings, on_event).
 Result<SyncReport> SyncOnAllNodes(ssh::Transport& transport, const netplan::ClusterSpec& cluster,
                                   const profile::Profile& profile, const SyncOptions& options = {});
 

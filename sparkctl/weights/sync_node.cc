@@ -13,11 +13,19 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <filesystem>
 #include <mutex>
+#include <sstream>
 #include <thread>
 #include <vector>
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
 
 #include "base/strings.h"
 #include "sparkctl/weights/manifest.h"
@@ -28,7 +36,7 @@ namespace spark::weights {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr std::string_view kProto = "SPARKCTL-SYNC/1";
+constexpr std::string_view kProto = "SPARKCTL-SYNC/2";
 constexpr size_t kChunk = 4u << 20;
 
 // Closes a file descriptor on scope exit.
@@ -71,6 +79,67 @@ bool ReadLine(int fd, std::string* line) {
   return false;
 }
 
+std::string Hex(const unsigned char* data, size_t n) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  for (size_t i = 0; i < n; ++i) {
+    out += kDigits[data[i] >> 4];
+    out += kDigits[data[i] & 15];
+  }
+  return out;
+}
+
+std::string RandomHex(size_t bytes) {
+  std::vector<unsigned char> buf(bytes);
+  if (RAND_bytes(buf.data(), static_cast<int>(buf.size())) != 1) {
+    // Without a working CSPRNG no key or nonce can be trusted; there is no safe fallback.
+    std::fprintf(stderr, "sparkctl: the system's random generator failed (OpenSSL RAND_bytes)\n");
+    std::abort();
+  }
+  return Hex(buf.data(), buf.size());
+}
+
+std::string Mac(const std::string& key, const std::string& message) {
+  unsigned char out[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
+       reinterpret_cast<const unsigned char*>(message.data()), message.size(), out, &len);
+  return Hex(out, len);
+}
+
+bool SameMac(const std::string& a, const std::string& b) {
+  return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+}
+
+// Client side of the handshake: HELLO, check the server's proof, send the MAC'd request.
+// PermissionDenied when the server does not prove it holds the key.
+Status Authenticate(int sock, const std::string& from, const std::string& key,
+                    const std::string& request) {
+  const std::string client_nonce = RandomHex(16);
+  std::string line;
+  if (!SendAll(sock, std::string(kProto) + " HELLO " + client_nonce + "\n") ||
+      !ReadLine(sock, &line)) {
+    return UnavailableError(LocalHostname() + ": " + from + " closed the connection during the "
+                            "handshake; rerun sync");
+  }
+  std::istringstream words(line);
+  std::string verb, server_nonce, proof;
+  words >> verb >> server_nonce >> proof;
+  if (verb != "CHALLENGE" || server_nonce.size() != 32 ||
+      !SameMac(proof, Mac(key, "server " + client_nonce + " " + server_nonce))) {
+    return PermissionDeniedError(
+        LocalHostname() + ": " + from + " did not prove it holds this sync's key (" +
+        (line.rfind("ERR ", 0) == 0 ? line.substr(4) : "answered \"" + line.substr(0, 80) + "\"") +
+        "): another host answers on that address, or a server of another sync runs there; "
+        "nothing was written");
+  }
+  std::string mac = Mac(key, "client " + client_nonce + " " + server_nonce + " " + request);
+  if (!SendAll(sock, mac + " " + request + "\n")) {
+    return UnavailableError(LocalHostname() + ": " + from + " closed the connection; rerun sync");
+  }
+  return Status::Ok();
+}
+
 struct ServerState {
   const ServeOptions* options;
   std::mutex mu;
@@ -107,29 +176,41 @@ void SendFileBody(ServerState& state, int sock, int file, uint64_t offset, uint6
 
 void HandleConnection(ServerState& state, int sock) {
   Fd guard(sock);
+  auto reply_error = [&](const std::string& m) { SendAll(sock, "ERR " + m + "\n"); };
   std::string line;
   if (!ReadLine(sock, &line)) return;
-  std::vector<std::string> parts;
-  size_t start = 0;
-  for (int k = 0; k < 4 && start <= line.size(); ++k) {  // path (last) may contain spaces
-    size_t sp = k == 3 ? std::string::npos : line.find(' ', start);
-    parts.push_back(line.substr(start, sp == std::string::npos ? std::string::npos : sp - start));
-    if (sp == std::string::npos) break;
-    start = sp + 1;
+  std::istringstream hello(line);
+  std::string proto, verb, client_nonce;
+  hello >> proto >> verb >> client_nonce;
+  if (proto != kProto || verb != "HELLO" || client_nonce.size() != 32) {
+    return reply_error("bad request: expected \"" + std::string(kProto) +
+                       " HELLO <nonce>\" (an older sparkctl? install the same version everywhere)");
   }
-  auto reply_error = [&](const std::string& m) { SendAll(sock, "ERR " + m + "\n"); };
-  if (parts.size() < 3 || parts[0] != kProto) return reply_error("bad request");
-  if (parts[2] != state.options->token) return reply_error("wrong token (another sync's server?)");
-  if (parts[1] == "QUIT") {
+  const std::string& key = state.options->key;
+  const std::string server_nonce = RandomHex(16);
+  if (!SendAll(sock, "CHALLENGE " + server_nonce + " " +
+                         Mac(key, "server " + client_nonce + " " + server_nonce) + "\n") ||
+      !ReadLine(sock, &line)) {
+    return;
+  }
+  size_t sp0 = line.find(' ');
+  std::string mac = line.substr(0, sp0);
+  std::string request = sp0 == std::string::npos ? "" : line.substr(sp0 + 1);
+  if (!SameMac(mac, Mac(key, "client " + client_nonce + " " + server_nonce + " " + request))) {
+    return reply_error("not authenticated: the request does not carry this sync's key");
+  }
+  if (request == "QUIT") {
     state.quit = true;
     SendAll(sock, "OK 0\n");
     return;
   }
-  if (parts[1] != "GET" || parts.size() != 4) return reply_error("bad request");
-  size_t sp = parts[3].find(' ');
+  // "GET <offset> <relative path>"; the path (last) may contain spaces.
+  if (request.rfind("GET ", 0) != 0) return reply_error("bad request");
+  const std::string rest = request.substr(4);
+  size_t sp = rest.find(' ');
   if (sp == std::string::npos) return reply_error("bad request");
-  uint64_t offset = std::strtoull(parts[3].substr(0, sp).c_str(), nullptr, 10);
-  std::string rel = parts[3].substr(sp + 1);
+  uint64_t offset = std::strtoull(rest.substr(0, sp).c_str(), nullptr, 10);
+  std::string rel = rest.substr(sp + 1);
   if (Status s = CheckRelativePath(rel); !s.ok()) return reply_error(s.message());
   std::string path = state.options->dir + "/" + rel;
   Fd file(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
@@ -289,6 +370,30 @@ Status Finalize(const FetchOptions& o, const std::string& partial, const std::st
 
 }  // namespace
 
+std::string NewSyncKey() { return RandomHex(32); }
+
+Result<std::string> ReadSyncKey(const std::string& path) {
+  std::string line;
+  if (path == "-") {
+    char buf[512];
+    if (std::fgets(buf, sizeof buf, stdin) != nullptr) line = buf;
+    // A detached server must not keep its SSH channel open through stdin.
+    if (std::freopen("/dev/null", "r", stdin) == nullptr) return ErrnoError(errno, "/dev/null");
+  } else {
+    std::ifstream in(path);
+    if (!in) return ErrnoError(errno, path);
+    std::getline(in, line);
+  }
+  while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.pop_back();
+  if (line.size() < kMinKeyLength) {
+    return InvalidArgumentError((path == "-" ? std::string("stdin") : path) +
+                                ": the sync key must have at least " +
+                                std::to_string(kMinKeyLength) + " characters (`sparkctl "
+                                "weights sync` makes one per run)");
+  }
+  return line;
+}
+
 std::string PartialPath(const std::string& dir, const std::string& file) {
   std::filesystem::path p = std::filesystem::path(dir) / file;
   return (p.parent_path() / ("." + p.filename().string() + std::string(kPartialSuffix))).string();
@@ -313,7 +418,10 @@ Result<std::pair<std::string, int>> ParseHostPort(std::string_view text) {
 }
 
 Status ServeFiles(const ServeOptions& o) {
-  if (o.token.empty()) return InvalidArgumentError("serve: --token must not be empty");
+  if (o.key.size() < kMinKeyLength) {
+    return InvalidArgumentError("serve: the key must have at least " +
+                                std::to_string(kMinKeyLength) + " characters");
+  }
   struct stat st {};
   if (::stat(o.dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
     return InvalidArgumentError(LocalHostname() + ": serve: " + o.dir + " is not a directory");
@@ -387,10 +495,10 @@ Result<FetchResult> FetchFile(const FetchOptions& o) {
   if (resume < o.size || o.size == 0) {
     SPARK_ASSIGN_OR_RETURN(int sock_fd, Connect(o.from, o.connect_timeout));
     Fd sock(sock_fd);
-    std::string request = std::string(kProto) + " GET " + o.token + " " +
-                          std::to_string(resume) + " " + o.file + "\n";
+    SPARK_RETURN_IF_ERROR(
+        Authenticate(sock_fd, o.from, o.key, "GET " + std::to_string(resume) + " " + o.file));
     std::string header;
-    if (!SendAll(sock_fd, request) || !ReadLine(sock_fd, &header)) {
+    if (!ReadLine(sock_fd, &header)) {
       return UnavailableError(LocalHostname() + ": " + o.from + " closed the connection before "
                               "answering for " + o.file + "; rerun sync");
     }
@@ -412,13 +520,13 @@ Result<FetchResult> FetchFile(const FetchOptions& o) {
   return result;
 }
 
-Status SendQuit(const std::string& from, const std::string& token,
+Status SendQuit(const std::string& from, const std::string& key,
                 std::chrono::milliseconds timeout) {
   SPARK_ASSIGN_OR_RETURN(int sock_fd, Connect(from, timeout));
   Fd sock(sock_fd);
+  SPARK_RETURN_IF_ERROR(Authenticate(sock_fd, from, key, "QUIT"));
   std::string reply;
-  if (!SendAll(sock_fd, std::string(kProto) + " QUIT " + token + "\n") ||
-      !ReadLine(sock_fd, &reply) || reply.rfind("OK", 0) != 0) {
+  if (!ReadLine(sock_fd, &reply) || reply.rfind("OK", 0) != 0) {
     return UnavailableError("quit " + from + ": " + (reply.empty() ? "no answer" : reply));
   }
   return Status::Ok();

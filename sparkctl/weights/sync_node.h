@@ -3,13 +3,20 @@
 // (`sparkctl weights fetch`) on a node that needs one. The controller (sync.h) starts them over
 // SSH; bytes go node to node, never through the controller.
 //
-// Wire protocol (one request per connection, plain TCP):
-//   -> "SPARKCTL-SYNC/1 GET <token> <offset> <relative path>\n"
+// Wire protocol (one request per connection, TCP), authenticated with a per-sync key that the
+// controller generates and hands to both sides over SSH (on the commands' stdin: never on a
+// command line, in a file name or on the wire):
+//   -> "SPARKCTL-SYNC/2 HELLO <client nonce>\n"
+//   <- "CHALLENGE <server nonce> <HMAC(key, "server <client nonce> <server nonce>")>\n"
+//   -> "<HMAC(key, "client <client nonce> <server nonce> <request>")> <request>\n"
+//      request: "GET <offset> <relative path>" or "QUIT" (the server stops; sent when done)
 //   <- "OK <file size>\n" then the file's bytes from <offset> to its end, or "ERR <message>\n"
-//   -> "SPARKCTL-SYNC/1 QUIT <token>\n"   (the server stops; used by the controller when done)
-// The token is a random string the controller gives both sides: it keeps a stray client (or a
-// server left from another sync) from being used by mistake. It is not encryption: the
-// management/fabric networks are trusted, as for NCCL.
+// HMAC is HMAC-SHA-256 in hex; nonces are 128 random bits in hex. The server proves it holds
+// the key before the client sends anything, so a host on the network that answers in its place
+// is refused before a byte is written; a request without the key is refused before a file is
+// opened. The bytes themselves are not encrypted (the model files are not secret) and not
+// MAC'd: each file's SHA-256 comes from the manifest over SSH, and only a partial that matches
+// it is renamed into place, so bytes injected into the stream can never become a shard.
 //
 // Safety of the receiver's data: bytes land in "<dir>/<parent>/.<name>.sparkctl-partial", which
 // survives an interruption and is resumed from its size; only a partial whose SHA-256 matches the
@@ -32,12 +39,21 @@ namespace spark::weights {
 
 inline constexpr int kDefaultSyncPort = 51893;
 inline constexpr std::string_view kPartialSuffix = ".sparkctl-partial";
+inline constexpr size_t kMinKeyLength = 32;
+
+// A new random key: 64 hex digits (256 bits from the system's CSPRNG).
+std::string NewSyncKey();
+
+// The key in the first line of `path` ("-": standard input, which is then closed so a detached
+// server does not hold its SSH channel). InvalidArgument when shorter than kMinKeyLength,
+// NotFound / PermissionDenied naming the file.
+Result<std::string> ReadSyncKey(const std::string& path);
 
 struct ServeOptions {
   std::string dir;                // files are served relative to it
   std::string bind = "0.0.0.0";   // address to listen on
   int port = kDefaultSyncPort;    // 0: any free port (reported through on_listening)
-  std::string token;              // required in every request; must not be empty
+  std::string key;                // the sync's key (kMinKeyLength characters or more)
   // Exit after this long with no connection open (0: never): a server whose controller died
   // does not linger.
   std::chrono::seconds idle_exit{1800};
@@ -47,12 +63,12 @@ struct ServeOptions {
 };
 
 // Serves until QUIT, idle_exit or *stop. Unavailable when the port cannot be bound (names
-// address, port and errno); InvalidArgument for a missing dir or an empty token.
+// address, port and errno); InvalidArgument for a missing dir or a short key.
 Status ServeFiles(const ServeOptions& options);
 
 struct FetchOptions {
   std::string from;   // "HOST:PORT" of a ServeFiles
-  std::string token;
+  std::string key;    // the server's key
   std::string file;   // relative path, as in the manifest
   std::string dir;    // local model directory (created when missing)
   std::string sha256;  // expected, 64 hex digits
@@ -72,11 +88,12 @@ struct FetchResult {
 // ResourceExhausted (not enough free space: checked with statvfs before connecting, or ENOSPC),
 // Unavailable (cannot connect, or the transfer broke: the partial is kept for a resume),
 // DataLoss (the received bytes do not match the manifest: the partial is removed, the final
-// name untouched), FailedPrecondition (the server refused: unknown file, bad token).
+// name untouched), FailedPrecondition (the server refused: unknown file, wrong key),
+// PermissionDenied (the server could not prove it holds the key: nothing was written).
 Result<FetchResult> FetchFile(const FetchOptions& options);
 
 // Asks the server at "HOST:PORT" to stop. Unavailable when it cannot be reached.
-Status SendQuit(const std::string& from, const std::string& token,
+Status SendQuit(const std::string& from, const std::string& key,
                 std::chrono::milliseconds timeout = std::chrono::seconds(5));
 
 // "<dir>/a/.b.bin.sparkctl-partial" for file "a/b.bin".

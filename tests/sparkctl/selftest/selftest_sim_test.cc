@@ -1,6 +1,8 @@
 // selftest and the cluster all-reduce on a simulated four-node ring, through the real sparkctl
 // and spark-bench binaries, real sshd and veth cables: a healthy ring passes, a pulled cable
-// fails naming that cable, and the CPU all-reduce over 4 nodes sums exactly.
+// fails naming that cable, the control traffic stays on the WireGuard tunnel with the cable
+// pulled and falls back to the management LAN (with a warning) when the tunnel is down, and the
+// CPU all-reduce over 4 nodes sums exactly.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -31,6 +33,24 @@ class SelftestSimTest : public ::testing::Test {
     if (created_) Sh(kSparkctl + " sim destroy --name " + name_);
   }
   std::string Seed() const { return "/run/sparkctl-sim/" + name_ + "/cluster.yaml"; }
+  Output Exec(int rank, const std::string& cmd) {
+    return Sh(kSparkctl + " sim exec --name " + name_ + " " + std::to_string(rank) + " -- sh -c '" +
+              cmd + "'");
+  }
+  // selftest --json: the verdict of check `id` ("" when absent) and its `seen`.
+  std::pair<std::string, std::string> Verdict(const nlohmann::json& j, const std::string& id) {
+    for (const auto& c : j["checks"]) {
+      if (c["id"] == id) return {c["verdict"], c["seen"]};
+    }
+    return {"", ""};
+  }
+  nlohmann::json SelftestJson() {
+    Output o = Sh(kSparkctl + " selftest -c " + Seed() + " --json 2>/dev/null");
+    nlohmann::json j = nlohmann::json::parse(o.out.substr(std::min(o.out.find('{'), o.out.size())),
+                                             nullptr, false);
+    if (j.is_discarded()) ADD_FAILURE() << o.out;
+    return j;
+  }
 
   std::string name_ = "self4";
   bool created_ = false;
@@ -87,7 +107,33 @@ TEST_F(SelftestSimTest, RingPassesFailsOnAPulledCableAndAllReducesOnFourNodes) {
       << failing.out;
   EXPECT_NE(failing.out.find("fix: reseat or replace cable"), std::string::npos) << failing.out;
   std::cerr << failing.out;
+
+  // Control traffic rides the WireGuard tunnel, whose endpoints are the management addresses:
+  // with the cable still pulled and every TCP port but SSH closed on the management LAN, the
+  // rendezvous and Gloo of the all-reduce still work, so they went over the tunnel.
+  const std::string close_lan = "iptables -I INPUT -i enP7s7 -p tcp ! --dport 22 -j DROP";
+  for (int r = 0; r < 4; ++r) ASSERT_EQ(Exec(r, close_lan).exit_code, 0) << "rank " << r;
+  nlohmann::json cut = SelftestJson();
+  EXPECT_EQ(Verdict(cut, "CONTROL.PLANE").first, "ok") << cut.dump(1);
+  EXPECT_NE(Verdict(cut, "CONTROL.PLANE").second.find("WireGuard (sparkctl-wg0)"),
+            std::string::npos) << cut.dump(1);
+  EXPECT_EQ(Verdict(cut, "ALLREDUCE.CORRECT").first, "ok") << cut.dump(1);
+  for (int r = 0; r < 4; ++r) {
+    ASSERT_EQ(Exec(r, "iptables -D INPUT -i enP7s7 -p tcp ! --dport 22 -j DROP").exit_code, 0);
+  }
   ASSERT_EQ(Sh(kSparkctl + " sim fault --name " + name_ + " plug spark-1 0").exit_code, 0);
+
+  // A tunnel that is down moves the control traffic to the management LAN, with a warning that
+  // names the node; the all-reduce still passes.
+  ASSERT_EQ(Exec(2, "ip link set dev sparkctl-wg0 down").exit_code, 0);
+  nlohmann::json down = SelftestJson();
+  EXPECT_EQ(down["ok"], true) << down.dump(1);
+  EXPECT_EQ(Verdict(down, "CONTROL.PLANE").first, "warn") << down.dump(1);
+  EXPECT_NE(Verdict(down, "CONTROL.PLANE").second.find("spark-2: sparkctl-wg0 is down"),
+            std::string::npos) << down.dump(1);
+  EXPECT_EQ(Verdict(down, "NET.WIREGUARD").first, "warn") << down.dump(1);
+  EXPECT_EQ(Verdict(down, "ALLREDUCE.CORRECT").first, "ok") << down.dump(1);
+  ASSERT_EQ(Exec(2, "ip link set dev sparkctl-wg0 up").exit_code, 0);
 
   // The CPU all-reduce: one Gloo rank per node, every sum checked.
   Output bench = Sh(kSparkctl + " bench allreduce --cluster " + Seed() +

@@ -41,6 +41,23 @@ TEST(LaunchPlanTest, OneRankPerNodeInRankOrder) {
   EXPECT_EQ(plan->served_name, "qwen3-tiny-demo");
 }
 
+TEST(LaunchPlanTest, ControlTrafficUsesTheControlAddresses) {
+  LaunchOptions o;
+  for (int r = 0; r < 4; ++r) {
+    o.control_addresses["spark-" + std::to_string(r)] = "10.253.255." + std::to_string(r + 1);
+  }
+  auto plan = PlanLaunch(DemoProfile(), Ring(), o);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  for (const RankLaunch& rank : plan->ranks) {
+    EXPECT_TRUE(Has(rank.argv, "--master-addr", "10.253.255.1")) << "rank 0's tunnel address";
+    EXPECT_EQ(rank.control_address, "10.253.255." + std::to_string(rank.rank + 1));
+    EXPECT_EQ(rank.address, "198.19.0." + std::to_string(rank.rank + 10)) << "SSH stays";
+  }
+  auto plain = PlanLaunch(DemoProfile(), Ring(), {});
+  ASSERT_TRUE(plain.ok());
+  EXPECT_NE(plain->hash, plan->hash) << "moving the control traffic restarts the model";
+}
+
 TEST(LaunchPlanTest, WeightDtypeAndCudaGraphsReachTheEngine) {
   profile::Profile base = DemoProfile();
   base.engine.kv_cache.dtype = profile::KvCacheDtype::kAuto;

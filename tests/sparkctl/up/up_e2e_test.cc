@@ -183,6 +183,17 @@ void ServeChatAndStop(Cluster& c, bool kill_and_recover) {
   ASSERT_EQ(up.exit_code, 0) << up.out;
   EXPECT_EQ(Json(up.out)["action"], "started") << up.out;
   EXPECT_EQ(c.Status()["health"], "ready");
+  // The ranks' rendezvous and Gloo ran over the WireGuard tunnel.
+  bool control = false;
+  const nlohmann::json report = Json(up.out);
+  for (const auto& step : report["steps"]) {
+    if (step["name"] != "control-plane") continue;
+    control = true;
+    EXPECT_EQ(step["result"], "ok") << step.dump();
+    EXPECT_NE(step["detail"].get<std::string>().find("WireGuard (sparkctl-wg0)"),
+              std::string::npos) << step.dump();
+  }
+  EXPECT_TRUE(control) << "no control-plane step: " << up.out;
 
   Output chat = c.Chat();
   if (chat.exit_code == 77) {

@@ -1,9 +1,14 @@
 // The node-side file server and fetcher of `weights sync` on loopback: a fetch lands a verified
 // file; a server killed mid-transfer leaves a partial that the next fetch resumes; a corrupt
 // source is detected and never renamed into place; a good file is never overwritten; a disk
-// too small is refused before any byte moves (root: small tmpfs).
+// too small is refused before any byte moves (root: small tmpfs); a server or a stream without
+// the sync's key is refused.
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
@@ -21,7 +26,7 @@ namespace {
 
 using namespace testing;  // NOLINT: test helpers
 
-constexpr char kToken[] = "t0k3n";
+constexpr char kKey[] = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 
 // A ServeFiles on 127.0.0.1, any free port, in a thread; stopped (like a kill) on Stop().
 class Server {
@@ -30,7 +35,7 @@ class Server {
     options_.dir = dir;
     options_.bind = "127.0.0.1";
     options_.port = 0;
-    options_.token = kToken;
+    options_.key = kKey;
     options_.rate_limit = rate_limit;
     options_.stop = &stop_;
     std::promise<int> port;
@@ -61,7 +66,7 @@ class Server {
 class SyncNodeTest : public ::testing::Test {
  protected:
   FetchOptions Fetch(const std::string& from, const std::string& file, const std::string& data) {
-    return FetchOptions{.from = from, .token = kToken, .file = file, .dir = dst_.path(),
+    return FetchOptions{.from = from, .key = kKey, .file = file, .dir = dst_.path(),
                         .sha256 = Sha256Hex(data), .size = data.size(),
                         .connect_timeout = std::chrono::seconds(2)};
   }
@@ -161,21 +166,81 @@ TEST_F(SyncNodeTest, GoodFileIsNeverOverwritten) {
   EXPECT_EQ(before.st_ctim.tv_nsec, after.st_ctim.tv_nsec);
 }
 
-TEST_F(SyncNodeTest, WrongTokenAndEscapingPathsAreRefused) {
+TEST_F(SyncNodeTest, AServerWithoutTheKeyIsRefusedBeforeAnythingIsWritten) {
   std::string data = RandomBytes(100, 6);
   WriteBytes(src_ / "a.bin", data);
   Server server(src_.path());
   FetchOptions o = Fetch(server.address(), "a.bin", data);
-  o.token = "other";
+  o.key = std::string(64, 'f');  // another sync's key: the server cannot prove ours
   Result<FetchResult> r = FetchFile(o);
-  EXPECT_EQ(r.status().code(), StatusCode::kFailedPrecondition);
-  EXPECT_NE(r.status().message().find("wrong token"), std::string::npos) << r.status().message();
-  o = Fetch(server.address(), "../a.bin", data);
+  EXPECT_EQ(r.status().code(), StatusCode::kPermissionDenied);
+  EXPECT_NE(r.status().message().find("did not prove it holds this sync's key"),
+            std::string::npos) << r.status().message();
+  EXPECT_FALSE(std::filesystem::exists(PartialPath(dst_.path(), "a.bin")));
+  EXPECT_FALSE(std::filesystem::exists(dst_ / "a.bin"));
+  EXPECT_FALSE(SendQuit(server.address(), std::string(64, 'f')).ok());
+}
+
+// What a host on the network without the key can send: the old request, or a request after
+// the handshake with a made-up MAC. Both get an ERR line and not one byte of the file.
+std::string RawExchange(const std::string& address, const std::vector<std::string>& lines) {
+  auto hp = ParseHostPort(address);
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(hp->second));
+  ::inet_pton(AF_INET, hp->first.c_str(), &addr.sin_addr);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) return "no connect";
+  std::string got;
+  char buf[4096];
+  for (const auto& l : lines) {
+    if (::send(fd, l.data(), l.size(), MSG_NOSIGNAL) < 0) break;
+    ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) break;
+    got.append(buf, static_cast<size_t>(n));
+  }
+  for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) got.append(buf, static_cast<size_t>(n));
+  ::close(fd);
+  return got;
+}
+
+TEST_F(SyncNodeTest, AStreamWithoutTheKeyIsRefused) {
+  std::string data = "SECRET-SHARD-BYTES";
+  WriteBytes(src_ / "a.bin", data);
+  Server server(src_.path());
+  std::string old = RawExchange(server.address(), {"SPARKCTL-SYNC/1 GET t0k3n 0 a.bin\n"});
+  EXPECT_EQ(old.rfind("ERR bad request", 0), 0u) << old;
+  std::string forged = RawExchange(
+      server.address(), {"SPARKCTL-SYNC/2 HELLO " + std::string(32, 'a') + "\n",
+                         std::string(64, '0') + " GET 0 a.bin\n"});
+  EXPECT_EQ(forged.rfind("CHALLENGE ", 0), 0u) << forged;
+  EXPECT_NE(forged.find("ERR not authenticated"), std::string::npos) << forged;
+  EXPECT_EQ(forged.find("SECRET"), std::string::npos) << "no file bytes without the key";
+  EXPECT_EQ(forged.find("OK "), std::string::npos) << forged;
+}
+
+TEST_F(SyncNodeTest, EscapingPathsAndUnknownFilesAreRefused) {
+  std::string data = RandomBytes(100, 6);
+  WriteBytes(src_ / "a.bin", data);
+  Server server(src_.path());
+  FetchOptions o = Fetch(server.address(), "../a.bin", data);
   EXPECT_EQ(FetchFile(o).status().code(), StatusCode::kInvalidArgument);
   o = Fetch(server.address(), "nope.bin", data);
-  r = FetchFile(o);
+  Result<FetchResult> r = FetchFile(o);
   EXPECT_EQ(r.status().code(), StatusCode::kFailedPrecondition);
   EXPECT_NE(r.status().message().find("nope.bin"), std::string::npos);
+}
+
+TEST(SyncKeyTest, KeysAreLongRandomAndReadFromTheirFirstLine) {
+  std::string a = NewSyncKey(), b = NewSyncKey();
+  EXPECT_EQ(a.size(), 64u);
+  EXPECT_NE(a, b);
+  ScratchDir dir;
+  WriteBytes(dir / "key", a + "\nignored\n");
+  EXPECT_EQ(*ReadSyncKey(dir / "key"), a);
+  WriteBytes(dir / "short", "abc\n");
+  EXPECT_EQ(ReadSyncKey(dir / "short").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_FALSE(ReadSyncKey(dir / "absent").ok());
 }
 
 TEST_F(SyncNodeTest, NoServerIsUnavailableNamingTheAddress) {
@@ -189,7 +254,7 @@ TEST_F(SyncNodeTest, NoServerIsUnavailableNamingTheAddress) {
 
 TEST_F(SyncNodeTest, QuitStopsTheServer) {
   Server server(src_.path());
-  ASSERT_TRUE(SendQuit(server.address(), kToken).ok());
+  ASSERT_TRUE(SendQuit(server.address(), kKey).ok());
   server.Wait();
   EXPECT_TRUE(server.status().ok());
 }

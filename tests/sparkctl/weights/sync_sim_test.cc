@@ -2,7 +2,9 @@
 // binary, real sshd and real TCP between the node namespaces. Only rank 0 starts with the files
 // (rank 2 with a corrupt copy of one); sync must bring every rank to a verified copy.
 // model.path lies under /run, which is a private tmpfs in every simulated node, so each node
-// really keeps its own copy. Needs root; skipped otherwise.
+// really keeps its own copy. With the fabric applied, sync goes over the fabric addresses (the
+// management LAN's sync port is closed to prove it), and a server or a stream without the
+// sync's key is refused. Needs root; skipped otherwise.
 #include <unistd.h>
 
 #include <filesystem>
@@ -117,6 +119,10 @@ TEST_F(SyncSimTest, OnlyRankZeroHasTheFilesAndSyncFixesEveryRank) {
   EXPECT_EQ(s["transfers"][0]["from"], "spark-0");
   EXPECT_EQ(s["transfers"][0]["to"], "spark-1");
   EXPECT_EQ(s["errors"].size(), 0u) << sync.out;
+  // Not discovered, so no fabric plan: the management LAN, and a warning that says so.
+  EXPECT_NE(s["warnings"].dump().find("weights go over the management LAN"), std::string::npos)
+      << sync.out;
+  EXPECT_EQ(s["transfers"][0]["via"], "198.19.0.10:51893") << sync.out;
 
   Output after = Sh(kSparkctl + " weights verify --json" + Args());
   EXPECT_EQ(after.exit_code, 0) << after.out;
@@ -130,6 +136,53 @@ TEST_F(SyncSimTest, OnlyRankZeroHasTheFilesAndSyncFixesEveryRank) {
   Output again = Sh(kSparkctl + " weights sync --json" + Args());
   EXPECT_EQ(again.exit_code, 0);
   EXPECT_EQ(Json(again)["transfers"].size(), 0u) << "nothing left to copy";
+}
+
+TEST_F(SyncSimTest, WithTheFabricUpSyncGoesOverTheFabricAndNeedsTheKey) {
+  const std::string seed = "/run/sparkctl-sim/" + kSim + "/cluster.yaml";
+  ASSERT_EQ(Sh(kSparkctl + " discover -c " + seed).exit_code, 0) << LastStderr();
+  ASSERT_EQ(Sh(kSparkctl + " net apply -c " + seed + " --yes").exit_code, 0) << LastStderr();
+  // Only the fabric can carry the sync now: its port is closed on the management LAN.
+  for (int r = 0; r < 4; ++r) {
+    ASSERT_EQ(Exec(r, "iptables -I INPUT -i enP7s7 -p tcp --dport 51893 -j DROP").exit_code, 0);
+  }
+  Output sync = Sh(kSparkctl + " weights sync --json" + Args());
+  nlohmann::json s = Json(sync);
+  EXPECT_EQ(sync.exit_code, 0) << sync.out << LastStderr();
+  EXPECT_EQ(s["warnings"].size(), 0u) << sync.out;
+  ASSERT_EQ(s["transfers"].size(), 9u) << sync.out;
+  // spark-0 serves spark-1 over cable 0 (spark-0 p0 twin a: 198.18.0.1), and so on round.
+  EXPECT_EQ(s["transfers"][0]["via"], "198.18.0.1:51893") << sync.out;
+  for (const auto& t : s["transfers"]) {
+    EXPECT_EQ(t["via"].get<std::string>().rfind("198.18.", 0), 0u) << t.dump();
+  }
+  EXPECT_EQ(Sh(kSparkctl + " weights verify --json" + Args()).exit_code, 0);
+
+  // A server of this test with its own key on rank 0's fabric address.
+  const std::string key = std::string(64, 'a'), other = std::string(64, 'b');
+  ASSERT_EQ(Exec(0, "echo " + key + " | setsid " + kSparkctl + " weights serve --dir " + kModel +
+                    " --port 51999 --idle-exit 60 --key-file - >/dev/null 2>&1 &").exit_code, 0);
+  const std::string from = " --from 198.18.0.1:51999";
+  Output wrong = Exec(1, "echo " + other + " | " + kSparkctl + " weights fetch" + from +
+                         " --key-file - --file a.bin --dir /run/wsync4-other --sha256 " +
+                         std::string(64, '0') + " --size 1 --connect-timeout-ms 5000");
+  EXPECT_NE(wrong.exit_code, 0);
+  EXPECT_NE(LastStderr().find("did not prove it holds this sync's key"), std::string::npos)
+      << LastStderr();
+  EXPECT_EQ(Exec(1, "ls /run/wsync4-other 2>/dev/null | wc -l").out, "0\n") << "nothing written";
+  // Raw streams without the key: the old request, and a request with a made-up MAC.
+  const std::string tcp = "exec 3<>/dev/tcp/198.18.0.1/51999; ";
+  Output old = Exec(1, "bash -c \"" + tcp + "echo SPARKCTL-SYNC/1 GET x 0 a.bin >&3; cat <&3\"");
+  EXPECT_EQ(old.out.rfind("ERR bad request", 0), 0u) << old.out;
+  Output forged = Exec(1, "bash -c \"" + tcp + "echo SPARKCTL-SYNC/2 HELLO " +
+                          std::string(32, 'c') + " >&3; read -r c <&3; echo \\$c; echo " +
+                          std::string(64, '0') + " GET 0 a.bin >&3; cat <&3\"");
+  EXPECT_EQ(forged.out.rfind("CHALLENGE ", 0), 0u) << forged.out;
+  EXPECT_NE(forged.out.find("ERR not authenticated"), std::string::npos) << forged.out;
+  EXPECT_EQ(forged.out.find("OK "), std::string::npos) << forged.out;
+  EXPECT_EQ(Exec(0, "echo " + key + " | " + kSparkctl +
+                    " weights fetch --quit --from 127.0.0.1:51999 --key-file -").exit_code, 0)
+      << LastStderr();
 }
 
 }  // namespace
