@@ -288,8 +288,8 @@ ModelConfig Defaults() {
   return c;
 }
 
-Status Validate(const ModelConfig& c, const std::string& path) {
-  FieldErrors e;
+// Adds every inconsistent field to `e`.
+void Validate(const ModelConfig& c, FieldErrors& e) {
   const DeepseekV4Settings& d = c.dsv4;
   auto positive = [&](const char* key, int v) {
     if (v <= 0) e.Add(key, "must be > 0, got " + std::to_string(v));
@@ -316,8 +316,6 @@ Status Validate(const ModelConfig& c, const std::string& path) {
   if (d.swiglu_limit < 0) e.Add("swiglu_limit", "must be >= 0");
   CheckSchedule(c, e);
   CheckEngram(c, e);
-  SPARK_RETURN_IF_ERROR(e.ToStatus(path));
-  return c.Validate(path);
 }
 
 Result<ModelConfig> ParseText(const json& doc, const std::string& path) {
@@ -337,8 +335,9 @@ Result<ModelConfig> ParseText(const json& doc, const std::string& path) {
         compressed ? core::AttentionType::kCompressedSparse : core::AttentionType::kSliding,
         core::MlpType::kMoe};
   }
+  Validate(c, errors);
   SPARK_RETURN_IF_ERROR(errors.ToStatus(path));
-  SPARK_RETURN_IF_ERROR(Validate(c, path));
+  SPARK_RETURN_IF_ERROR(c.Validate(path));
   return c;
 }
 

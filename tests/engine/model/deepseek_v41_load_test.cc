@@ -1,0 +1,286 @@
+// DeepSeek-V4.1 loading: both config.json forms and the reference's derived defaults, the Engram
+// hashing front end against the values the reference exported (engram.json: multipliers,
+// primes, offsets, hash ids, numpy RNG internals, also at the released Flash sizes), and precise
+// errors for missing, mis-shaped and unexpected tensors and short Engram tables.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "engine/model/deepseek_v4/tensor_source.h"
+#include "engine/model/deepseek_v41/engram_hash.h"
+#include "engine/model/deepseek_v41/weights.h"
+#include "engine/model/model_family.h"
+#include "tests/engine/core/safetensors_writer.h"
+
+namespace spark::engine::model::dsv41 {
+namespace {
+
+using nlohmann::json;
+
+std::string FixtureDir(const std::string& variant = "") {
+  return std::string(SPARK_SOURCE_DIR) + "/tests/fixtures/models/deepseek-v41-tiny" +
+         (variant.empty() ? "" : "/" + variant);
+}
+
+json ReadJson(const std::string& path) {
+  std::ifstream in(path);
+  return json::parse(in);
+}
+
+Result<core::ModelConfig> Parse(const json& doc) {
+  return ParseModelConfig(doc.dump(), "config.json");
+}
+
+TEST(DeepseekV41ConfigTest, FlatAndCompositeFormsAgree) {
+  auto flat = LoadModelConfig(FixtureDir());
+  ASSERT_TRUE(flat.ok()) << flat.status().message();
+  auto composite = LoadModelConfig(FixtureDir("release"));
+  ASSERT_TRUE(composite.ok()) << composite.status().message();
+  for (const core::ModelConfig* c : {&*flat, &*composite}) {
+    const core::DeepseekV41Settings& s = c->dsv41;
+    EXPECT_EQ(c->model_type, "deepseek_v41");
+    EXPECT_EQ(s.compress_ratios, (std::vector<int>{0, 2, 2, 1, 1}));  // 3 draft entries dropped
+    EXPECT_EQ(s.kv_source_layer_ids, (std::vector<int>{1, 3}));
+    EXPECT_EQ(s.index_source_layer_ids, (std::vector<int>{1, 3, 4}));
+    EXPECT_EQ(s.candidate_source_layer_id, 3);
+    EXPECT_EQ(s.engram_num_embeddings, (std::vector<int64_t>{304, 462}));
+    EXPECT_EQ(s.engram_compressed_vocab_size, 98627);
+    EXPECT_FLOAT_EQ(c->rms_norm_eps, 1e-20f);
+    EXPECT_EQ(c->dsv4.rope_head_dim, 8);
+    EXPECT_TRUE(c->dsv4.compress_yarn.enabled);
+    EXPECT_EQ(c->dsv4.compress_yarn.original_max_position_embeddings, 256);
+    EXPECT_EQ(c->residual_streams, 2);
+    EXPECT_EQ(s.KvSourceOf(2), 1);
+    EXPECT_EQ(s.IndexSourceOf(4), 4);
+    EXPECT_EQ(s.KvSourceOf(0), -1);
+  }
+}
+
+// Sources derived as DeepseekV41TextConfig derives them: the released schedule for 40 layers,
+// else the first layer of each same-ratio run; index sources = KV sources; the candidate source
+// the last KV source.
+TEST(DeepseekV41ConfigTest, DerivesTheSourcesAsTheReference) {
+  json doc = ReadJson(FixtureDir() + "/config.json");
+  for (const char* k : {"kv_source_layer_ids", "index_source_layer_ids",
+                        "candidate_source_layer_id", "engram_layer_ids", "engram_num_embeddings"}) {
+    doc.erase(k);
+  }
+  auto c = Parse(doc);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->dsv41.kv_source_layer_ids, (std::vector<int>{1, 3}));
+  EXPECT_EQ(c->dsv41.index_source_layer_ids, (std::vector<int>{1, 3}));
+  EXPECT_EQ(c->dsv41.candidate_source_layer_id, 3);
+  doc.erase("compress_ratios");
+  doc["num_hidden_layers"] = 40;
+  c = Parse(doc);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->dsv41.kv_source_layer_ids, (std::vector<int>{2, 8, 14, 20}));
+  EXPECT_EQ(c->dsv41.index_source_layer_ids, (std::vector<int>{2, 8, 14, 20, 24, 28, 32, 36}));
+  EXPECT_EQ(c->dsv41.candidate_source_layer_id, 20);
+  EXPECT_EQ(c->dsv41.compress_ratios[1], 0);
+  EXPECT_EQ(c->dsv41.compress_ratios[2], 2);
+  EXPECT_EQ(c->dsv41.compress_ratios[39], 1);
+  doc["num_hidden_layers"] = 7;  // scaled pattern: [0, 0, 2, 2, 2, 1, 1]
+  c = Parse(doc);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->dsv41.compress_ratios, (std::vector<int>{0, 0, 2, 2, 2, 1, 1}));
+  EXPECT_EQ(c->dsv41.kv_source_layer_ids, (std::vector<int>{2, 5}));
+}
+
+TEST(DeepseekV41ConfigTest, NamesEveryBadKey) {
+  json doc = ReadJson(FixtureDir() + "/config.json");
+  doc["scoring_func"] = "softmax";
+  doc["compress_ratios"] = {0, 2, 2, 1, 1, 0, 0, 0, 0};  // one more than 5 + 3 draft layers
+  doc["engram_num_embeddings"] = {304};
+  doc["index_source_layer_ids"] = {3, 4};  // layer 1 (a KV source) has no indexer
+  auto c = Parse(doc);
+  ASSERT_FALSE(c.ok());
+  const std::string m = c.status().message();
+  for (const char* key :
+       {"scoring_func", "compress_ratios", "engram_num_embeddings", "kv_source_layer_ids"}) {
+    EXPECT_NE(m.find(key), std::string::npos) << key << " in " << m;
+  }
+  json composite = ReadJson(FixtureDir("release") + "/config.json");
+  composite["quantization_config"]["quant_method"] = "awq";
+  c = Parse(composite);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("quantization_config.quant_method"), std::string::npos);
+}
+
+TEST(DeepseekV41EngramTest, NumpyGeneratorMatchesNumpy) {
+  const json flash = ReadJson(FixtureDir() + "/engram.json")["flash"];
+  for (const auto& [layer, rng] : flash["rng"].items()) {
+    const uint32_t seed = rng["seed"].get<uint32_t>();
+    const Pcg64Probe p = ProbePcg64(seed, 4);
+    const auto u128 = [](uint64_t hi, uint64_t lo) {
+      std::string s;
+      unsigned __int128 v = (static_cast<unsigned __int128>(hi) << 64) | lo;
+      do {
+        s.insert(s.begin(), static_cast<char>('0' + static_cast<int>(v % 10)));
+        v /= 10;
+      } while (v != 0);
+      return s;
+    };
+    EXPECT_EQ(u128(p.state_hi, p.state_lo), rng["pcg64_state_after_seeding"].get<std::string>());
+    EXPECT_EQ(u128(p.inc_hi, p.inc_lo), rng["pcg64_inc"].get<std::string>());
+    for (int i = 0; i < 4; ++i) {
+      EXPECT_EQ(std::to_string(p.first[i]), rng["first_next64"][i].get<std::string>()) << layer;
+    }
+  }
+}
+
+// Multipliers, primes, offsets and the hash ids of every position of the fixture's sequences
+// (tiny settings) and of a sample at the released Flash settings.
+TEST(DeepseekV41EngramTest, HashesAsTheReference) {
+  const json e = ReadJson(FixtureDir() + "/engram.json");
+  for (const char* which : {"fixture", "flash"}) {
+    const json& f = e[which];
+    core::DeepseekV41Settings s;
+    s.engram_layer_ids = f.contains("layer_ids") ? f["layer_ids"].get<std::vector<int>>()
+                                                 : f["engram_layer_ids"].get<std::vector<int>>();
+    s.engram_vocab_size = f.value("engram_vocab_size", int64_t{0});
+    s.engram_max_ngram_size = f.value("max_ngram_size", f.value("engram_max_ngram_size", 0));
+    s.engram_n_heads = f.value("n_heads", f.value("engram_n_heads", 0));
+    s.engram_compressed_vocab_size = f["compressed_vocab_size"].get<int>();
+    auto h = EngramHashing::Create(s, f["pad_id_compressed"].get<int64_t>());
+    ASSERT_TRUE(h.ok()) << h.status().message();
+    std::vector<std::vector<int64_t>> mult, primes, offsets;
+    for (int l = 0; l < h->layers(); ++l) {
+      mult.push_back(h->multipliers(l));
+      offsets.push_back(h->offsets(l));
+      std::vector<int64_t> flat;
+      for (const auto& per : f["primes"][l]) {
+        for (const auto& p : per) flat.push_back(p.get<int64_t>());
+      }
+      EXPECT_EQ(h->primes(l), flat) << which;
+    }
+    EXPECT_EQ(mult, f["multipliers"].get<decltype(mult)>()) << which;
+    EXPECT_EQ(offsets, f["offsets"].get<decltype(offsets)>()) << which;
+    std::vector<std::vector<int64_t>> sequences;  // compressed ids
+    std::vector<json> expected;
+    if (std::string(which) == "fixture") {
+      const auto map = f["token_map_first_vocab_size"].get<std::vector<int64_t>>();
+      for (const auto& c : f["cases"]) {
+        std::vector<int64_t> ids;
+        for (int id : c["ids"].get<std::vector<int>>()) ids.push_back(map[id]);
+        sequences.push_back(ids);
+        expected.push_back(c["hash_ids"]);
+      }
+    } else {
+      sequences.push_back(f["sample_compressed_ids"].get<std::vector<int64_t>>());
+      expected.push_back(f["sample_hash_ids"]);
+    }
+    for (size_t c = 0; c < sequences.size(); ++c) {
+      const std::vector<int64_t>& ids = sequences[c];
+      for (size_t p = 0; p < ids.size(); ++p) {
+        std::vector<int64_t> back(h->max_ngram(), -1);
+        for (int k = 0; k < h->max_ngram() && k <= static_cast<int>(p); ++k) back[k] = ids[p - k];
+        for (int l = 0; l < h->layers(); ++l) {
+          std::vector<int64_t> out(h->columns());
+          h->Hash(l, back, out.data());
+          ASSERT_EQ(out, expected[c][p][l].get<std::vector<int64_t>>())
+              << which << " sequence " << c << " position " << p << " layer " << l;
+        }
+      }
+    }
+    for (int l = 0; l < h->layers(); ++l) {
+      const int64_t rows =
+          (f.contains("num_embeddings") ? f["num_embeddings"] : f["engram_num_embeddings"])[l];
+      EXPECT_EQ(h->RowsNeeded(l), rows) << which;
+    }
+  }
+}
+
+// Copies the base fixture with each tensor passed through `edit` (which may rename, reshape or
+// drop it by clearing the name) and returns the loader's status.
+Status LoadEdited(const std::string& tag, const std::function<void(testing::RawTensor&)>& edit,
+                  std::vector<testing::RawTensor> extra = {},
+                  std::function<void(core::ModelConfig&)> edit_config = {}) {
+  auto config = LoadModelConfig(FixtureDir());
+  EXPECT_TRUE(config.ok());
+  if (edit_config) edit_config(*config);
+  auto source = dsv4::TensorSource::Open(FixtureDir());
+  EXPECT_TRUE(source.ok());
+  std::vector<testing::RawTensor> tensors;
+  for (const auto& [name, t] : (*source)->tensors()) {
+    testing::RawTensor copy{name, t.dtype, t.shape, {t.bytes.begin(), t.bytes.end()}};
+    edit(copy);
+    if (!copy.name.empty()) tensors.push_back(std::move(copy));
+  }
+  tensors.insert(tensors.end(), extra.begin(), extra.end());
+  const auto dir = std::filesystem::temp_directory_path() / ("spark_dsv41_" + tag);
+  std::filesystem::create_directories(dir);
+  testing::WriteSafetensors((dir / "model.safetensors").string(), tensors);
+  auto edited = dsv4::TensorSource::Open(dir.string());
+  EXPECT_TRUE(edited.ok()) << edited.status().message();
+  core::DeepseekV41Settings s = config->dsv41;
+  auto hashing = EngramHashing::Create(s, 2);
+  EXPECT_TRUE(hashing.ok());
+  const Status status = LoadWeights(**edited, *config, &*hashing).status();
+  std::filesystem::remove_all(dir);
+  return status;
+}
+
+TEST(DeepseekV41WeightsTest, LoadsTheFixtureAndSkipsDraftAndVisionTensors) {
+  const Status s = LoadEdited("ok", [](testing::RawTensor&) {},
+                              {{"mtp.0.attn.wq_a.weight", "F32", {1}, testing::F32Bytes({0})},
+                               {"vision.patch_embed.weight", "F32", {1}, testing::F32Bytes({0})},
+                               {"aligner.proj.0.weight", "F32", {1}, testing::F32Bytes({0})},
+                               {"image_newline", "F32", {1}, testing::F32Bytes({0})}});
+  EXPECT_TRUE(s.ok()) << s.message();
+}
+
+TEST(DeepseekV41WeightsTest, NamesAMissingTensorAndTheNamesTried) {
+  const Status s = LoadEdited("missing", [](testing::RawTensor& t) {
+    if (t.name == "model.layers.3.attn.indexer.wk.weight") t.name.clear();
+  });
+  EXPECT_EQ(s.code(), StatusCode::kNotFound);
+  EXPECT_NE(s.message().find("'layers.3.attn.indexer.wk.weight' is missing (also tried "
+                             "model.layers.3.attn.indexer.wk.weight)"),
+            std::string::npos)
+      << s.message();
+}
+
+TEST(DeepseekV41WeightsTest, NamesAMisShapedTensorWithBothShapes) {
+  const Status s = LoadEdited("shape", [](testing::RawTensor& t) {
+    if (t.name == "model.layers.1.engram.wkv.weight") t.shape = {384, 192};
+  });
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("'model.layers.1.engram.wkv.weight' has shape [384, 192], "
+                             "config.json implies [192, 384]"),
+            std::string::npos)
+      << s.message();
+}
+
+TEST(DeepseekV41WeightsTest, NamesUnexpectedTensors) {
+  const Status s = LoadEdited(
+      "extra", [](testing::RawTensor&) {},
+      {{"model.layers.2.attn.compressor.wkv.weight", "F32", {1}, testing::F32Bytes({0})}});
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("model.layers.2.attn.compressor.wkv.weight"), std::string::npos)
+      << s.message();
+}
+
+// A table must cover its prime buckets (the fixture's tables have exactly sum(primes) rows).
+TEST(DeepseekV41WeightsTest, RefusesAnEngramTableShorterThanItsBuckets) {
+  const Status s = LoadEdited(
+      "short",
+      [](testing::RawTensor& t) {
+        for (const char* part : {"weight", "scale"}) {
+          if (t.name != std::string("model.layers.2.engram.embed.") + part) continue;
+          t.bytes.resize(t.bytes.size() / t.shape[0] * 400);
+          t.shape[0] = 400;
+        }
+      },
+      {}, [](core::ModelConfig& c) { c.dsv41.engram_num_embeddings[1] = 400; });
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("has 400 rows but its prime buckets need 462"), std::string::npos)
+      << s.message();
+}
+
+}  // namespace
+}  // namespace spark::engine::model::dsv41
