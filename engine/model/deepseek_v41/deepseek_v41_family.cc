@@ -9,52 +9,11 @@
 #include "engine/model/deepseek_v41/deepseek_v41_config.h"
 #include "engine/model/deepseek_v41/deepseek_v41_model.h"
 #include "engine/model/deepseek_v41/engram_hash.h"
+#include "engine/model/deepseek_v41/engram_token_map.h"
 #include "engine/model/deepseek_v41/weights.h"
 
 namespace spark::engine::model::dsv41 {
 namespace {
-
-constexpr char kTokenMapFile[] = "engram_token_map.txt";
-
-// The compressed token map of the checkpoint's tokenizer, one compressed id per line (line i:
-// token id i), as the reference's build_compressed_token_map derives it. NotFound without the
-// file; InvalidArgument for a bad line or a vocabulary that disagrees with config.json.
-Result<std::vector<int32_t>> ReadTokenMap(const std::string& dir, const core::ModelConfig& c) {
-  const std::string path = (std::filesystem::path(dir) / kTokenMapFile).string();
-  std::ifstream in(path);
-  if (!in) {
-    return NotFoundError(path + ": cannot read; Engram layers (engram_layer_ids) need the " +
-                         "tokenizer's compressed token map (one id per line, as transformers' " +
-                         "build_compressed_token_map derives it); deriving it from " +
-                         "tokenizer.json in the engine is not implemented");
-  }
-  std::vector<int32_t> map;
-  std::string line;
-  int32_t largest = -1;
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
-    char* end = nullptr;
-    const long v = std::strtol(line.c_str(), &end, 10);
-    if (*end != '\0' || v < 0) {
-      return InvalidArgumentError(path + ":" + std::to_string(map.size() + 1) + ": \"" + line +
-                                  "\" is not a compressed token id");
-    }
-    map.push_back(static_cast<int32_t>(v));
-    largest = std::max(largest, map.back());
-  }
-  if (largest + 1 != c.dsv41.engram_compressed_vocab_size) {
-    return InvalidArgumentError(
-        path + ": the tokenizer-derived compressed vocabulary has " + std::to_string(largest + 1) +
-        " ids but config.json's engram_compressed_vocab_size is " +
-        std::to_string(c.dsv41.engram_compressed_vocab_size) +
-        "; the Engram hashes would address the wrong rows (use the checkpoint's own tokenizer)");
-  }
-  if (static_cast<int>(map.size()) <= c.dsv41.engram_pad_id) {
-    return InvalidArgumentError(path + ": has no entry for engram_pad_id " +
-                                std::to_string(c.dsv41.engram_pad_id));
-  }
-  return map;
-}
 
 Result<std::unique_ptr<Model>> LoadDeepseekV41(const std::string& dir, core::ModelConfig config,
                                                backend::Backend& backend, comm::Communicator* comm,
@@ -67,9 +26,10 @@ Result<std::unique_ptr<Model>> LoadDeepseekV41(const std::string& dir, core::Mod
   std::vector<int32_t> token_map;
   std::unique_ptr<EngramHashing> hashing;
   if (!config.dsv41.engram_layer_ids.empty()) {
+    const std::string tokenizer = options.tokenizer_dir.empty() ? dir : options.tokenizer_dir;
     SPARK_ASSIGN_OR_RETURN(
-        token_map,
-        ReadTokenMap(options.tokenizer_dir.empty() ? dir : options.tokenizer_dir, config));
+        token_map, LoadCompressedTokenMap(tokenizer, config.dsv41.engram_compressed_vocab_size,
+                                          config.dsv41.engram_pad_id));
     SPARK_ASSIGN_OR_RETURN(
         EngramHashing h,
         EngramHashing::Create(config.dsv41, token_map[config.dsv41.engram_pad_id]));

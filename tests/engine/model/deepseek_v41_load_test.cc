@@ -12,6 +12,7 @@
 
 #include "engine/model/deepseek_v4/tensor_source.h"
 #include "engine/model/deepseek_v41/engram_hash.h"
+#include "engine/model/deepseek_v41/engram_token_map.h"
 #include "engine/model/deepseek_v41/weights.h"
 #include "engine/model/model_family.h"
 #include "tests/engine/core/safetensors_writer.h"
@@ -193,6 +194,32 @@ TEST(DeepseekV41EngramTest, HashesAsTheReference) {
       EXPECT_EQ(h->RowsNeeded(l), rows) << which;
     }
   }
+}
+
+// The compressed token map derived here from the real DeepSeek tokenizer equals the reference's
+// (engram_token_map.txt, exported by the fixture script from build_compressed_token_map).
+TEST(DeepseekV41EngramTest, DerivesTheTokenMapOfTheRealTokenizer) {
+  const std::string tokenizer = SPARK_SOURCE_DIR "/../shared/data/tokenizers/deepseek_v3";
+  if (!std::filesystem::exists(tokenizer + "/tokenizer.json")) GTEST_SKIP() << tokenizer;
+  const int size =
+      ReadJson(FixtureDir() + "/engram.json")["real_tokenizer"]["compressed_vocab_size"];
+  auto derived = LoadCompressedTokenMap(tokenizer, size, 2);
+  ASSERT_TRUE(derived.ok()) << derived.status().message();
+  auto stored = LoadCompressedTokenMap(FixtureDir(), size, 2);
+  ASSERT_TRUE(stored.ok()) << stored.status().message();
+  ASSERT_EQ(derived->size(), stored->size());
+  size_t differ = 0, first = 0;
+  for (size_t i = 0; i < stored->size(); ++i) {
+    if ((*derived)[i] != (*stored)[i] && differ++ == 0) first = i;
+  }
+  EXPECT_EQ(differ, 0u) << "first at token " << first;
+  // A config.json that names another size is refused with both sizes.
+  auto wrong = LoadCompressedTokenMap(tokenizer, 99092, 2);
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_NE(wrong.status().message().find("has 98627 ids but config.json's "
+                                          "engram_compressed_vocab_size is 99092"),
+            std::string::npos)
+      << wrong.status().message();
 }
 
 // Copies the base fixture with each tensor passed through `edit` (which may rename, reshape or
