@@ -1,5 +1,8 @@
 #include "engine/model/deepseek_v41/weights.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 
 #include "engine/core/dtype.h"
@@ -39,6 +42,15 @@ Status LoadCompressed(Loader& ld, int i, const core::ModelConfig& c, dsv4::Layer
   return Status::Ok();
 }
 
+// Random row reads: without the hint every row fault reads ahead ~100 KB of neighbours that the
+// next lookups almost never use (measured: 82 MB resident for 768 rows of a 1.6 GB table).
+void AdviseRandom(const RawTensor& t) {
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(t.bytes.data()) & ~(page - 1);
+  const uintptr_t end = reinterpret_cast<uintptr_t>(t.bytes.data() + t.bytes.size());
+  madvise(reinterpret_cast<void*>(begin), end - begin, MADV_RANDOM);  // a hint: errors ignored
+}
+
 Result<EngramTable> OpenTable(Loader& ld, const std::string& p, int64_t rows, int dim,
                               int64_t needed) {
   const std::string name = p + "embed.weight";
@@ -54,6 +66,8 @@ Result<EngramTable> OpenTable(Loader& ld, const std::string& p, int64_t rows, in
   }
   SPARK_ASSIGN_OR_RETURN(core::DType dtype, core::ParseDType(w->dtype));
   const RawTensor* scale = ld.ScaleOf(*w);
+  AdviseRandom(*w);
+  if (scale != nullptr) AdviseRandom(*scale);
   if (dtype != core::DType::kF8E4M3) {
     if (dtype != core::DType::kF32 && dtype != core::DType::kBF16 && dtype != core::DType::kF16) {
       return InvalidArgumentError(w->file + ": Engram table '" + w->name + "': dtype " + w->dtype +

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "engine/backend/cpu/cpu_backend.h"
 #include "engine/model/deepseek_v4/tensor_source.h"
 #include "engine/model/deepseek_v41/engram_hash.h"
 #include "engine/model/deepseek_v41/engram_token_map.h"
@@ -307,6 +308,85 @@ TEST(DeepseekV41WeightsTest, RefusesAnEngramTableShorterThanItsBuckets) {
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("has 400 rows but its prime buckets need 462"), std::string::npos)
       << s.message();
+}
+
+// Resident set size of this process in bytes (VmRSS).
+int64_t ResidentBytes() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6)) * 1024;
+  }
+  return -1;
+}
+
+// Serving a checkpoint whose Engram tables (two F8_E4M3 tables of ~12M rows, 1.6 GB, stored as
+// a sparse file so the test costs no disk) dwarf the rest of the model (2.4 MB): the tables are
+// read by row through the mapping, so resident memory grows by the rows looked up only.
+TEST(DeepseekV41EngramTest, ReadsTablesByRowNotWhole) {
+  json config = ReadJson(FixtureDir() + "/config.json");
+  config["engram_vocab_size"] = 2000000;
+  auto parsed = Parse(config);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+  auto hashing = EngramHashing::Create(parsed->dsv41, 2);
+  ASSERT_TRUE(hashing.ok());
+  config["engram_num_embeddings"] = {hashing->RowsNeeded(0), hashing->RowsNeeded(1)};
+  const auto dir = std::filesystem::temp_directory_path() / "spark_dsv41_big_engram";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "config.json") << config.dump();
+  auto source = dsv4::TensorSource::Open(FixtureDir());
+  ASSERT_TRUE(source.ok());
+  std::vector<testing::RawTensor> small;
+  json header = {{"__metadata__", {{"format", "pt"}}}}, weight_map = json::object();
+  uint64_t offset = 0, table_bytes = 0;
+  for (const auto& [name, t] : (*source)->tensors()) {
+    const bool table = name.find(".engram.embed.") != std::string::npos;
+    weight_map[name] = table ? "tables.safetensors" : "rest.safetensors";
+    if (!table) {
+      small.push_back({name, t.dtype, t.shape, {t.bytes.begin(), t.bytes.end()}});
+      continue;
+    }
+    const int64_t rows = hashing->RowsNeeded(name.find("layers.1.") != std::string::npos ? 0 : 1);
+    const bool scale = name.ends_with(".scale");
+    const int64_t cols = scale ? 2 : 64;
+    header[name] = {{"dtype", scale ? "F8_E8M0" : "F8_E4M3"},
+                    {"shape", {rows, cols}},
+                    {"data_offsets", {offset, offset + rows * cols}}};
+    offset += rows * cols;
+  }
+  table_bytes = offset;
+  testing::WriteSafetensors((dir / "rest.safetensors").string(), small);
+  const std::string tables = (dir / "tables.safetensors").string();
+  testing::WriteRawSafetensors(tables, header.dump(), {});
+  std::filesystem::resize_file(tables, std::filesystem::file_size(tables) + table_bytes);
+  std::ofstream(dir / "model.safetensors.index.json") << json{{"weight_map", weight_map}}.dump();
+
+  const int64_t before = ResidentBytes();
+  backend::cpu::CpuBackend backend(1);
+  ModelOptions options;
+  options.tokenizer_dir = FixtureDir();
+  auto model = LoadModel(dir.string(), backend, nullptr, options);
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  const int64_t loaded = ResidentBytes() - before;
+  auto cache = PagedKvCache::Create(backend, (*model)->kv_cache_spec(), 32, 4);
+  ASSERT_TRUE(cache.ok());
+  const auto prompt = ReadJson(FixtureDir() + "/expected.json")["cases"][0]["prompt_ids"]
+                          .get<std::vector<int32_t>>();
+  ForwardBatch batch;
+  std::vector<int32_t> table(16);
+  for (int i = 0; i < 16; ++i) table[i] = i;
+  batch.AddSequence(prompt, 0, table, 4);
+  std::vector<float> logits;
+  ASSERT_TRUE((*model)->Forward(batch, *cache, &logits).ok());
+  const int64_t grown = ResidentBytes() - before;
+  std::printf(
+      "Engram tables %.0f MB on disk (sparse); rest of the model %.1f MB; resident memory "
+      "grew by %.1f MB loading and %.1f MB in all after serving %zu tokens\n",
+      table_bytes / 1e6, std::filesystem::file_size(dir / "rest.safetensors") / 1e6, loaded / 1e6,
+      grown / 1e6, prompt.size());
+  EXPECT_LT(grown, int64_t{32} << 20);
+  model->reset();
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
