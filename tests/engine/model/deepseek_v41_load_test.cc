@@ -14,6 +14,7 @@
 #include "engine/model/deepseek_v4/tensor_source.h"
 #include "engine/model/deepseek_v41/engram_hash.h"
 #include "engine/model/deepseek_v41/engram_token_map.h"
+#include "engine/model/deepseek_v41/footprint.h"
 #include "engine/model/deepseek_v41/weights.h"
 #include "engine/model/model_family.h"
 #include "tests/engine/core/safetensors_writer.h"
@@ -308,6 +309,57 @@ TEST(DeepseekV41WeightsTest, RefusesAnEngramTableShorterThanItsBuckets) {
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("has 400 rows but its prime buckets need 462"), std::string::npos)
       << s.message();
+}
+
+// DeepSeek-V4.1-Flash's text config: DeepseekV41TextConfig's defaults (the released model's
+// values) with the released Engram layers and table sizes, in the composite form.
+json FlashConfig() {
+  json text = {{"vocab_size", 129280},
+               {"hidden_size", 5120},
+               {"num_hidden_layers", 40},
+               {"num_attention_heads", 64},
+               {"head_dim", 512},
+               {"engram_layer_ids", {1, 14}},
+               {"engram_num_embeddings", {384006168, 384016682}},
+               {"rope_scaling",
+                {{"rope_type", "yarn"},
+                 {"factor", 16},
+                 {"beta_fast", 32},
+                 {"beta_slow", 1},
+                 {"original_max_position_embeddings", 65536}}},
+               {"eos_token_id", 1},
+               {"tie_word_embeddings", false}};
+  return {{"model_type", "deepseek_v41"},
+          {"text_config", text},
+          {"quantization_config", {{"quant_method", "fp8"}, {"fmt", "e4m3"}}}};
+}
+
+// The serving figures quoted in docs/models.md and the profiles, for the released config.
+TEST(DeepseekV41FootprintTest, ReleasedFlashConfig) {
+  auto c = Parse(FlashConfig());
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->dsv41.kv_source_layer_ids, (std::vector<int>{2, 8, 14, 20}));
+  auto one = ServingMemory(*c, {0, 1}, MoeSharding::kByExpert);
+  ASSERT_TRUE(one.ok()) << one.status().message();
+  // Per token: three ratio-2 sources and one ratio-1 source, each entry 256 + 32 B of FP4 and
+  // scales plus a 64 + 4 B indexer key: 3 x 356 / 2 + 356.
+  EXPECT_EQ(one->kv_bytes_per_token, 890);
+  // Per sequence: 40 FP8 windows of 128 x (512 + 16) B, one pending token's fp32 kv and gate
+  // (2 x 512 x 4 B) at each ratio-2 source, three int32 Engram look-back ids.
+  EXPECT_EQ(one->kv_bytes_per_sequence, 40 * 128 * 528 + 3 * 4096 + 12);
+  EXPECT_EQ(one->engram_table_bytes, (384006168LL + 384016682LL) * (256 + 8));
+  const double gib = 1024.0 * 1024 * 1024;
+  std::printf("V4.1-Flash: KV %lld B/token, %.2f MiB/sequence; Engram tables %.1f GiB\n",
+              static_cast<long long>(one->kv_bytes_per_token),
+              one->kv_bytes_per_sequence / 1048576.0, one->engram_table_bytes / gib);
+  int64_t previous = one->weight_bytes + 1;
+  for (int tp : {1, 2, 4}) {
+    auto f = ServingMemory(*c, {0, tp}, MoeSharding::kByExpert);
+    ASSERT_TRUE(f.ok());
+    EXPECT_LT(f->weight_bytes, previous);
+    previous = f->weight_bytes;
+    std::printf("V4.1-Flash weights per rank at TP=%d: %.1f GiB\n", tp, f->weight_bytes / gib);
+  }
 }
 
 // Resident set size of this process in bytes (VmRSS).
