@@ -352,6 +352,12 @@ TEST(DeepseekV41FootprintTest, ReleasedFlashConfig) {
   std::printf("V4.1-Flash: KV %lld B/token, %.2f MiB/sequence; Engram tables %.1f GiB\n",
               static_cast<long long>(one->kv_bytes_per_token),
               one->kv_bytes_per_sequence / 1048576.0, one->engram_table_bytes / gib);
+  // The CPU reference's own per-token fp32 record (cache_layout.h), for comparison.
+  auto held = FindModelFamily("deepseek_v41")->memory(*c, {});
+  ASSERT_TRUE(held.ok());
+  std::printf("V4.1-Flash CPU reference record: %lld B/token\n",
+              static_cast<long long>(held->kv_bytes_per_token));
+  EXPECT_EQ(held->kv_bytes_per_token, 2 * 40 * 1152 * 4);
   int64_t previous = one->weight_bytes + 1;
   for (int tp : {1, 2, 4}) {
     auto f = ServingMemory(*c, {0, tp}, MoeSharding::kByExpert);
