@@ -59,7 +59,7 @@ Result<MemoryFootprint> DeepseekV41Memory(const core::ModelConfig& c, const Memo
     if (s.IsKvSource(i))
       floats += hd * hidden * (s.compress_ratios[i] > 1 ? 2 : 1) + hd + di * hd + di;
     if (s.IsIndexSource(i)) floats += ih * di * ql + ih * hidden;
-    floats += e * hidden + 2 * e;  // router, bias (bias_vl stays on the host)
+    floats += e * hidden + e;  // router and its bias (bias_vl stays on the host)
     floats +=
         r.experts.size * 3 * r.expert_channels.size * hidden + 3 * r.shared_channels.size * hidden;
     const int engram = s.EngramIndex(i);
