@@ -239,6 +239,25 @@ void ReadCommon(Reader& r, ModelConfig* c) {
   r.Int("num_nextn_predict_layers", &s.num_nextn_predict_layers, false);
 }
 
+// rope_parameters' per-table partial_rotary_factor must agree with qk_rope_head_dim / head_dim
+// (the RoPE channels come from qk_rope_head_dim).
+void CheckPartialRotary(const json& doc, Reader& r, const ModelConfig& c) {
+  if (!doc.contains("rope_parameters") || !doc["rope_parameters"].is_object()) return;
+  for (const char* table : {"main", "compress"}) {
+    const json& rp = doc["rope_parameters"];
+    if (!rp.contains(table) || !rp[table].is_object()) continue;
+    const json& t = rp[table];
+    if (!t.contains("partial_rotary_factor") || !t["partial_rotary_factor"].is_number()) continue;
+    const double factor = t["partial_rotary_factor"].get<double>();
+    if (static_cast<int>(factor * c.head_dim + 0.5) != c.dsv4.rope_head_dim) {
+      r.Bad(std::string("rope_parameters.") + table + ".partial_rotary_factor",
+            "= " + t["partial_rotary_factor"].dump() + " gives " +
+                std::to_string(static_cast<int>(factor * c.head_dim + 0.5)) +
+                " RoPE channels but qk_rope_head_dim is " + std::to_string(c.dsv4.rope_head_dim));
+    }
+  }
+}
+
 void RefuseUnsupported(Reader& r, const ModelConfig& c) {
   r.Refuse("scoring_func", "sqrtsoftplus", "only the sqrtsoftplus router is implemented");
   r.Refuse("topk_method", "noaux_tc", "only noaux_tc routing is implemented");
@@ -327,6 +346,7 @@ Result<ModelConfig> ParseText(const json& doc, const std::string& path) {
   ReadSchedule(doc, r, std::max(c.num_layers, 0), &c.dsv41);
   ReadEngram(doc, r, &c.dsv41);
   RefuseUnsupported(r, c);
+  CheckPartialRotary(doc, r, c);
   c.layers.assign(std::max(c.num_layers, 0), core::LayerSpec{});
   for (int i = 0; i < c.num_layers; ++i) {
     const bool compressed =

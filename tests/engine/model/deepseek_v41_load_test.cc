@@ -100,6 +100,7 @@ TEST(DeepseekV41ConfigTest, NamesEveryBadKey) {
   doc["compress_ratios"] = {0, 2, 2, 1, 1, 0, 0, 0, 0};  // one more than 5 + 3 draft layers
   doc["engram_num_embeddings"] = {304};
   doc["index_source_layer_ids"] = {3, 4};  // layer 1 (a KV source) has no indexer
+  doc["rope_parameters"]["compress"]["partial_rotary_factor"] = 0.5;  // 16, not 8, channels
   auto c = Parse(doc);
   ASSERT_FALSE(c.ok());
   const std::string m = c.status().message();
