@@ -54,10 +54,7 @@ void ReadSchedule(const json& doc, Reader& r, int n, DeepseekV41Settings* s) {
                                  "num_hidden_layers + num_nextn_predict_layers (" +
                                  std::to_string(n + nextn) + ")");
   }
-  for (int i = n; i < std::min(len, n + nextn); ++i) {
-    if (ratios[i] != 0)
-      r.Bad("compress_ratios", "draft layer entry " + std::to_string(i) + " must be 0");
-  }
+  // Entries of the draft layers (the released list has 40 + 3) are accepted and dropped.
   ratios.resize(std::max(0, std::min(len, n)));
   for (int v : ratios) {
     if (v < 0) r.Bad("compress_ratios", "entry " + std::to_string(v) + " must be >= 0");
