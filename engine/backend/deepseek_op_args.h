@@ -69,6 +69,7 @@ struct CompressArgs {
   float eps = 1e-6f;
   const RopeTable* rope = nullptr;  // host struct; null: no rotation
   CacheField out;                   // [dim] per entry
+  float* out_rows = nullptr;        // instead of `out`: entry e at out_rows + e * dim
 };
 
 // Lightning-indexer scores and top-k (IndexerTopK). For query t and candidate c:
@@ -88,6 +89,9 @@ struct IndexerArgs {
   int mask_stride = 0;
   int top_k = 0;
   float* selected = nullptr;  // out [tokens, top_k]
+  // Optional out [tokens, mask_stride]: each candidate's score (mask included), -inf from the
+  // query's count on (the input of the two-level top-k, CandidateBlocks).
+  float* scores = nullptr;
 };
 
 // Attention over a sliding window and compressed entries with a sink (SparseAttention). Query i
@@ -145,6 +149,7 @@ struct RouteArgs {
   const float* hash_table = nullptr;   // [vocab, top_k] expert ids, or null: top-k selection
   std::span<const int32_t> token_ids;  // host [tokens]; read for hash routing
   float scaling = 1.0f;
+  float temperature = 1.0f;  // logits are divided by it before the score (V4.1's gate_temp)
   float* ids = nullptr;      // out [tokens, top_k] global expert ids
   float* weights = nullptr;  // out [tokens, top_k]
 };
@@ -172,6 +177,50 @@ struct MoeExpertsArgs {
   int shared_inter = 0;
   float swiglu_limit = 0.0f;
   float* out = nullptr;  // [tokens, hidden]
+};
+
+// DeepSeek-V4.1's quantisation-aware numerics (FakeQuant): each block of `block` channels of a
+// row is quantised and dequantised in place, as the reference's fake quantisers do. Per block,
+// with amax its largest magnitude:
+//   kFp8Ue8m0  scale = 2^ceil(log2(max(amax, 1e-4) / 448)); x = e4m3(clamp(x / scale, +-448))
+//   kFp4Ue8m0  scale = 2^ceil(log2(max(amax, 6 * 2^-126) / 6)); x = e2m1(clamp(x / scale, +-6))
+//   kFp4E4m3   scale = e4m3(max(amax, 6 * 2^-9) / 6); x = e2m1(clamp(x / scale, +-6))
+// times scale, rounding to nearest even. Rows whose width `block` does not divide are left
+// unchanged (as the reference leaves them).
+enum class FakeQuantFormat { kFp8Ue8m0, kFp4Ue8m0, kFp4E4m3 };
+struct FakeQuantArgs {
+  float* x = nullptr;  // [rows, width], in place
+  int64_t rows = 0;
+  int width = 0;
+  int block = 32;
+  FakeQuantFormat format = FakeQuantFormat::kFp8Ue8m0;
+};
+
+// Level one of the two-level top-k (CandidateBlocks): the candidates of query t are split into
+// blocks of block_size; a block scores the maximum of its scores, the block holding candidate
+// count[t] - 1 is pinned (scores +inf), and the top_blocks best blocks with a finite or pinned
+// score are kept (ties to the lower block). mask[t, c] = 0 for c in a kept block, else -inf.
+struct CandidateBlockArgs {
+  const float* scores = nullptr;   // [tokens, stride] from IndexerArgs::scores
+  std::span<const int32_t> count;  // host [tokens]
+  int stride = 0;
+  int block_size = 0;
+  int top_blocks = 0;
+  float* mask = nullptr;  // out [tokens, stride]
+};
+
+// DeepSeek-V4.1 Engram gated write (EngramGate), per token t and stream j with h = streams[t, j],
+// key k = kv[t, j * hidden ..], value v = kv[t, n * hidden ..]:
+//   dot  = sum_c(h_c * weight[j, c] * k_c) * rsqrt(mean(h^2) + eps) * rsqrt(mean(k^2) + eps)
+//          / sqrt(hidden)
+//   gate = sigmoid(sign(dot) * sqrt(max(|dot|, 1e-6)));  h += gate * v.
+struct EngramGateArgs {
+  float* streams = nullptr;       // [tokens, n, hidden], in place
+  const float* kv = nullptr;      // [tokens, (n + 1) * hidden]
+  const float* weight = nullptr;  // [n, hidden]: q_weight * k_weight
+  int64_t tokens = 0;
+  int n = 0, hidden = 0;
+  float eps = 1e-20f;
 };
 
 }  // namespace spark::engine::backend

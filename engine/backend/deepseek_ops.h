@@ -1,4 +1,4 @@
-// DeepseekOps: the operations DeepSeek-V4's forward needs beyond the common Backend ops —
+// DeepseekOps: the operations DeepSeek-V4's and V4.1's forward need beyond the common Backend ops —
 // hyper-connections (mHC), the compressors, the lightning indexer, sparse attention with sinks,
 // the partial interleaved RoPE, per-token cache fields and the MoE routing and experts.
 //
@@ -60,6 +60,12 @@ class DeepseekOps {
   virtual void Route(const RouteArgs& a) = 0;
   // Routed and shared SwiGLU experts of each token (MoeExpertsArgs).
   virtual void MoeExperts(const MoeExpertsArgs& a) = 0;
+
+  // DeepSeek-V4.1: FP8 / FP4 fake quantisation in place (FakeQuantArgs), the candidate-block
+  // mask of the two-level top-k (CandidateBlockArgs) and Engram's gated write (EngramGateArgs).
+  virtual void FakeQuant(const FakeQuantArgs& a) = 0;
+  virtual void CandidateBlocks(const CandidateBlockArgs& a) = 0;
+  virtual void EngramGate(const EngramGateArgs& a) = 0;
 };
 
 }  // namespace spark::engine::backend

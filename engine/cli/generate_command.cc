@@ -18,8 +18,8 @@
 
 #include "base/logging.h"
 #include "base/strings.h"
-#include "engine/cli/engine_command.h"
 #include "engine/cli/backend_flags.h"
+#include "engine/cli/engine_command.h"
 #include "engine/cli/rank_launch.h"
 #include "engine/runtime/engine.h"
 #include "engine/tokenizer/tokenizer.h"
@@ -29,8 +29,9 @@ namespace {
 
 struct GenerateOptions {
   std::string model_dir;
-  std::string prompt_ids;  // "5,17,42" or several prompts: "5,17,42;8,9"
-  std::string prompt;      // text, encoded with the checkpoint's tokenizer
+  std::string tokenizer_dir;  // Default: the model directory.
+  std::string prompt_ids;     // "5,17,42" or several prompts: "5,17,42;8,9"
+  std::string prompt;         // text, encoded with the checkpoint's tokenizer
   int max_tokens = 16;
   double temperature = 0.0;  // 0: greedy
   uint64_t seed = 0;
@@ -40,7 +41,7 @@ struct GenerateOptions {
   int repeat = 1;  // rounds of the same prompts, one after the other (prefix cache reuse)
   // Ranks and transport.
   int tp = 1;
-  int rank = -1;  // -1: this process runs (or launches) every rank
+  int rank = -1;              // -1: this process runs (or launches) every rank
   cli::BackendFlags compute;  // --backend, --weight-dtype, --cuda-graphs
   std::string master_addr = "127.0.0.1";
   int master_port = 0;  // 0: a free loopback port (launcher) / 29500 (explicit --rank)
@@ -87,6 +88,7 @@ std::vector<std::string> RankArgv(const GenerateOptions& o, int rank, int port, 
                                 "--block-size",   std::to_string(o.block_size)};
   const std::vector<std::string> compute = cli::BackendArgv(o.compute);
   a.insert(a.end(), compute.begin(), compute.end());
+  if (!o.tokenizer_dir.empty()) a.insert(a.end(), {"--tokenizer", o.tokenizer_dir});
   if (o.test_exit_rank >= 0) {
     a.insert(a.end(), {"--test-exit-rank", std::to_string(o.test_exit_rank)});
   }
@@ -121,6 +123,7 @@ Status LaunchLocalRanks(const GenerateOptions& o) {
 cli::RankOptions MakeRankOptions(const GenerateOptions& o, int rank, int64_t num_blocks) {
   cli::RankOptions r;
   r.model_dir = o.model_dir;
+  r.tokenizer_dir = o.tokenizer_dir;
   cli::ApplyBackendFlags(o.compute, &r);
   r.tp = o.tp;
   r.rank = rank;
@@ -147,7 +150,8 @@ Result<PromptSet> ReadPrompts(const GenerateOptions& o) {
   }
   PromptSet set;
   if (!o.prompt.empty() || !o.print_ids) {
-    Result<tokenizer::Tokenizer> loaded = tokenizer::Tokenizer::FromDir(o.model_dir);
+    Result<tokenizer::Tokenizer> loaded =
+        tokenizer::Tokenizer::FromDir(o.tokenizer_dir.empty() ? o.model_dir : o.tokenizer_dir);
     if (!loaded.ok()) {
       return loaded.status().WithContext(
           "--prompt and text output need the checkpoint's tokenizer.json (use --prompt-ids and "
@@ -278,6 +282,7 @@ void RegisterGenerateCommand(CLI::App& parent, CommandContext& context) {
   CLI::App* cmd = parent.add_subcommand(
       "generate", "Generate tokens for prompts through the engine (scheduler, KV cache, TP ranks)");
   cmd->add_option("--model", o->model_dir, "Hugging Face checkpoint directory")->required();
+  cmd->add_option("--tokenizer", o->tokenizer_dir, "Tokenizer directory (default: --model)");
   cmd->add_option("--prompt-ids", o->prompt_ids,
                   "Prompt(s) as comma-separated token ids; ';' separates prompts");
   cmd->add_option("--prompt", o->prompt, "Prompt text (needs the checkpoint's tokenizer.json)");

@@ -377,6 +377,7 @@ Result<std::unique_ptr<RankSession>> StartRank(const RankOptions& options) {
   mo.moe_sharding = options.moe_sharding;
   mo.weight_dtype = weight_dtype;
   mo.kv_dtype = choice.kv;
+  mo.tokenizer_dir = options.tokenizer_dir;
   if (status) {
     status->Set(RankPhase::kLoading, "reading weights from " + options.model_dir).IgnoreError();
     mo.on_progress = [status](double fraction) { status->SetProgress(fraction); };

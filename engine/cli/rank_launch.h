@@ -47,6 +47,9 @@ namespace spark::engine::cli {
 
 struct RankOptions {
   std::string model_dir;
+  // The checkpoint's tokenizer when a model needs it to load (DeepSeek-V4.1's Engram); empty:
+  // model_dir.
+  std::string tokenizer_dir;
   // Compute backend: "cpu" or "cuda" (rank r on CUDA device r % devices; NCCL when tp > 1).
   std::string backend = "cpu";
   // Element type of the Linear weights in backend memory: "auto" (compute_choice.h: the

@@ -131,6 +131,7 @@ std::vector<std::string> ChildArgv(const ServeOptions& o, int rank, int port) {
                                 "--threads",      std::to_string(RankThreads(o))};
   const std::vector<std::string> compute = cli::BackendArgv(o.compute);
   a.insert(a.end(), compute.begin(), compute.end());
+  if (!o.tokenizer_dir.empty()) a.insert(a.end(), {"--tokenizer", o.tokenizer_dir});
   if (!o.status_file.empty()) a.insert(a.end(), {"--status-file", StatusPath(o, rank)});
   return a;
 }
@@ -138,6 +139,7 @@ std::vector<std::string> ChildArgv(const ServeOptions& o, int rank, int port) {
 cli::RankOptions MakeRankOptions(const ServeOptions& o, int rank, int port, int64_t blocks) {
   cli::RankOptions r;
   r.model_dir = o.model_dir;
+  r.tokenizer_dir = o.tokenizer_dir;
   cli::ApplyBackendFlags(o.compute, &r);
   r.tp = o.tp;
   r.rank = rank;

@@ -1,5 +1,7 @@
 #include "engine/core/model_config.h"
 
+#include <algorithm>
+
 #include "base/field_errors.h"
 
 namespace spark::engine::core {
@@ -33,6 +35,47 @@ Status ModelConfig::Validate(const std::string& path) const {
     }
   }
   return e.ToStatus(path);
+}
+
+namespace {
+
+int LatestAtOrBefore(const std::vector<int>& ids, int layer) {
+  int found = -1;
+  for (int id : ids) {
+    if (id <= layer) found = std::max(found, id);
+  }
+  return found;
+}
+
+bool Contains(const std::vector<int>& ids, int layer) {
+  return std::find(ids.begin(), ids.end(), layer) != ids.end();
+}
+
+}  // namespace
+
+int DeepseekV41Settings::KvSourceOf(int layer) const {
+  if (layer < 0 || layer >= static_cast<int>(compress_ratios.size())) return -1;
+  return compress_ratios[layer] == 0 ? -1 : LatestAtOrBefore(kv_source_layer_ids, layer);
+}
+
+int DeepseekV41Settings::IndexSourceOf(int layer) const {
+  if (KvSourceOf(layer) < 0) return -1;
+  return LatestAtOrBefore(index_source_layer_ids, layer);
+}
+
+bool DeepseekV41Settings::IsKvSource(int layer) const {
+  return Contains(kv_source_layer_ids, layer);
+}
+
+bool DeepseekV41Settings::IsIndexSource(int layer) const {
+  return Contains(index_source_layer_ids, layer);
+}
+
+int DeepseekV41Settings::EngramIndex(int layer) const {
+  for (size_t i = 0; i < engram_layer_ids.size(); ++i) {
+    if (engram_layer_ids[i] == layer) return static_cast<int>(i);
+  }
+  return -1;
 }
 
 }  // namespace spark::engine::core

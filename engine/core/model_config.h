@@ -9,6 +9,7 @@
 // Thread-safety: plain values.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -66,6 +67,36 @@ struct DeepseekV4Settings {
   YarnSettings compress_yarn;             // the "main" table (sliding layers) has no scaling
 };
 
+// DeepSeek-V4.1 (transformers' DeepseekV41TextConfig) beyond the V4 fields it shares (q/o
+// ranks, window, mHC, indexer sizes, router scaling and clamp, RoPE tables: DeepseekV4Settings).
+// The source lists are as the reference derives them when config.json leaves them out.
+struct DeepseekV41Settings {
+  std::vector<int> compress_ratios;         // per backbone layer: 0 window only, 1, or r > 1
+  std::vector<int> kv_source_layer_ids;     // layers that own a compressor (ascending)
+  std::vector<int> index_source_layer_ids;  // layers that run the indexer (ascending)
+  int candidate_source_layer_id = -1;       // two-level top-k source; < 0: none
+  int candidate_topk_blocks = 0;
+  int candidate_block_size = 0;
+  float gate_temp = 1.0f;  // router logits are divided by it
+  std::vector<int> engram_layer_ids;
+  std::vector<int64_t> engram_num_embeddings;  // table rows per Engram layer
+  int64_t engram_vocab_size = 0;               // primes are drawn above it
+  int engram_max_ngram_size = 0;
+  int engram_n_heads = 0;
+  int engram_head_dim = 0;
+  int engram_pad_id = 0;
+  int engram_compressed_vocab_size = 0;
+  int num_nextn_predict_layers = 0;  // DSpark draft layers (mtp.*), not run here
+
+  // The KV source a compressed layer reads (the latest at or before it); -1 for ratio 0.
+  int KvSourceOf(int layer) const;
+  // The index source whose top-k a compressed layer uses (the latest at or before it); -1: none.
+  int IndexSourceOf(int layer) const;
+  bool IsKvSource(int layer) const;
+  bool IsIndexSource(int layer) const;
+  int EngramIndex(int layer) const;  // position in engram_layer_ids, or -1
+};
+
 struct ModelConfig {
   std::string model_type;  // config.json's, e.g. "qwen3_moe"
   int vocab_size = 0;
@@ -85,6 +116,7 @@ struct ModelConfig {
   MoeConfig moe;
   std::vector<LayerSpec> layers;  // num_layers entries
   DeepseekV4Settings dsv4;
+  DeepseekV41Settings dsv41;
 
   // InvalidArgument listing every inconsistent field ("config.json: num_key_value_heads: ...").
   Status Validate(const std::string& path) const;

@@ -46,6 +46,9 @@ struct ModelOptions {
   // tensors make it an estimate, so it is capped just below 1: the load is done when LoadModel
   // returns). Default: none.
   std::function<void(double fraction)> on_progress;
+  // Where the checkpoint's tokenizer lives when the model needs it to load (DeepSeek-V4.1's
+  // Engram derives its compressed token map from it). Default (empty): the model directory.
+  std::string tokenizer_dir;
 };
 
 class Model {

@@ -6,6 +6,7 @@
 #include "base/field_errors.h"
 #include "engine/core/config_reader.h"
 #include "engine/model/deepseek_v4/deepseek_v4_family.h"
+#include "engine/model/deepseek_v41/deepseek_v41_family.h"
 #include "engine/model/model_family.h"
 #include "engine/model/qwen3/qwen3_family.h"
 
@@ -18,6 +19,7 @@ using nlohmann::json;
 const ModelFamily* const kFamilies[] = {
     &qwen3::kQwen3Family,
     &dsv4::kDeepseekV4Family,
+    &dsv41::kDeepseekV41Family,
 };
 
 // generation_config.json may list more stop tokens than config.json (Qwen3: <|im_end|> and

@@ -17,7 +17,14 @@ Result<std::optional<std::string>> ParseContent(const ordered_json& m, const std
   std::string text;  // text parts joined by newlines
   for (size_t i = 0; i < it->size(); ++i) {
     const ordered_json& part = (*it)[i];
-    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
+    const std::string type = part.is_object() ? part.value("type", "") : "";
+    if (type == "image_url" || type == "image" || type == "input_image") {
+      return InvalidArgumentError(where + ".content[" + std::to_string(i) + "]: \"" + type +
+                                  "\" parts are not supported: this engine serves text only "
+                                  "(for DeepSeek-V4.1, the text model; its vision tower is not "
+                                  "loaded); send text content");
+    }
+    if (!part.is_object() || type != "text" || !part.contains("text") ||
         !part["text"].is_string()) {
       return InvalidArgumentError(where + ".content[" + std::to_string(i) +
                                   "]: only {\"type\": \"text\", \"text\": ...} parts are supported");

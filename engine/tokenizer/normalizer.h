@@ -30,4 +30,14 @@ class Normalizer {
   std::vector<NormalForm> forms_;
 };
 
+// Code-point transforms of Hugging Face tokenizers' normalizers, on valid UTF-8, for callers
+// that compose their own sequence (DeepSeek-V4.1's Engram token keys):
+// `text` without its combining marks (general category M: Mn, Mc, Me), as StripAccents.
+std::string StripMarks(std::string_view text);
+// Each code point by its full lowercase mapping taken alone, as Lowercase (Rust's
+// char::to_lowercase: no context, so a final sigma stays σ).
+std::string LowercaseChars(std::string_view text);
+// Without leading and trailing White_Space code points, as Strip.
+std::string StripWhiteSpace(std::string_view text);
+
 }  // namespace spark::tokenizer

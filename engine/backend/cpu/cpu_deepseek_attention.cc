@@ -62,6 +62,11 @@ void CpuDeepseekOps::IndexerTopK(const IndexerArgs& a) {
         if (a.mask != nullptr) score += a.mask[t * a.mask_stride + i];
         scores[i] = score;
       }
+      if (a.scores != nullptr) {
+        float* row = a.scores + t * a.mask_stride;
+        std::fill(row, row + a.mask_stride, minus_inf);
+        std::copy(scores.begin(), scores.end(), row);
+      }
       const std::vector<int> top = TopK(scores, a.top_k);
       float* out = a.selected + t * a.top_k;
       for (int i = 0; i < a.top_k; ++i) {

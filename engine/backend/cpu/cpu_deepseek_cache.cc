@@ -102,7 +102,8 @@ void CpuDeepseekOps::Compress(const CompressArgs& a) {
   pool_.ParallelFor(entries, 1, [&](int64_t begin, int64_t end) {
     std::vector<float> logits, cos(half), sin(half);
     for (int64_t e = begin; e < end; ++e) {
-      float* entry = FieldAt(a.out, a.entry_slots[e]);
+      float* entry =
+          a.out_rows != nullptr ? a.out_rows + e * a.dim : FieldAt(a.out, a.entry_slots[e]);
       Pool(a, e, logits, entry);
       if (a.norm != nullptr) RmsNormRow(entry, a.norm, a.dim, a.eps, entry);
       if (a.rope == nullptr) continue;

@@ -18,7 +18,7 @@ void CpuDeepseekOps::Route(const RouteArgs& a) {
   std::vector<float> scores(e), biased(e);
   std::vector<int> picked(k);
   for (int64_t t = 0; t < a.tokens; ++t) {
-    for (int i = 0; i < e; ++i) scores[i] = SqrtSoftplus(a.logits[t * e + i]);
+    for (int i = 0; i < e; ++i) scores[i] = SqrtSoftplus(a.logits[t * e + i] / a.temperature);
     if (a.hash_table != nullptr) {
       const float* row = a.hash_table + int64_t{a.token_ids[t]} * k;
       for (int i = 0; i < k; ++i) picked[i] = static_cast<int>(row[i]);

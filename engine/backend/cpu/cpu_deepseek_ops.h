@@ -5,7 +5,8 @@
 // token (or token and head), each item computed alone, so results do not depend on the thread
 // count. Split by concern: cpu_deepseek_cache.cc (RoPE, cache fields, compressors),
 // cpu_deepseek_attention.cc (indexer, attention, grouped projection), cpu_deepseek_hc.cc (mHC),
-// cpu_deepseek_moe.cc (routing, experts).
+// cpu_deepseek_moe.cc (routing, experts), cpu_deepseek_v41.cc (V4.1's fake quantisers,
+// candidate blocks, Engram).
 // Thread-safety: one op at a time (see Backend).
 #pragma once
 
@@ -41,6 +42,10 @@ class CpuDeepseekOps : public DeepseekOps {
 
   void Route(const RouteArgs& a) override;
   void MoeExperts(const MoeExpertsArgs& a) override;
+
+  void FakeQuant(const FakeQuantArgs& a) override;
+  void CandidateBlocks(const CandidateBlockArgs& a) override;
+  void EngramGate(const EngramGateArgs& a) override;
 
  private:
   // out[rows, hidden] = w.down(SwiGLU(x w.gate_up^T)) with the clamp of `limit`.

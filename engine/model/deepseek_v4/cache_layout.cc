@@ -23,22 +23,7 @@ CacheLayout::CacheLayout(const core::ModelConfig& c) {
                                    {&r.idx_gate, 2 * di},
                                    {&r.idx_key, di}});
     }
-    // Largest first into the emptier half.
-    std::stable_sort(fields.begin(), fields.end(),
-                     [](const auto& a, const auto& b) { return a.second > b.second; });
-    int used_k = 0, used_v = 0;
-    for (auto& [field, width] : fields) {
-      field->width = width;
-      if (used_k <= used_v) {
-        field->offset = used_k;
-        used_k += width;
-      } else {
-        field->offset = used_v;  // shifted by kv_width below
-        used_v += width;
-        in_v[i].push_back(field);
-      }
-    }
-    kv_width_ = std::max({kv_width_, used_k, used_v});
+    kv_width_ = std::max(kv_width_, PackFields(std::move(fields), &in_v[i]));
   }
   for (auto& fields : in_v) {
     for (Field* f : fields) f->offset += kv_width_;
@@ -46,9 +31,32 @@ CacheLayout::CacheLayout(const core::ModelConfig& c) {
 }
 
 backend::CacheField CacheLayout::Ref(PagedKvCache& cache, int layer, const Field& f) const {
+  return FieldRef(cache, layer, f, kv_width_);
+}
+
+int PackFields(std::vector<std::pair<Field*, int>> fields, std::vector<Field*>* in_v) {
+  // Largest first into the emptier half.
+  std::stable_sort(fields.begin(), fields.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
+  int used_k = 0, used_v = 0;
+  for (auto& [field, width] : fields) {
+    field->width = width;
+    if (used_k <= used_v) {
+      field->offset = used_k;
+      used_k += width;
+    } else {
+      field->offset = used_v;  // the caller shifts it by kv_width
+      used_v += width;
+      in_v->push_back(field);
+    }
+  }
+  return std::max(used_k, used_v);
+}
+
+backend::CacheField FieldRef(PagedKvCache& cache, int layer, const Field& f, int kv_width) {
   if (!f.present()) return {};
-  const bool in_k = f.offset < kv_width_;
-  return {in_k ? cache.k(layer) : cache.v(layer), kv_width_, in_k ? f.offset : f.offset - kv_width_,
+  const bool in_k = f.offset < kv_width;
+  return {in_k ? cache.k(layer) : cache.v(layer), kv_width, in_k ? f.offset : f.offset - kv_width,
           f.width};
 }
 

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "engine/backend/deepseek_op_args.h"
@@ -50,5 +51,14 @@ class CacheLayout {
   int kv_width_ = 0;
   std::vector<LayerRecord> layers_;
 };
+
+// Places `fields` (field, width) of one layer over the K and V halves of a slot, largest first
+// into the emptier half; appends the fields put in V to *in_v (their offsets are relative to V,
+// the caller adds the final kv_width). Returns the floats per half the layer needs. V4.1's
+// layout packs its fields the same way.
+int PackFields(std::vector<std::pair<Field*, int>> fields, std::vector<Field*>* in_v);
+
+// Field `f` of `layer` in a cache whose slots hold kv_width floats per half.
+backend::CacheField FieldRef(PagedKvCache& cache, int layer, const Field& f, int kv_width);
 
 }  // namespace spark::engine::model::dsv4

@@ -58,7 +58,9 @@ bool RopeTable(const json& parent, const std::string& where, const char* k, Read
 // rope_parameters as transformers 5 saves it ({"main": {...}, "compress": {...}}), or flat (one
 // dict, or legacy rope_scaling) holding the YaRN keys of the compress table. Every wrongly-typed
 // field is an error naming its key; none falls back to a default.
-void ReadDeepseekV4Rope(const json& doc, Reader& r, ModelConfig* c) {
+}  // namespace
+
+void ReadDeepseekRope(const json& doc, Reader& r, ModelConfig* c) {
   DeepseekV4Settings& d = c->dsv4;
   r.Double("rope_theta", &c->rope_theta, false);
   r.Double("compress_rope_theta", &d.compress_rope_theta, false);
@@ -116,6 +118,8 @@ void ReadDeepseekV4Rope(const json& doc, Reader& r, ModelConfig* c) {
     r.Bad(ckey + ".original_max_position_embeddings", "must be > 0");
   }
 }
+
+namespace {
 
 // layer_types (or legacy compress_ratios) and mlp_layer_types (or legacy num_hash_layers).
 void ReadDeepseekV4Layers(const json& doc, Reader& r, ModelConfig* c) {
@@ -282,7 +286,7 @@ Result<ModelConfig> ParseDeepseekV4Config(const json& doc, const std::string& pa
   if (!doc.contains("partial_rotary_factor") || doc["partial_rotary_factor"].is_null()) {
     r.Int("qk_rope_head_dim", &d.rope_head_dim, false);
   }
-  ReadDeepseekV4Rope(doc, r, &c);
+  ReadDeepseekRope(doc, r, &c);
   ReadDeepseekV4Layers(doc, r, &c);
   r.Refuse("scoring_func", "sqrtsoftplus", "only the sqrtsoftplus router is implemented");
   r.Refuse("hidden_act", "silu", "only SiLU experts are implemented");

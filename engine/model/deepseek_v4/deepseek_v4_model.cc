@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "engine/model/deepseek_v4/logits.h"
+
 namespace spark::engine::model::dsv4 {
 
 DeepseekV4Model::DeepseekV4Model(core::ModelConfig config, Weights weights,
@@ -73,7 +75,9 @@ Status DeepseekV4Model::Forward(const ForwardBatch& batch, PagedKvCache& cache,
     ops_->HcPost(ws.streams.data(), ws.block_out.data(), ws.post.data(), ws.comb.data(), n, streams,
                  hidden);
     HyperPre(l.hc_ffn, l.ffn_norm, ws);
-    moe_->Forward(layer, batch.token_ids, ws);
+    moe_->Forward(layer, batch.token_ids,
+                  {ws.block_in.data(), ws.block_out.data(), ws.router.data(), ws.expert_ids.data(),
+                   ws.expert_weights.data(), n});
     SPARK_RETURN_IF_ERROR(AllReduce(ws.block_out, n * hidden));
     ops_->HcPost(ws.streams.data(), ws.block_out.data(), ws.post.data(), ws.comb.data(), n, streams,
                  hidden);
@@ -135,34 +139,8 @@ Status DeepseekV4Model::AllReduce(backend::Buffer& data, int64_t count) {
   return comm_->AllReduceSum(data.data(), static_cast<size_t>(count));
 }
 
-// This rank's vocabulary rows of the head, downloaded, then an all-gather into full rows.
 Status DeepseekV4Model::Logits(int64_t rows, Workspace& ws, std::vector<float>* logits) {
-  const int hidden = config_.hidden_size;
-  const int64_t vocab = config_.vocab_size, local = w_.ranges.vocab.size;
-  const int world = comm_ == nullptr ? 1 : comm_->world_size();
-  const int64_t padded = (vocab + world - 1) / world;
-  std::vector<float> part(rows * std::max<int64_t>(local, 1));
-  if (local > 0) {
-    SPARK_ASSIGN_OR_RETURN(backend::Buffer out, backend_.Allocate(rows * local));
-    backend_.Linear(ws.block_in.data(), rows, hidden, w_.lm_head().data(), static_cast<int>(local),
-                    out.data());
-    backend_.Download(out.data(), std::span(part).first(rows * local));
-  }
-  logits->assign(rows * vocab, 0.0f);
-  if (world == 1) {
-    std::copy_n(part.begin(), rows * vocab, logits->begin());
-    return Status::Ok();
-  }
-  std::vector<float> mine(rows * padded, 0.0f), gathered(world * rows * padded);
-  for (int64_t r = 0; r < rows; ++r) std::copy_n(&part[r * local], local, &mine[r * padded]);
-  SPARK_RETURN_IF_ERROR(comm_->AllGather(mine.data(), mine.size(), gathered.data()));
-  for (int rank = 0; rank < world; ++rank) {
-    const int64_t begin = rank * padded, count = std::min(padded, vocab - begin);
-    for (int64_t r = 0; r < rows && count > 0; ++r) {
-      std::copy_n(&gathered[(rank * rows + r) * padded], count, &(*logits)[r * vocab + begin]);
-    }
-  }
-  return Status::Ok();
+  return VocabParallelLogits(backend_, comm_, w_, config_, ws.block_in, rows, logits);
 }
 
 }  // namespace spark::engine::model::dsv4

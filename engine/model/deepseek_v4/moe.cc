@@ -13,13 +13,13 @@ Moe::Moe(const core::ModelConfig& config, const BackendWeights& weights, backend
   }
 }
 
-void Moe::Forward(int layer, std::span<const int32_t> token_ids, Workspace& ws) const {
+void Moe::Forward(int layer, std::span<const int32_t> token_ids, const Io& io) const {
   const LayerBuffers& l = w_.layers[layer];
   const int hidden = c_.hidden_size, experts = c_.moe.num_experts, k = c_.moe.top_k;
-  const int64_t n = ws.tokens;
-  backend_.Linear(ws.block_in.data(), n, hidden, l.router.data(), experts, ws.router.data());
+  const int64_t n = io.tokens;
+  backend_.Linear(io.in, n, hidden, l.router.data(), experts, io.router);
   const bool hash = l.mlp == core::MlpType::kHashMoe;
-  ops_.Route({.logits = ws.router.data(),
+  ops_.Route({.logits = io.router,
               .tokens = n,
               .experts = experts,
               .top_k = k,
@@ -27,14 +27,15 @@ void Moe::Forward(int layer, std::span<const int32_t> token_ids, Workspace& ws) 
               .hash_table = hash ? l.tid2eid.data() : nullptr,
               .token_ids = token_ids,
               .scaling = c_.dsv4.routed_scaling_factor,
-              .ids = ws.expert_ids.data(),
-              .weights = ws.expert_weights.data()});
+              .temperature = c_.dsv41.gate_temp,
+              .ids = io.ids,
+              .weights = io.weights});
   const ShardRanges& r = w_.ranges;
-  ops_.MoeExperts({.x = ws.block_in.data(),
+  ops_.MoeExperts({.x = io.in,
                    .tokens = n,
                    .hidden = hidden,
-                   .ids = ws.expert_ids.data(),
-                   .weights = ws.expert_weights.data(),
+                   .ids = io.ids,
+                   .weights = io.weights,
                    .top_k = k,
                    .expert_begin = static_cast<int>(r.experts.begin),
                    .experts = experts_[layer],
@@ -42,7 +43,7 @@ void Moe::Forward(int layer, std::span<const int32_t> token_ids, Workspace& ws) 
                    .shared = {l.shared_gate_up.data(), l.shared_down.data()},
                    .shared_inter = static_cast<int>(r.shared_channels.size),
                    .swiglu_limit = c_.dsv4.swiglu_limit,
-                   .out = ws.block_out.data()});
+                   .out = io.out});
 }
 
 }  // namespace spark::engine::model::dsv4

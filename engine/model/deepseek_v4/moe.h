@@ -27,8 +27,18 @@ class Moe {
   Moe(const core::ModelConfig& config, const BackendWeights& weights, backend::Backend& backend,
       backend::DeepseekOps& ops);
 
-  // ws.block_out = the MoE of `layer` for ws.block_in (ffn_norm applied).
-  void Forward(int layer, std::span<const int32_t> token_ids, Workspace& ws) const;
+  // The buffers of one call (backend memory): input [tokens, hidden] (ffn_norm applied), output
+  // [tokens, hidden], router logits [tokens, experts], expert ids and weights [tokens, top_k].
+  struct Io {
+    const float* in;
+    float* out;
+    float* router;
+    float* ids;
+    float* weights;
+    int64_t tokens;
+  };
+  // io.out = the MoE of `layer` for io.in.
+  void Forward(int layer, std::span<const int32_t> token_ids, const Io& io) const;
 
  private:
   const core::ModelConfig& c_;

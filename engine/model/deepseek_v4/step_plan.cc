@@ -7,6 +7,8 @@ int64_t SlotOf(const BatchSequence& s, int64_t pos, int block_size) {
   return int64_t{s.block_table[pos / block_size]} * block_size + pos % block_size;
 }
 
+}  // namespace
+
 CompressedPlan PlanCompressed(const ForwardBatch& batch, int block_size, int ratio, bool overlap) {
   CompressedPlan p;
   p.ratio = ratio;
@@ -39,8 +41,6 @@ CompressedPlan PlanCompressed(const ForwardBatch& batch, int block_size, int rat
   }
   return p;
 }
-
-}  // namespace
 
 StepPlan PlanStep(const ForwardBatch& batch, int block_size, const core::DeepseekV4Settings& d) {
   StepPlan plan;

@@ -48,6 +48,10 @@ struct StepPlan {
   CompressedPlan csa, hca;                            // overlap for CSA, none for HCA
 };
 
+// The entries that the batch's tokens close and the candidates of each query for one ratio
+// (overlap: CSA's two series). V4.1 plans each of its KV sources' ratios with it.
+CompressedPlan PlanCompressed(const ForwardBatch& batch, int block_size, int ratio, bool overlap);
+
 // The batch must be validated (block tables cover every position).
 StepPlan PlanStep(const ForwardBatch& batch, int block_size, const core::DeepseekV4Settings& d);
 

@@ -7,6 +7,7 @@
 #include "base/field_errors.h"
 #include "engine/core/block_quant.h"
 #include "engine/core/dtype.h"
+#include "engine/model/deepseek_v4/tensor_loader.h"
 #include "engine/model/deepseek_v4/weight_names.h"
 
 namespace spark::engine::model::dsv4 {
@@ -14,199 +15,6 @@ namespace {
 
 using core::AttentionType;
 using core::MlpType;
-
-// Block sizes of FP8 scales seen in released checkpoints (V4: 128, V4.1: 32).
-constexpr int64_t kFp8Blocks[] = {128, 32, 64};
-
-std::string Join(const std::vector<std::string>& names) {
-  std::string s;
-  for (size_t i = 1; i < names.size(); ++i) s += (i > 1 ? ", " : "") + names[i];
-  return s;
-}
-
-// Finds tensors under any of their names, converts them to fp32 and records which were used.
-class Loader {
- public:
-  Loader(const TensorSource& src, ReadObserver on_read) : src_(src), on_read_(std::move(on_read)) {}
-
-  // The tensor stored under one of `canonical`'s names, or nullptr.
-  const RawTensor* Lookup(const std::string& canonical) {
-    for (const std::string& name : CandidateNames(canonical)) {
-      if (const RawTensor* t = src_.Find(name)) return t;
-    }
-    return nullptr;
-  }
-  bool Has(const std::string& canonical) { return Lookup(canonical) != nullptr; }
-
-  Result<Vec> Float(const std::string& canonical, const std::vector<int64_t>& shape) {
-    const RawTensor* t = Lookup(canonical);
-    if (t == nullptr) return Missing(canonical);
-    Use(*t);
-    if (t->dtype == "I8" || t->dtype == "U8") return Fp4(*t, shape);
-    if (t->shape != shape) return ShapeError(*t, shape);
-    if (t->dtype == "F8_E4M3") {
-      if (const RawTensor* scale = ScaleOf(*t)) return Fp8(*t, *scale, shape);
-    }
-    return Convert(*t);
-  }
-
-  Result<std::vector<int32_t>> Ints(const std::string& canonical,
-                                    const std::vector<int64_t>& shape) {
-    const RawTensor* t = Lookup(canonical);
-    if (t == nullptr) return Missing(canonical);
-    Use(*t);
-    if (t->shape != shape) return ShapeError(*t, shape);
-    std::vector<int32_t> out(t->bytes.size() / t->element_size);
-    for (size_t i = 0; i < out.size(); ++i) {
-      if (t->dtype == "I64") {
-        int64_t v;
-        std::memcpy(&v, t->bytes.data() + 8 * i, 8);
-        out[i] = static_cast<int32_t>(v);
-      } else if (t->dtype == "I32") {
-        std::memcpy(&out[i], t->bytes.data() + 4 * i, 4);
-      } else {
-        return InvalidArgumentError(t->file + ": tensor '" + t->name + "': dtype " + t->dtype +
-                                    " is not an integer table (expected I64 or I32)");
-      }
-    }
-    return out;
-  }
-
-  // Records `t` as consumed; the first time, reports its bytes to the read observer.
-  void Use(const RawTensor& t) {
-    if (used_.insert(t.name).second && on_read_) on_read_(t.bytes.size());
-  }
-  void MarkUsed(const RawTensor& t) { Use(t); }
-  // Marks the w1/w2/w3 tensors (and scales) under `prefix` as accounted for without reading them.
-  void Skip(const std::string& prefix) {
-    for (const char* w : {"w1", "w2", "w3"}) {
-      if (const RawTensor* t = Lookup(prefix + w + ".weight")) {
-        used_.insert(t->name);
-        ScaleOf(*t);
-      }
-    }
-  }
-
-  // InvalidArgument naming every tensor that nothing consumed.
-  Status CheckAllUsed() const {
-    std::vector<std::string> extra;
-    for (const auto& [name, t] : src_.tensors()) {
-      if (!used_.count(name) && !IsIgnoredTensor(name)) extra.push_back(name);
-    }
-    if (extra.empty()) return Status::Ok();
-    std::string list;
-    for (size_t i = 0; i < extra.size() && i < 8; ++i) list += (i ? ", " : "") + extra[i];
-    if (extra.size() > 8) list += ", ... (" + std::to_string(extra.size()) + " in all)";
-    return InvalidArgumentError(src_.dir() + ": unexpected tensors that config.json gives no " +
-                                "place to: " + list +
-                                "; check num_hidden_layers, layer_types and n_routed_experts");
-  }
-
-  Status Missing(const std::string& canonical) const {
-    return NotFoundError(src_.dir() + ": tensor '" + canonical + "' is missing (also tried " +
-                         Join(CandidateNames(canonical)) + ")");
-  }
-  static Status ShapeError(const RawTensor& t, const std::vector<int64_t>& shape) {
-    return InvalidArgumentError(t.file + ": tensor '" + t.name + "' has shape " +
-                                ShapeText(t.shape) + ", config.json implies " + ShapeText(shape));
-  }
-
- private:
-  // The scale tensor next to an fp8 weight: "<x>.scale" (released) or "<x>.weight_scale_inv".
-  const RawTensor* ScaleOf(const RawTensor& w) {
-    const std::string suffix = ".weight";
-    if (w.name.size() <= suffix.size() ||
-        w.name.compare(w.name.size() - suffix.size(), suffix.size(), suffix) != 0) {
-      return nullptr;
-    }
-    const std::string stem = w.name.substr(0, w.name.size() - suffix.size());
-    for (const std::string& name : {stem + ".scale", stem + ".weight_scale_inv"}) {
-      if (const RawTensor* s = src_.Find(name)) {
-        Use(*s);
-        return s;
-      }
-    }
-    return nullptr;
-  }
-
-  Result<Vec> Convert(const RawTensor& t) {
-    Result<core::DType> dtype = core::ParseDType(t.dtype);
-    if (!dtype.ok()) {
-      return InvalidArgumentError(t.file + ": tensor '" + t.name + "': dtype " + t.dtype +
-                                  " cannot be read as a float tensor");
-    }
-    Vec out(t.bytes.size() / core::DTypeSize(*dtype));
-    core::ConvertToFloat(*dtype, t.bytes.data(), out.size(), out.data());
-    return out;
-  }
-
-  Result<Vec> ScaleValues(const RawTensor& s) {
-    if (s.dtype == "F8_E8M0" || s.dtype == "U8") {
-      Vec out(s.bytes.size());
-      for (size_t i = 0; i < out.size(); ++i) out[i] = core::E8M0ToFloat(s.bytes[i]);
-      return out;
-    }
-    return Convert(s);
-  }
-
-  Result<Vec> Fp8(const RawTensor& w, const RawTensor& s, const std::vector<int64_t>& shape) {
-    if (shape.size() != 2 || s.shape.size() != 2) {
-      return InvalidArgumentError(w.file + ": tensor '" + w.name + "': fp8 block scales need a " +
-                                  "2-d weight and scale, got " + ShapeText(s.shape));
-    }
-    SPARK_ASSIGN_OR_RETURN(Vec scales, ScaleValues(s));
-    for (int64_t b : kFp8Blocks) {
-      if (core::ScaleBlocks(shape[0], b) == s.shape[0] &&
-          core::ScaleBlocks(shape[1], b) == s.shape[1]) {
-        return core::DequantFp8Blocks(w.bytes, shape[0], shape[1], scales, {b, b}, w.name);
-      }
-    }
-    return DataLossError(s.file + ": tensor '" + s.name + "' has shape " + ShapeText(s.shape) +
-                         ", which fits no 128x128, 32x32 or 64x64 blocking of " + ShapeText(shape));
-  }
-
-  Result<Vec> Fp4(const RawTensor& w, const std::vector<int64_t>& shape) {
-    if (shape.size() != 2 || w.shape != std::vector<int64_t>{shape[0], shape[1] / 2}) {
-      return InvalidArgumentError(w.file + ": tensor '" + w.name + "' (packed fp4) has shape " +
-                                  ShapeText(w.shape) + ", config.json implies " +
-                                  ShapeText({shape[0], shape[1] / 2}) + " bytes");
-    }
-    const RawTensor* s = ScaleOf(w);
-    if (s == nullptr) {
-      return NotFoundError(w.file + ": packed fp4 tensor '" + w.name + "' has no '.scale' tensor");
-    }
-    return core::DequantFp4(w.bytes, shape[0], shape[1], s->bytes, w.name);
-  }
-
-  const TensorSource& src_;
-  ReadObserver on_read_;
-  std::set<std::string> used_;
-};
-
-// Rows [r.begin, r.end()) of a row-major [*, cols] matrix.
-Vec SliceRows(const Vec& m, int64_t cols, Range r) {
-  return Vec(m.begin() + r.begin * cols, m.begin() + r.end() * cols);
-}
-
-// Columns [r.begin, r.end()) of a row-major [rows, cols] matrix.
-Vec SliceCols(const Vec& m, int64_t cols, Range r) {
-  const int64_t rows = static_cast<int64_t>(m.size()) / cols;
-  Vec out;
-  out.reserve(rows * r.size);
-  for (int64_t i = 0; i < rows; ++i) {
-    out.insert(out.end(), m.begin() + i * cols + r.begin, m.begin() + i * cols + r.end());
-  }
-  return out;
-}
-
-Status LoadHc(Loader& ld, const std::string& p, const std::string& site, int64_t n, int64_t hidden,
-              HyperConnectionWeights* hc) {
-  const int64_t mix = (2 + n) * n;
-  SPARK_ASSIGN_OR_RETURN(hc->fn, ld.Float(p + "hc_" + site + "_fn", {mix, n * hidden}));
-  SPARK_ASSIGN_OR_RETURN(hc->base, ld.Float(p + "hc_" + site + "_base", {mix}));
-  SPARK_ASSIGN_OR_RETURN(hc->scale, ld.Float(p + "hc_" + site + "_scale", {3}));
-  return Status::Ok();
-}
 
 Status LoadCompressor(Loader& ld, const std::string& p, int64_t width, int64_t dim, int64_t ratio,
                       int64_t hidden, CompressorWeights* c) {
@@ -217,8 +25,10 @@ Status LoadCompressor(Loader& ld, const std::string& p, int64_t width, int64_t d
   return Status::Ok();
 }
 
-Status LoadAttention(Loader& ld, const std::string& p, const core::ModelConfig& c,
-                     const ShardRanges& r, LayerWeights* l) {
+}  // namespace
+
+Status LoadAttentionCore(Loader& ld, const std::string& p, const core::ModelConfig& c,
+                         const ShardRanges& r, LayerWeights* l) {
   const core::DeepseekV4Settings& d = c.dsv4;
   const int64_t hidden = c.hidden_size, hd = c.head_dim, heads = c.num_heads;
   SPARK_ASSIGN_OR_RETURN(l->attn_norm, ld.Float(p + "attn_norm.weight", {hidden}));
@@ -247,6 +57,16 @@ Status LoadAttention(Loader& ld, const std::string& p, const core::ModelConfig& 
   }
   l->wo_a = std::move(wo_a);
   l->wo_b = SliceCols(l->wo_b, int64_t{d.o_groups} * ol, {r.groups.begin * ol, r.groups.size * ol});
+  return Status::Ok();
+}
+
+namespace {
+
+Status LoadAttention(Loader& ld, const std::string& p, const core::ModelConfig& c,
+                     const ShardRanges& r, LayerWeights* l) {
+  const core::DeepseekV4Settings& d = c.dsv4;
+  const int64_t hidden = c.hidden_size, hd = c.head_dim;
+  SPARK_RETURN_IF_ERROR(LoadAttentionCore(ld, p, c, r, l));
   if (l->attention == AttentionType::kHeavilyCompressed) {
     return LoadCompressor(ld, p + "attn.compressor.", hd, hd, d.compress_rate_hca, hidden,
                           &l->compressor);
@@ -261,19 +81,6 @@ Status LoadAttention(Loader& ld, const std::string& p, const core::ModelConfig& 
                          ld.Float(p + "attn.indexer.wq_b.weight", {ih * idim, d.q_lora_rank}));
   SPARK_ASSIGN_OR_RETURN(l->index_weights,
                          ld.Float(p + "attn.indexer.weights_proj.weight", {ih, hidden}));
-  return Status::Ok();
-}
-
-// Channels `ch` of w1 then of w3, as one [2 * ch.size, hidden] matrix; w2's columns `ch`.
-Status LoadSwiGlu(Loader& ld, const std::string& p, int64_t inter, int64_t hidden, Range ch,
-                  Vec* gate_up, Vec* down) {
-  SPARK_ASSIGN_OR_RETURN(Vec gate, ld.Float(p + "w1.weight", {inter, hidden}));
-  SPARK_ASSIGN_OR_RETURN(Vec up, ld.Float(p + "w3.weight", {inter, hidden}));
-  *gate_up = SliceRows(gate, hidden, ch);
-  up = SliceRows(up, hidden, ch);
-  gate_up->insert(gate_up->end(), up.begin(), up.end());
-  SPARK_ASSIGN_OR_RETURN(Vec w2, ld.Float(p + "w2.weight", {hidden, inter}));
-  *down = SliceCols(w2, inter, ch);
   return Status::Ok();
 }
 
@@ -314,6 +121,8 @@ Status LoadFusedExperts(Loader& ld, const TensorSource& src, int layer, const co
   return Status::Ok();
 }
 
+}  // namespace
+
 Status LoadMoe(Loader& ld, const TensorSource& src, int layer, const core::ModelConfig& c,
                const ShardRanges& r, LayerWeights* l) {
   const std::string p = "layers." + std::to_string(layer) + ".";
@@ -350,8 +159,6 @@ Status LoadMoe(Loader& ld, const TensorSource& src, int layer, const core::Model
   }
   return Status::Ok();
 }
-
-}  // namespace
 
 Result<ShardRanges> PlanShard(const core::ModelConfig& c, const TpShard& shard, MoeSharding moe) {
   FieldErrors e;

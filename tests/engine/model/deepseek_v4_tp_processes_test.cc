@@ -1,9 +1,11 @@
-// Tensor parallelism across processes for DeepSeek-V4: runs the built `spark-engine generate` on
-// the committed tiny fixture with --tp 1, 2 and 4 (one process per rank, Gloo over loopback) and
-// checks that every world size prints exactly the greedy tokens transformers' `generate`
-// recorded in the fixture's expected.json (scripts/fixtures/make_deepseek_v4_fixture.py).
-// Both prompts go in one run, so they are batched together through the scheduler. A second test
-// adds chunked prefill off the compression grid and a second round served from the prefix cache.
+// Tensor parallelism across processes for DeepSeek-V4 and V4.1: runs the built `spark-engine
+// generate` on the committed tiny fixtures with --tp 1, 2 and 4 (one process per rank, Gloo over
+// loopback) and checks that every world size prints exactly the greedy tokens the reference
+// recorded in the fixture's expected.json (scripts/fixtures/make_deepseek_v4_fixture.py,
+// make_deepseek_v41_fixtures.py: V4.1's are a full-sequence argmax per step, EOS not masked,
+// which --ignore-eos reproduces). All prompts go in one run, so they are batched together through
+// the scheduler. A second test adds chunked prefill off the compression grids and a second round
+// served from the prefix cache.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -13,20 +15,36 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace {
 
 const std::string kEngine = SPARK_BINARY_DIR "/bin/spark-engine";
-const std::string kFixture = SPARK_SOURCE_DIR "/tests/fixtures/models/deepseek-v4-tiny";
+const std::string kFixtures = SPARK_SOURCE_DIR "/tests/fixtures/models/";
+
+// A checkpoint directory and the extra flags it needs (V4.1's FP8/FP4 release variant shares the
+// base directory's tokenizer-derived Engram token map).
+struct Fixture {
+  std::string name;
+  std::string dir;
+  std::string flags;
+};
+
+const Fixture kCheckpoints[] = {
+    {"V4", kFixtures + "deepseek-v4-tiny", ""},
+    {"V41", kFixtures + "deepseek-v41-tiny", ""},
+    {"V41Release", kFixtures + "deepseek-v41-tiny/release",
+     " --tokenizer " + kFixtures + "deepseek-v41-tiny"},
+};
 
 struct Expected {
   std::vector<std::vector<int>> prompts;
   std::vector<std::vector<int>> greedy;
 };
 
-Expected LoadExpected() {
-  std::ifstream in(kFixture + "/expected.json");
+Expected LoadExpected(const Fixture& f) {
+  std::ifstream in(f.dir + "/expected.json");
   const nlohmann::json doc = nlohmann::json::parse(in);
   Expected e;
   for (const nlohmann::json& c : doc.at("cases")) {
@@ -86,18 +104,18 @@ std::vector<std::vector<int>> ParseIdLines(const std::string& out) {
   return lines;
 }
 
-class DeepseekV4TpProcessesTest : public ::testing::TestWithParam<int> {};
+class DeepseekV4TpProcessesTest : public ::testing::TestWithParam<std::tuple<Fixture, int>> {};
 
 TEST_P(DeepseekV4TpProcessesTest, GreedyTokensMatchTransformers) {
   ASSERT_EQ(access(kEngine.c_str(), X_OK), 0) << kEngine << " is not built";
-  const Expected expected = LoadExpected();
-  ASSERT_EQ(expected.prompts.size(), 2u);
-  const int tp = GetParam();
-  const std::string cmd = kEngine + " generate --model " + kFixture + " --prompt-ids '" +
-                          JoinIds(expected.prompts) + "' --print-ids --temperature 0" +
-                          " --max-tokens " + std::to_string(expected.greedy[0].size()) +
-                          " --ignore-eos --threads " + std::to_string(tp) + " --tp " +
-                          std::to_string(tp);
+  const auto& [fixture, tp] = GetParam();
+  const Expected expected = LoadExpected(fixture);
+  ASSERT_GE(expected.prompts.size(), 2u);
+  const std::string cmd = kEngine + " generate --model " + fixture.dir + fixture.flags +
+                          " --prompt-ids '" + JoinIds(expected.prompts) +
+                          "' --print-ids --temperature 0" + " --max-tokens " +
+                          std::to_string(expected.greedy[0].size()) + " --ignore-eos --threads " +
+                          std::to_string(tp) + " --tp " + std::to_string(tp);
   const RunResult r = RunShell(cmd);
   ASSERT_EQ(r.exit_code, 0) << cmd << "\nstderr:\n" << r.err;
   const std::vector<std::vector<int>> got = ParseIdLines(r.out);
@@ -107,19 +125,26 @@ TEST_P(DeepseekV4TpProcessesTest, GreedyTokensMatchTransformers) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(WorldSizes, DeepseekV4TpProcessesTest, ::testing::Values(1, 2, 4),
-                         [](const ::testing::TestParamInfo<int>& info) {
-                           return "Tp" + std::to_string(info.param);
+INSTANTIATE_TEST_SUITE_P(WorldSizes, DeepseekV4TpProcessesTest,
+                         ::testing::Combine(::testing::ValuesIn(kCheckpoints),
+                                            ::testing::Values(1, 2, 4)),
+                         [](const ::testing::TestParamInfo<std::tuple<Fixture, int>>& info) {
+                           return std::get<0>(info.param).name + "Tp" +
+                                  std::to_string(std::get<1>(info.param));
                          });
 
-// 13-token chunks end off the CSA (4) and HCA (8) grids; the second round reuses the first
-// round's 4-token blocks, so the compressor and indexer state comes from the prefix cache.
-TEST(DeepseekV4TpProcessesTest, ChunkedPrefillAndPrefixCacheAcrossTwoRanks) {
+class DeepseekV4ChunkedProcessesTest : public ::testing::TestWithParam<Fixture> {};
+
+// 13-token chunks end off the CSA (4), HCA (8), V4.1 ratio-2 and candidate-block grids; the
+// second round reuses the first round's 4-token blocks, so the compressor, indexer and Engram
+// state comes from the prefix cache.
+TEST_P(DeepseekV4ChunkedProcessesTest, ChunkedPrefillAndPrefixCacheAcrossTwoRanks) {
   ASSERT_EQ(access(kEngine.c_str(), X_OK), 0) << kEngine << " is not built";
-  const Expected expected = LoadExpected();
+  const Fixture& fixture = GetParam();
+  const Expected expected = LoadExpected(fixture);
   const std::string cmd =
-      kEngine + " generate --model " + kFixture + " --prompt-ids '" + JoinIds(expected.prompts) +
-      "' --print-ids --print-stats" + " --temperature 0 --max-tokens " +
+      kEngine + " generate --model " + fixture.dir + fixture.flags + " --prompt-ids '" +
+      JoinIds(expected.prompts) + "' --print-ids --print-stats" + " --temperature 0 --max-tokens " +
       std::to_string(expected.greedy[0].size()) +
       " --ignore-eos --threads 2 --tp 2 --max-batched-tokens 13" + " --block-size 4 --repeat 2";
   const RunResult r = RunShell(cmd);
@@ -136,5 +161,11 @@ TEST(DeepseekV4TpProcessesTest, ChunkedPrefillAndPrefixCacheAcrossTwoRanks) {
   EXPECT_GT(stats.at("prefix_hits").get<int64_t>(), 0) << stats_line;
   EXPECT_LT(stats.at("prompt_tokens_computed").get<size_t>(), 2 * prompt_tokens) << stats_line;
 }
+
+INSTANTIATE_TEST_SUITE_P(Checkpoints, DeepseekV4ChunkedProcessesTest,
+                         ::testing::Values(kCheckpoints[0], kCheckpoints[1]),
+                         [](const ::testing::TestParamInfo<Fixture>& info) {
+                           return info.param.name;
+                         });
 
 }  // namespace

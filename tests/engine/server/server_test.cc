@@ -333,6 +333,11 @@ TEST_F(ServerTest, BadRequestsNameTheField) {
        "messages[0].role"},
       {"/v1/chat/completions",
        R"({"model": "fake", "messages": [{"role": "user", "content": "x"}], "stop": [1]})", "stop"},
+      // Images (DeepSeek-V4.1's vision inputs): refused, the engine serves text only.
+      {"/v1/chat/completions",
+       R"({"model": "fake", "messages": [{"role": "user", "content": [{"type": "image_url",
+           "image_url": {"url": "data:image/png;base64,AAAA"}}]}]})",
+       "messages[0].content[0]"},
       {"/v1/chat/completions",
        R"({"model": "fake", "messages": [{"role": "user", "content": "x"}], "stream": "yes"})",
        "stream"},

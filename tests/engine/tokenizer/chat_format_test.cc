@@ -67,6 +67,19 @@ TEST(ChatFormatTest, ParseRequestNamesBadKey) {
   EXPECT_FALSE(ParseChatRequest(ordered_json::parse(R"({"messages": []})")).ok());
 }
 
+TEST(ChatFormatTest, ParseRequestRefusesImagesAsTextOnly) {
+  const auto body = ordered_json::parse(
+      R"({"messages": [{"role": "user", "content": [{"type": "text", "text": "what is it"},
+          {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]}]})");
+  Result<ChatRequest> r = ParseChatRequest(body);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("messages[0].content[1]: \"image_url\" parts are not "
+                                      "supported: this engine serves text only"),
+            std::string::npos)
+      << r.status().message();
+}
+
 TEST(ChatFormatTest, ParseRequestJoinsTextParts) {
   const auto body = ordered_json::parse(
       R"({"messages": [{"role": "developer", "content": "sys"}, {"role": "user", "content":

@@ -1,0 +1,32 @@
+#include "engine/model/deepseek_v41/cache_layout.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace spark::engine::model::dsv41 {
+
+CacheLayout::CacheLayout(const core::ModelConfig& c) {
+  const core::DeepseekV41Settings& s = c.dsv41;
+  const int d = c.head_dim, di = c.dsv4.index_head_dim;
+  std::vector<std::vector<Field*>> in_v(c.num_layers);
+  layers_.resize(c.num_layers);
+  for (int i = 0; i < c.num_layers; ++i) {
+    LayerRecord& r = layers_[i];
+    std::vector<std::pair<Field*, int>> fields = {{&r.window, d}};
+    if (s.IsKvSource(i)) {
+      if (s.compress_ratios[i] > 1) {
+        fields.emplace_back(&r.comp_kv, d);
+        fields.emplace_back(&r.comp_gate, d);
+      }
+      fields.emplace_back(&r.entry, d);
+      fields.emplace_back(&r.index_key, di);
+    }
+    if (i == 0 && !s.engram_layer_ids.empty()) fields.emplace_back(&r.token, 1);
+    kv_width_ = std::max(kv_width_, dsv4::PackFields(std::move(fields), &in_v[i]));
+  }
+  for (auto& fields : in_v) {
+    for (Field* f : fields) f->offset += kv_width_;
+  }
+}
+
+}  // namespace spark::engine::model::dsv41

@@ -1,0 +1,99 @@
+#include "engine/model/deepseek_v41/deepseek_v41_family.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include "engine/model/deepseek_v4/tensor_source.h"
+#include "engine/model/deepseek_v41/cache_layout.h"
+#include "engine/model/deepseek_v41/deepseek_v41_config.h"
+#include "engine/model/deepseek_v41/deepseek_v41_model.h"
+#include "engine/model/deepseek_v41/engram_hash.h"
+#include "engine/model/deepseek_v41/engram_token_map.h"
+#include "engine/model/deepseek_v41/weights.h"
+
+namespace spark::engine::model::dsv41 {
+namespace {
+
+Result<std::unique_ptr<Model>> LoadDeepseekV41(const std::string& dir, core::ModelConfig config,
+                                               backend::Backend& backend, comm::Communicator* comm,
+                                               const ModelOptions& options) {
+  if (backend.deepseek_ops() == nullptr) {
+    return UnimplementedError(dir + ": the " + backend.name() +
+                              " backend has no DeepSeek ops (backend/deepseek_ops.h)");
+  }
+  SPARK_ASSIGN_OR_RETURN(std::unique_ptr<dsv4::TensorSource> source, dsv4::TensorSource::Open(dir));
+  std::vector<int32_t> token_map;
+  std::unique_ptr<EngramHashing> hashing;
+  if (!config.dsv41.engram_layer_ids.empty()) {
+    const std::string tokenizer = options.tokenizer_dir.empty() ? dir : options.tokenizer_dir;
+    SPARK_ASSIGN_OR_RETURN(
+        token_map, LoadCompressedTokenMap(tokenizer, config.dsv41.engram_compressed_vocab_size,
+                                          config.dsv41.engram_pad_id));
+    SPARK_ASSIGN_OR_RETURN(
+        EngramHashing h,
+        EngramHashing::Create(config.dsv41, token_map[config.dsv41.engram_pad_id]));
+    hashing = std::make_unique<EngramHashing>(std::move(h));
+  }
+  SPARK_ASSIGN_OR_RETURN(Weights weights, LoadWeights(*source, config, hashing.get(), options.shard,
+                                                      options.moe_sharding));
+  return std::unique_ptr<Model>(new DeepseekV41Model(std::move(config), std::move(source),
+                                                     std::move(weights), std::move(hashing),
+                                                     std::move(token_map), backend, comm));
+}
+
+}  // namespace
+
+Result<MemoryFootprint> DeepseekV41Memory(const core::ModelConfig& c, const MemoryQuery& q) {
+  SPARK_ASSIGN_OR_RETURN(dsv4::ShardRanges r, dsv4::PlanShard(c, q.shard, q.moe));
+  const core::DeepseekV4Settings& d = c.dsv4;
+  const core::DeepseekV41Settings& s = c.dsv41;
+  const int64_t hidden = c.hidden_size, hd = c.head_dim, ql = d.q_lora_rank, n = c.residual_streams;
+  const int64_t di = d.index_head_dim, ih = d.index_n_heads, e = c.moe.num_experts;
+  int64_t floats = r.vocab.size * hidden * (c.tie_word_embeddings ? 1 : 2) + hidden;
+  for (int i = 0; i < c.num_layers; ++i) {
+    floats += 2 * ((n + 2) * n * (n * hidden + 1) + 3) + 2 * hidden;         // mHC, norms
+    floats += ql * hidden + ql + r.heads.size * hd * ql + hd * hidden + hd;  // q, kv
+    floats +=
+        r.heads.size + d.o_lora_rank * r.heads.size * hd + hidden * r.groups.size * d.o_lora_rank;
+    if (s.IsKvSource(i))
+      floats += hd * hidden * (s.compress_ratios[i] > 1 ? 2 : 1) + hd + di * hd + di;
+    if (s.IsIndexSource(i)) floats += ih * di * ql + ih * hidden;
+    floats += e * hidden + e;  // router and its bias (bias_vl stays on the host)
+    floats +=
+        r.experts.size * 3 * r.expert_channels.size * hidden + 3 * r.shared_channels.size * hidden;
+    const int engram = s.EngramIndex(i);
+    if (engram >= 0) {
+      const int64_t cols = int64_t{s.engram_max_ngram_size - 1} * s.engram_n_heads;
+      floats += (n + 1) * hidden * cols * s.engram_head_dim + n * hidden;
+    }
+  }
+  MemoryFootprint f;
+  f.weight_bytes = 4 * floats + 4 * (d.rope_head_dim + hd);  // RoPE tables, unit norm
+  f.kv_bytes_per_token = int64_t{2} * c.num_layers * CacheLayout(c).kv_width() * 4;
+  return f;
+}
+
+namespace {
+
+constexpr std::string_view kModelTypes[] = {"deepseek_v41", "deepseek_v41_text"};
+constexpr std::string_view kBackends[] = {"cpu"};
+constexpr backend::DType kFp32[] = {backend::DType::kF32};
+
+}  // namespace
+
+constinit const ModelFamily kDeepseekV41Family = {
+    .name = "deepseek_v41",
+    .model_types = kModelTypes,
+    .parse_config = ParseDeepseekV41Config,
+    .load = LoadDeepseekV41,
+    .memory = DeepseekV41Memory,
+    .backends = kBackends,
+    .weight_dtypes = kFp32,
+    .kv_dtypes = kFp32,
+    .chat_format = "deepseek_v4",
+    .reasoning_parser = "deepseek_v4",
+    .tool_parser = "deepseek_v4",
+};
+
+}  // namespace spark::engine::model::dsv41

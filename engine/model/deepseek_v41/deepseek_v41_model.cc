@@ -1,0 +1,170 @@
+#include "engine/model/deepseek_v41/deepseek_v41_model.h"
+
+#include <algorithm>
+
+#include "engine/model/deepseek_v4/logits.h"
+
+namespace spark::engine::model::dsv41 {
+
+DeepseekV41Model::DeepseekV41Model(core::ModelConfig config,
+                                   std::unique_ptr<dsv4::TensorSource> source, Weights weights,
+                                   std::unique_ptr<EngramHashing> hashing,
+                                   std::vector<int32_t> token_map, backend::Backend& backend,
+                                   comm::Communicator* comm)
+    : config_(std::move(config)),
+      source_(std::move(source)),
+      hashing_(std::move(hashing)),
+      backend_(backend),
+      ops_(backend.deepseek_ops()),
+      comm_(comm),
+      layout_(config_) {
+  if (ops_ == nullptr) {
+    ready_ = FailedPreconditionError("deepseek_v41 needs a backend with the DeepSeek ops; '" +
+                                     backend.name() + "' has none");
+    return;
+  }
+  Result<BackendWeights> uploaded = UploadWeights(std::move(weights), config_, backend);
+  if (!uploaded.ok()) {
+    ready_ = uploaded.status();
+    return;
+  }
+  w_ = std::move(*uploaded);
+  attention_ = std::make_unique<Attention>(config_, w_, layout_, backend_, *ops_);
+  moe_ = std::make_unique<dsv4::Moe>(config_, w_.base, backend_, *ops_);
+  if (hashing_ != nullptr) {
+    engram_ = std::make_unique<Engram>(config_, w_, *hashing_, std::move(token_map), layout_,
+                                       backend_, *ops_);
+  }
+}
+
+KvCacheSpec DeepseekV41Model::kv_cache_spec() const {
+  return {config_.num_layers, layout_.kv_width()};
+}
+
+Status DeepseekV41Model::Check(const ForwardBatch& batch, const PagedKvCache& cache) const {
+  SPARK_RETURN_IF_ERROR(ready_);
+  SPARK_RETURN_IF_ERROR(batch.Validate(cache.block_size(), cache.num_blocks(), config_.vocab_size));
+  if (cache.spec().kv_width != layout_.kv_width() ||
+      cache.spec().num_layers != config_.num_layers) {
+    return InvalidArgumentError("kv cache was made for another model (KV width " +
+                                std::to_string(cache.spec().kv_width) + ", expected " +
+                                std::to_string(layout_.kv_width()) + ")");
+  }
+  int64_t t = 0;
+  for (const BatchSequence& s : batch.sequences) {
+    for (int64_t i = 0; i < s.query_len; ++i, ++t) {
+      if (batch.positions[t] != s.context_len - s.query_len + i) {
+        return InvalidArgumentError("forward batch: token " + std::to_string(t) + " has position " +
+                                    std::to_string(batch.positions[t]) + ", its sequence implies " +
+                                    std::to_string(s.context_len - s.query_len + i));
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+Status DeepseekV41Model::Forward(const ForwardBatch& batch, PagedKvCache& cache,
+                                 std::vector<float>* logits) {
+  SPARK_RETURN_IF_ERROR(Check(batch, cache));
+  const int64_t n = batch.num_tokens();
+  const int hidden = config_.hidden_size, streams = config_.residual_streams;
+  const StepPlan plan = PlanStep(batch, cache.block_size(), config_.dsv41);
+  SPARK_ASSIGN_OR_RETURN(Workspace ws,
+                         AllocateWorkspace(backend_, config_, w_.base.ranges, n, plan.stride,
+                                           hashing_ ? hashing_->columns() : 0));
+  std::vector<int64_t> lookback;
+  if (engram_ != nullptr) {
+    SPARK_ASSIGN_OR_RETURN(lookback, engram_->Prepare(batch, cache, ws));
+  }
+  const dsv4::ShardRanges& r = w_.base.ranges;
+  backend_.Embedding(w_.base.embed.data(), r.vocab.begin, r.vocab.size, hidden, batch.token_ids,
+                     ws.block_out.data());
+  SPARK_RETURN_IF_ERROR(AllReduce(ws.block_out, n * hidden));
+  ops_->HcExpand(ws.block_out.data(), n, streams, hidden, ws.streams.data());
+  std::vector<float> one_hot(n * streams, 0.0f);
+  for (int64_t t = 0; t < n; ++t) one_hot[t * streams] = 1.0f;
+  backend_.Upload(one_hot, ws.pre_prev.data());
+  for (int layer = 0; layer < config_.num_layers; ++layer) {
+    SPARK_RETURN_IF_ERROR(Layer(layer, batch, plan, cache, lookback, ws));
+  }
+  return Logits(Head(batch, ws), ws, logits);
+}
+
+// One block with the one-site lag: the attention input collapses with the previous site's pre,
+// the FFN input with the attention site's; the FFN site's pre is kept for the next layer.
+Status DeepseekV41Model::Layer(int layer, const ForwardBatch& batch, const StepPlan& plan,
+                               PagedKvCache& cache, std::span<const int64_t> lookback,
+                               Workspace& ws) {
+  const int64_t n = ws.tokens;
+  const int hidden = config_.hidden_size, streams = config_.residual_streams;
+  const dsv4::LayerBuffers& l = w_.base.layers[layer];
+  if (w_.engram_of_layer[layer] >= 0) engram_->Apply(w_.engram_of_layer[layer], lookback, ws);
+  Mix(l.hc_attn, &ws.pre, ws);
+  Collapse(ws.pre_prev, l.attn_norm, ws);
+  attention_->Forward(layer, batch, plan, cache, ws);
+  SPARK_RETURN_IF_ERROR(AllReduce(ws.block_out, n * hidden));
+  ops_->HcPost(ws.streams.data(), ws.block_out.data(), ws.post.data(), ws.comb.data(), n, streams,
+               hidden);
+  Mix(l.hc_ffn, &ws.pre_prev, ws);
+  Collapse(ws.pre, l.ffn_norm, ws);
+  moe_->Forward(layer, batch.token_ids,
+                {ws.block_in.data(), ws.block_out.data(), ws.router.data(), ws.expert_ids.data(),
+                 ws.expert_weights.data(), n});
+  SPARK_RETURN_IF_ERROR(AllReduce(ws.block_out, n * hidden));
+  ops_->HcPost(ws.streams.data(), ws.block_out.data(), ws.post.data(), ws.comb.data(), n, streams,
+               hidden);
+  return Status::Ok();
+}
+
+void DeepseekV41Model::Mix(const dsv4::HcBuffers& hc, backend::Buffer* pre, Workspace& ws) {
+  ops_->HcMix({.streams = ws.streams.data(),
+               .tokens = ws.tokens,
+               .n = config_.residual_streams,
+               .hidden = config_.hidden_size,
+               .fn = hc.fn.data(),
+               .base = hc.base.data(),
+               .scale = hc.scale.data(),
+               .norm_eps = config_.rms_norm_eps,
+               .hc_eps = config_.dsv4.hc_eps,
+               .sinkhorn_iters = config_.dsv4.hc_sinkhorn_iters,
+               .pre = pre->data(),
+               .post = ws.post.data(),
+               .comb = ws.comb.data()});
+}
+
+void DeepseekV41Model::Collapse(const backend::Buffer& pre, const backend::Buffer& norm,
+                                Workspace& ws) {
+  const int n = config_.residual_streams, hidden = config_.hidden_size;
+  ops_->HcCollapse(ws.streams.data(), pre.data(), ws.tokens, n, hidden, ws.block_in.data());
+  backend_.RmsNorm(ws.block_in.data(), norm.data(), ws.tokens, hidden, config_.rms_norm_eps,
+                   ws.block_in.data());
+}
+
+int64_t DeepseekV41Model::Head(const ForwardBatch& batch, Workspace& ws) {
+  const int n = config_.residual_streams, hidden = config_.hidden_size;
+  const int64_t rows = batch.num_logit_rows();
+  auto collapse = [&](int64_t src, int64_t r, int64_t count) {
+    ops_->HcCollapse(ws.streams.data() + src * n * hidden, ws.pre_prev.data() + src * n, count, n,
+                     hidden, ws.block_in.data() + r * hidden);
+  };
+  if (batch.all_logits || rows == batch.num_tokens()) {
+    collapse(0, 0, rows);
+  } else {
+    int64_t end = 0;
+    for (int64_t r = 0; r < rows; ++r) collapse((end += batch.sequences[r].query_len) - 1, r, 1);
+  }
+  backend_.RmsNorm(ws.block_in.data(), w_.base.final_norm.data(), rows, hidden,
+                   config_.rms_norm_eps, ws.block_in.data());
+  return rows;
+}
+
+Status DeepseekV41Model::AllReduce(backend::Buffer& data, int64_t count) {
+  if (comm_ == nullptr || comm_->world_size() == 1) return Status::Ok();
+  return comm_->AllReduceSum(data.data(), static_cast<size_t>(count));
+}
+
+Status DeepseekV41Model::Logits(int64_t rows, Workspace& ws, std::vector<float>* logits) {
+  return dsv4::VocabParallelLogits(backend_, comm_, w_.base, config_, ws.block_in, rows, logits);
+}
+
+}  // namespace spark::engine::model::dsv41

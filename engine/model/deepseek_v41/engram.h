@@ -1,0 +1,53 @@
+// DeepSeek-V4.1 Engram (conditional memory) over a batch: on the host, each token's compressed id
+// (token map) and look-back of max_ngram_size - 1 earlier ids — from the batch itself or, for
+// positions cached in earlier steps, from the cache's per-token id field (cache_layout.h), never
+// crossing the sequence start — hashed into row ids (engram_hash.h); the rows are gathered from
+// the mmapped table (only those pages are read) and uploaded; then on the backend wkv turns them
+// into one key per stream and a shared value, and DeepseekOps::EngramGate adds the gated value
+// into each stream. Every rank gathers the same rows from its own mapping of the checkpoint, so
+// the streams stay identical across ranks.
+// Thread-safety: one call at a time; the object is read-only.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "base/status.h"
+#include "engine/backend/backend.h"
+#include "engine/backend/deepseek_ops.h"
+#include "engine/model/deepseek_v41/backend_weights.h"
+#include "engine/model/deepseek_v41/cache_layout.h"
+#include "engine/model/deepseek_v41/engram_hash.h"
+#include "engine/model/deepseek_v41/workspace.h"
+#include "engine/model/forward_batch.h"
+#include "engine/model/kv_cache.h"
+
+namespace spark::engine::model::dsv41 {
+
+class Engram {
+ public:
+  // `token_map` maps token ids to compressed ids (its size: the tokenizer's).
+  Engram(const core::ModelConfig& config, const BackendWeights& weights,
+         const EngramHashing& hashing, std::vector<int32_t> token_map, const CacheLayout& layout,
+         backend::Backend& backend, backend::DeepseekOps& ops);
+
+  // The look-back ids of every token ([tokens, max_ngram], -1 before the sequence start), after
+  // storing the batch's compressed ids in the cache. InvalidArgument for a token id outside the
+  // token map.
+  Result<std::vector<int64_t>> Prepare(const ForwardBatch& batch, PagedKvCache& cache,
+                                       Workspace& ws) const;
+  // Engram layer `e` applied to ws.streams.
+  void Apply(int e, std::span<const int64_t> lookback, Workspace& ws) const;
+
+ private:
+  const core::ModelConfig& c_;
+  const BackendWeights& w_;
+  const EngramHashing& hashing_;
+  std::vector<int32_t> token_map_;
+  const CacheLayout& layout_;
+  backend::Backend& backend_;
+  backend::DeepseekOps& ops_;
+};
+
+}  // namespace spark::engine::model::dsv41
