@@ -88,6 +88,17 @@ std::string DidYouMean(std::string_view word, const std::vector<std::string>& ca
   return match ? " (did you mean '" + *match + "'?)" : "";
 }
 
+std::string FormatNumber(double value) {
+  char buf[64];
+  // Plain digits where they stay readable ("0.0005", not "5e-04"); exponents beyond that.
+  const double magnitude = value < 0 ? -value : value;
+  const bool plain = magnitude == 0 || (magnitude >= 1e-6 && magnitude < 1e15);
+  const auto [end, ec] =
+      plain ? std::to_chars(buf, buf + sizeof(buf), value, std::chars_format::fixed)
+            : std::to_chars(buf, buf + sizeof(buf), value);
+  return ec == std::errc() ? std::string(buf, end) : std::to_string(value);
+}
+
 std::string HumanBytes(uint64_t bytes) {
   static const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
   double value = static_cast<double>(bytes);

@@ -30,6 +30,10 @@ std::string DidYouMean(std::string_view word, const std::vector<std::string>& ca
 // "1.5 GiB", "312 MiB", "17 B".
 std::string HumanBytes(uint64_t bytes);
 
+// A number as people write it: the shortest text that reads back as `value` ("0.82", "-1",
+// "1048576"), never "-1.000000".
+std::string FormatNumber(double value);
+
 // Parses a decimal integer that must fill the whole string.
 std::optional<int64_t> ParseInt(std::string_view text);
 

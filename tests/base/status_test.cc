@@ -65,6 +65,15 @@ TEST(StringsTest, DidYouMeanFindsCloseKeysOnly) {
   EXPECT_EQ(DidYouMean("identity", {"identity_file", "port"}), " (did you mean 'identity_file'?)");
 }
 
+TEST(StringsTest, FormatNumberWritesNumbersAsPeopleDo) {
+  EXPECT_EQ(FormatNumber(-1), "-1");
+  EXPECT_EQ(FormatNumber(0.82), "0.82");
+  EXPECT_EQ(FormatNumber(0.0005), "0.0005");
+  EXPECT_EQ(FormatNumber(1048576), "1048576");
+  EXPECT_EQ(FormatNumber(0), "0");
+  EXPECT_EQ(FormatNumber(1e-9), "1e-09");
+}
+
 TEST(StringsTest, SplitTrimJoin) {
   EXPECT_EQ(Split("a,,b", ','), (std::vector<std::string>{"a", "", "b"}));
   EXPECT_EQ(Split("a,,b", ',', true), (std::vector<std::string>{"a", "b"}));
