@@ -51,6 +51,11 @@ struct CommandLine {
 int RunCommandLine(const CommandLine& line, std::span<const CommandEntry> table, int argc,
                    char** argv);
 
+// After a failed parse: "sparkctl profile: unknown command 'chek' (did you mean 'check'?) ..."
+// or "sparkctl up: unknown flag '--nope' ..." for the first word no command took; "" when every
+// word was taken (the parse error itself is then the news).
+std::string UnknownWordMessage(const CLI::App& app);
+
 // Prints "<program>: <message>" to stderr and returns kExitFailed.
 int ReportCommandError(const std::string& program, const Status& status);
 
