@@ -28,22 +28,30 @@ std::string YamlKindName(const YAML::Node& node) {
   }
 }
 
-Result<YamlReader> YamlReader::FromFile(const std::string& path) {
+std::string YamlProblem::ToString() const {
+  std::string out = file + ":" + std::to_string(location.line) + ":" +
+                    std::to_string(location.column) + ": ";
+  if (!key.empty()) out += key + ": ";
+  return out + message;
+}
+
+Result<YamlReader> YamlReader::FromFile(const std::string& path, YamlProblem* syntax) {
   std::ifstream in(path);
   if (!in) return ErrnoError(errno, path);
   std::stringstream buf;
   buf << in.rdbuf();
-  return FromString(buf.str(), path);
+  return FromString(buf.str(), path, syntax);
 }
 
-Result<YamlReader> YamlReader::FromString(const std::string& text, const std::string& file) {
+Result<YamlReader> YamlReader::FromString(const std::string& text, const std::string& file,
+                                          YamlProblem* syntax) {
   try {
     YAML::Node root = YAML::Load(text);
     return YamlReader(root, file);
   } catch (const YAML::Exception& e) {
-    SourceLocation loc = FromMark(e.mark);
-    return InvalidArgumentError(file + ":" + std::to_string(loc.line) + ":" +
-                                std::to_string(loc.column) + ": syntax error: " + e.msg);
+    const YamlProblem problem{file, FromMark(e.mark), "", "syntax error: " + e.msg};
+    if (syntax != nullptr) *syntax = problem;
+    return InvalidArgumentError(problem.ToString());
   }
 }
 
@@ -66,22 +74,20 @@ SourceLocation YamlReader::Locate(const std::string& path) const {
   return {1, 1};
 }
 
-std::string YamlReader::Format(SourceLocation loc, const std::string& path,
-                               const std::string& message) const {
-  std::string out = file_ + ":" + std::to_string(loc.line) + ":" + std::to_string(loc.column) + ": ";
-  if (!path.empty()) out += path + ": ";
-  return out + message;
+void YamlReader::Add(SourceLocation loc, const std::string& path, const std::string& message) {
+  problems_.push_back({file_, loc, path, message});
+  errors_.push_back(problems_.back().ToString());
 }
 
 void YamlReader::AddError(const std::string& path, const std::string& message) {
-  errors_.push_back(Format(Locate(path), path, message));
+  Add(Locate(path), path, message);
 }
 
 void YamlReader::AddErrorAt(const YAML::Mark& mark, const std::string& path,
                             const std::string& message) {
   SourceLocation loc = FromMark(mark);
   if (loc.line == 0) loc = Locate(path);
-  errors_.push_back(Format(loc, path, message));
+  Add(loc, path, message);
 }
 
 void YamlReader::AddAll(const FieldErrors& errors) {

@@ -29,13 +29,26 @@ struct SourceLocation {
   int column = 0;  // 1-based
 };
 
+// One problem in a document, for reports that list them (`profile check --json`).
+struct YamlProblem {
+  std::string file;
+  SourceLocation location;
+  std::string key;  // dotted key path; "" for the whole document
+  std::string message;
+
+  // "file:line:column: key: message".
+  std::string ToString() const;
+};
+
 class YamlReader {
  public:
   // Reads and parses a file. NotFound / PermissionDenied for unreadable files; InvalidArgument
   // "file:line:column: syntax error ..." for malformed YAML.
-  static Result<YamlReader> FromFile(const std::string& path);
+  static Result<YamlReader> FromFile(const std::string& path, YamlProblem* syntax = nullptr);
   // Parses text; `file` is the name used in messages.
-  static Result<YamlReader> FromString(const std::string& text, const std::string& file);
+  // `syntax`, when given, receives the syntax error as a problem too.
+  static Result<YamlReader> FromString(const std::string& text, const std::string& file,
+                                       YamlProblem* syntax = nullptr);
 
   const YAML::Node& root() const { return root_; }
   const std::string& file() const { return file_; }
@@ -51,18 +64,21 @@ class YamlReader {
   void AddAll(const FieldErrors& errors);
 
   const std::vector<std::string>& errors() const { return errors_; }
+  // The same errors, structured, in the order they were added.
+  const std::vector<YamlProblem>& problems() const { return problems_; }
   bool ok() const { return errors_.empty(); }
   // InvalidArgument listing every error (one per line), or OK.
   Status ToStatus() const;
 
  private:
   YamlReader(YAML::Node root, std::string file) : root_(std::move(root)), file_(std::move(file)) {}
-  std::string Format(SourceLocation loc, const std::string& path, const std::string& message) const;
+  void Add(SourceLocation loc, const std::string& path, const std::string& message);
 
   YAML::Node root_;
   std::string file_;
   std::map<std::string, SourceLocation> locations_;
   std::vector<std::string> errors_;
+  std::vector<YamlProblem> problems_;
 };
 
 // One YAML mapping being read into a struct. Keys not read by the time RejectUnknown() runs are
