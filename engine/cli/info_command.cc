@@ -8,6 +8,7 @@
 
 #include "base/version.h"
 #include "engine/cli/engine_command.h"
+#include "engine/config/environment.h"
 #include "engine/backend/backend_factory.h"
 #include "engine/model/model_family.h"
 #include "engine/tokenizer/chat_format.h"
@@ -41,7 +42,12 @@ nlohmann::ordered_json Info() {
           {"version", kVersion},
           {"backends", compiled},
           {"model_families", families},
-          {"chat_formats", List(tokenizer::ChatFormatNames(), str)}};
+          {"chat_formats", List(tokenizer::ChatFormatNames(), str)},
+          // Methods `serve --speculative` runs: none yet (speculative decoding is not built).
+          {"speculative_methods", nlohmann::json::array()},
+          {"environment",
+           {{"variables", List(config::EnvironmentNames(), str)},
+            {"prefixes", List(config::LibraryEnvironmentPrefixes(), str)}}}};
 }
 
 void PrintTable(const nlohmann::ordered_json& info) {

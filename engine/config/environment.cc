@@ -15,7 +15,14 @@ std::optional<std::string> Get(const char* name) {
   return std::string(v);
 }
 
+constexpr std::string_view kNames[] = {"SPARK_LOG_LEVEL", "SPARK_PDL", "SPARK_PREFILL_STAGES",
+                                        "SPARK_GEMM_TUNE_LOG"};
+constexpr std::string_view kLibraryPrefixes[] = {"NCCL_", "CUDA_", "GLOO_"};
+
 }  // namespace
+
+std::span<const std::string_view> EnvironmentNames() { return kNames; }
+std::span<const std::string_view> LibraryEnvironmentPrefixes() { return kLibraryPrefixes; }
 
 Result<Environment> ReadEnvironment() {
   Environment env;

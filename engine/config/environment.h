@@ -10,7 +10,9 @@
 #pragma once
 
 #include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 
 #include "base/status.h"
 
@@ -22,6 +24,13 @@ struct Environment {
   int prefill_stages = 0;  // 0: by device
   bool log_gemm_tuning = false;
 };
+
+// The variables above, for `spark-engine info --json` (sparkctl refuses a profile's env entry
+// that nothing in the engine reads).
+std::span<const std::string_view> EnvironmentNames();
+// Prefixes of the variables the libraries the engine links read themselves (NCCL_, CUDA_,
+// GLOO_).
+std::span<const std::string_view> LibraryEnvironmentPrefixes();
 
 // InvalidArgument naming the variable for a value that is not one of the documented ones.
 Result<Environment> ReadEnvironment();
