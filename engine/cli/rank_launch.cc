@@ -17,6 +17,8 @@
 
 #include "base/logging.h"
 #include "engine/cli/compute_choice.h"
+#include "engine/cli/kv_budget.h"
+#include "base/strings.h"
 #include "engine/backend/backend_factory.h"
 #include "engine/backend/cpu/cpu_backend.h"
 #if SPARK_HAVE_CUDA_TP
@@ -201,7 +203,9 @@ Status RankOptions::Validate() const {
     return InvalidArgumentError("--kv-dtype: '" + kv_dtype +
                                 "' is not a KV cache type (choose auto, fp32 or bf16)");
   }
-  if (rank == 0 && num_kv_blocks < 1) return InvalidArgumentError("--num-kv-blocks must be >= 1");
+  if (rank == 0 && num_kv_blocks < 1 && kv_memory_fraction <= 0) {
+    return InvalidArgumentError("--num-kv-blocks must be >= 1");
+  }
   return Status::Ok();
 }
 
@@ -370,7 +374,9 @@ Result<std::unique_ptr<RankSession>> StartRank(const RankOptions& options) {
                               .bf16_attention = weight_dtype != backend::DType::kF32}));
   if (options.tp > 1) SPARK_RETURN_IF_ERROR(s->ConnectGroup());
   // Rank 0 decides the KV cache shape: its BlockManager hands out the block ids in the plans.
-  int64_t shape[2] = {options.num_kv_blocks, options.block_size};
+  // A fraction (in millionths) instead of a block count: sized after the weights, below.
+  int64_t shape[3] = {options.num_kv_blocks, options.block_size,
+                      static_cast<int64_t>(options.kv_memory_fraction * 1e6 + 0.5)};
   if (s->comm_) SPARK_RETURN_IF_ERROR(s->comm_->Broadcast(shape, sizeof(shape), 0));
   model::ModelOptions mo;
   mo.shard = {options.rank, options.tp};
@@ -391,6 +397,10 @@ Result<std::unique_ptr<RankSession>> StartRank(const RankOptions& options) {
   SPARK_RETURN_IF_ERROR(loaded.status());
   if (status) status->SetProgress(1.0);
   s->model_ = std::move(*loaded);
+  if (shape[2] > 0) {
+    SPARK_ASSIGN_OR_RETURN(shape[0], s->KvBlocksFromMemory(static_cast<double>(shape[2]) / 1e6,
+                                                           static_cast<int>(shape[1])));
+  }
   SPARK_ASSIGN_OR_RETURN(
       s->local_, model::ModelStepRunner::Create(s->model_.get(), *s->backend_, shape[0],
                                                 static_cast<int>(shape[1]), options.rank == 0,
@@ -411,6 +421,34 @@ Result<std::unique_ptr<RankSession>> StartRank(const RankOptions& options) {
       options.rank, options.tp, options.model_dir, backend::DTypeName(weight_dtype), load_seconds,
       shape[0], shape[1], backend::DTypeName(kv.dtype), kv_gib, threads);
   return s;
+}
+
+Result<int64_t> RankSession::KvBlocksFromMemory(double fraction, int block_size) {
+  const int64_t per_token = model_->kv_cache_spec().bytes_per_token();
+  Result<int64_t> available = ReadMemAvailable();
+  Result<int64_t> mine = available.ok()
+                             ? cli::KvBlocksFromMemory(fraction, *available, per_token, block_size)
+                             : Result<int64_t>(available.status());
+  if (mine.ok()) {
+    Logger("engine.rank")
+        ->info("rank {}: KV cache from {} of the {} available after the weights: {} blocks",
+               options_.rank, FormatNumber(fraction), HumanBytes(static_cast<uint64_t>(*available)),
+               *mine);
+  }
+  if (!comm_) return mine;
+  // Every rank learns every count (0: that rank failed) and takes the smallest, so the group
+  // agrees on one shape or fails together.
+  const float count = mine.ok() ? static_cast<float>(*mine) : 0.0f;
+  std::vector<float> all(comm_->world_size());
+  SPARK_RETURN_IF_ERROR(comm_->AllGather(&count, 1, all.data()));
+  if (!mine.ok()) return mine.status().WithContext(RankName(options_.rank));
+  const auto least = std::min_element(all.begin(), all.end());
+  if (*least < 1.0f) {
+    return ResourceExhaustedError(RankName(static_cast<int>(least - all.begin())) +
+                                  " has no memory for one KV block at --kv-memory-fraction " +
+                                  FormatNumber(fraction) + " (its log says how much it found)");
+  }
+  return static_cast<int64_t>(*least);
 }
 
 Result<int> PickFreeLoopbackPort() {

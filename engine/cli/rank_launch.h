@@ -77,6 +77,10 @@ struct RankOptions {
   // leave num_kv_blocks at 0. Rank 0 needs num_kv_blocks > 0 and block_size > 0.
   int64_t num_kv_blocks = 0;
   int block_size = 16;
+  // Rank 0, instead of num_kv_blocks: this fraction of the memory each node has available once
+  // its weights are loaded becomes KV blocks, the group taking the smallest (kv_budget.h).
+  // 0 = off.
+  double kv_memory_fraction = 0;
   model::MoeSharding moe_sharding = model::MoeSharding::kInsideExperts;
   // Testing only: a worker rank (> 0) that equals this exits with status 3 after running
   // this many plans, to exercise the launcher's failure path. -1 = off.
@@ -132,6 +136,9 @@ class RankSession {
   Status ConnectNccl();
   void StartHeartbeat();
   void StopHeartbeat();
+  // KV blocks from `fraction` of the memory free after the weights, agreed by the group
+  // (kv_budget.h): ResourceExhausted when a rank cannot hold one block.
+  Result<int64_t> KvBlocksFromMemory(double fraction, int block_size);
 
   RankOptions options_;
   // Declared so that each member outlives those built on it (destroyed in reverse order).

@@ -22,6 +22,7 @@
 #include <thread>
 
 #include "base/logging.h"
+#include "base/strings.h"
 #include "engine/cli/engine_command.h"
 #include "engine/cli/backend_flags.h"
 #include "engine/cli/rank_launch.h"
@@ -61,9 +62,21 @@ struct ServeOptions {
   // Scheduling and KV cache.
   int max_model_len = 0;  // 0: the model's max_position_embeddings, at most 8192.
   int max_num_seqs = 64;
+  // Tokens (prefill + decode) per step, so the prefill chunk; without chunked prefill at least
+  // the max model length.
   int max_batched_tokens = 2048;
+  bool max_batched_tokens_given = false;
   int num_kv_blocks = 0;  // 0: enough for max_num_seqs full-length sequences, at most 4096.
   int block_size = 16;
+  // The KV cache from memory instead of --num-kv-blocks: this fraction of the memory the node
+  // has free once the weights are loaded (0 = off; see kv_budget.h).
+  double kv_memory_fraction = 0;
+  bool no_chunked_prefill = false;
+  bool no_prefix_caching = false;
+  // Parsers the profile expects; the engine parses with its chat format's markers, so each must
+  // name that format ("" = whatever the format is).
+  std::string reasoning_parser;
+  std::string tool_parser;
   int max_pending = 256;
   int drain_timeout_s = 30;
   std::string log_level = "info";  // a server logs its phases unless told otherwise
@@ -96,7 +109,30 @@ Status ValidateFlags(const ServeOptions& o) {
   if (o.drain_timeout_s < 0) return InvalidArgumentError("--drain-timeout must be >= 0");
   if (o.block_size < 1) return InvalidArgumentError("--block-size must be >= 1");
   if (o.max_num_seqs < 1) return InvalidArgumentError("--max-num-seqs must be >= 1");
+  if (o.num_kv_blocks < 0) return InvalidArgumentError("--num-kv-blocks must be >= 1");
+  if (o.kv_memory_fraction != 0 && !(o.kv_memory_fraction > 0 && o.kv_memory_fraction <= 0.9)) {
+    return InvalidArgumentError("--kv-memory-fraction " + FormatNumber(o.kv_memory_fraction) +
+                                ": must be in (0, 0.9]; unified memory wedges the host when "
+                                "exhausted");
+  }
+  if (o.kv_memory_fraction > 0 && o.num_kv_blocks > 0) {
+    return InvalidArgumentError(
+        "--kv-memory-fraction and --num-kv-blocks both size the KV cache: give one");
+  }
   if (o.max_batched_tokens < 1) return InvalidArgumentError("--max-batched-tokens must be >= 1");
+  if (o.no_chunked_prefill && o.max_batched_tokens_given && o.max_model_len > 0 &&
+      o.max_batched_tokens < o.max_model_len) {
+    return InvalidArgumentError("--no-chunked-prefill: a whole prompt must fit one step, so "
+                                "--max-batched-tokens (" + std::to_string(o.max_batched_tokens) +
+                                ") must be >= --max-model-len (" + std::to_string(o.max_model_len) +
+                                ")");
+  }
+  // Before any weights load: an open endpoint needs a key.
+  if (!server::IsLoopbackAddress(o.host) && o.api_key_file.empty()) {
+    return FailedPreconditionError("--host " + o.host +
+                                   " is not a loopback address: an API key is required "
+                                   "(--api-key-file FILE)");
+  }
   return Status::Ok();
 }
 
@@ -148,6 +184,7 @@ cli::RankOptions MakeRankOptions(const ServeOptions& o, int rank, int port, int6
   r.comm_timeout = std::chrono::seconds(o.comm_timeout_s);
   r.threads = RankThreads(o);
   r.num_kv_blocks = blocks;
+  r.kv_memory_fraction = rank == 0 ? o.kv_memory_fraction : 0;
   r.block_size = o.block_size;
   return r;
 }
@@ -250,9 +287,14 @@ runtime::EngineOptions MakeEngineOptions(const ServeOptions& o, const core::Mode
   eo.argmax_plans = true;  // ModelStepRunner answers them: greedy steps move ids, not logits
   eo.scheduler.max_model_len = max_len;
   eo.scheduler.max_num_seqs = o.max_num_seqs;
-  eo.scheduler.max_num_batched_tokens = o.max_batched_tokens;
+  eo.scheduler.enable_chunked_prefill = !o.no_chunked_prefill;
+  // Without chunks a whole prompt runs in one step.
+  eo.scheduler.max_num_batched_tokens =
+      o.no_chunked_prefill && !o.max_batched_tokens_given ? std::max(o.max_batched_tokens, max_len)
+                                                          : o.max_batched_tokens;
   eo.blocks.num_blocks = blocks;
   eo.blocks.block_size = o.block_size;
+  eo.blocks.enable_prefix_caching = !o.no_prefix_caching;
   eo.eos_token_id = config.eos_token_ids.empty() ? -1 : config.eos_token_ids[0];
   return eo;
 }
@@ -287,6 +329,21 @@ Status ServeUntilDone(const ServeOptions& o, cli::ServeControl& control,
   return result;
 }
 
+// The engine splits reasoning and tool calls with its chat format's markers: a parser asked
+// for by name must be that format's (checked before any weights load).
+Status CheckParsers(const ServeOptions& o, std::string_view format) {
+  for (auto [flag, name] : {std::pair{"--reasoning-parser", &o.reasoning_parser},
+                            std::pair{"--tool-parser", &o.tool_parser}}) {
+    if (!name->empty() && *name != format) {
+      return InvalidArgumentError(std::string(flag) + " " + *name + ": this model's chat format is " +
+                                  std::string(format) + ", and the engine parses with its markers "
+                                  "(give " + std::string(format) + ", or --chat-format " + *name +
+                                  " if the model was trained on that format)");
+    }
+  }
+  return Status::Ok();
+}
+
 Status RunRankZero(const ServeOptions& o, std::shared_ptr<cli::ServeControl> control,
                    cli::RankStatus& status) {
   SPARK_ASSIGN_OR_RETURN(core::ModelConfig config, model::LoadModelConfig(o.model_dir));
@@ -295,12 +352,15 @@ Status RunRankZero(const ServeOptions& o, std::shared_ptr<cli::ServeControl> con
       auto codec, server::TokenizerCodec::FromDir(
                       o.tokenizer_dir.empty() ? o.model_dir : o.tokenizer_dir, o.chat_format,
                       std::string(family->chat_format)));
+  SPARK_RETURN_IF_ERROR(CheckParsers(o, codec->format_name()));
   const int max_len =
       o.max_model_len > 0 ? o.max_model_len : std::min(8192, config.max_position_embeddings);
+  // With --kv-memory-fraction the session sizes the cache once the weights are in.
   const int blocks =
-      o.num_kv_blocks > 0
-          ? o.num_kv_blocks
-          : std::min(4096, o.max_num_seqs * ((max_len + o.block_size - 1) / o.block_size));
+      o.num_kv_blocks > 0        ? o.num_kv_blocks
+      : o.kv_memory_fraction > 0 ? 0
+                                 : std::min(4096, o.max_num_seqs *
+                                                      ((max_len + o.block_size - 1) / o.block_size));
   int port = o.master_port > 0 ? o.master_port : (o.tp > 1 && !LaunchesChildren(o) ? 29500 : 0);
   std::unique_ptr<cli::LocalRanks> children;
   if (LaunchesChildren(o)) {
@@ -331,7 +391,9 @@ Status RunRankZero(const ServeOptions& o, std::shared_ptr<cli::ServeControl> con
   SPARK_ASSIGN_OR_RETURN(auto session, cli::StartRank(ro));
   SPARK_ASSIGN_OR_RETURN(
       auto engine,
-      runtime::Engine::Create(MakeEngineOptions(o, config, max_len, blocks), session->runner()));
+      runtime::Engine::Create(
+          MakeEngineOptions(o, config, max_len, static_cast<int>(session->num_kv_blocks())),
+          session->runner()));
   Status result;
   {
     server::EngineService service(std::move(engine), max_len, config.vocab_size);
@@ -432,7 +494,22 @@ void RegisterServeCommand(CLI::App& parent, CommandContext& context) {
                   "beside the running decodes (default 2048)");
   cmd->add_option("--num-kv-blocks", o->num_kv_blocks,
                   "KV cache blocks (default: max-num-seqs full sequences, <= 4096)");
+  cmd->add_option("--kv-memory-fraction", o->kv_memory_fraction,
+                  "Size the KV cache as this fraction (0, 0.9] of the memory the node has "
+                  "available once the weights are loaded (instead of --num-kv-blocks; ranks take "
+                  "the smallest)");
   cmd->add_option("--block-size", o->block_size, "KV cache block size in tokens (default 16)");
+  cmd->add_flag("--no-chunked-prefill", o->no_chunked_prefill,
+                "Run each prompt in one step instead of chunks (the step budget becomes at least "
+                "--max-model-len; a smaller --max-batched-tokens is refused)");
+  cmd->add_flag("--no-prefix-caching", o->no_prefix_caching,
+                "Do not reuse the KV blocks of shared prompt prefixes");
+  cmd->add_option("--reasoning-parser", o->reasoning_parser,
+                  "Refuse to start unless reasoning is parsed with this format's markers (the "
+                  "chat format's)");
+  cmd->add_option("--tool-parser", o->tool_parser,
+                  "Refuse to start unless tool calls are parsed with this format's markers (the "
+                  "chat format's)");
   cmd->add_option("--max-pending", o->max_pending, "Sequences in flight before 429 (default 256)");
   cmd->add_option("--drain-timeout", o->drain_timeout_s,
                   "Seconds to let requests finish on SIGTERM (default 30)");
@@ -449,6 +526,7 @@ void RegisterServeCommand(CLI::App& parent, CommandContext& context) {
     o->tp_given = cmd->count("--tp") > 0;
     o->rank_given = cmd->count("--rank") > 0;
     o->master_addr_given = cmd->count("--master-addr") > 0;
+    o->max_batched_tokens_given = cmd->count("--max-batched-tokens") > 0;
     if (context.log_level_given) o->log_level = context.log_level;
     Status s = RunServe(*o);
     context.exit_code = s.ok() ? kExitOk : ReportEngineError(s);

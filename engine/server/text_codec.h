@@ -90,6 +90,8 @@ class TokenizerCodec : public TextCodec {
   }
   const std::vector<int32_t>& stop_token_ids() const override { return stop_ids_; }
   const tokenizer::Tokenizer& tokenizer() const { return tokenizer_; }
+  // The chat format in use ("qwen3"); its markers are what the output parsers split on.
+  std::string_view format_name() const { return format_->name(); }
 
  private:
   TokenizerCodec(tokenizer::Tokenizer tok, std::unique_ptr<tokenizer::ChatFormat> format);

@@ -365,6 +365,34 @@ struct BadFlagCase {
   std::string message;
 };
 
+// The profile fields that reach serve as flags: a KV cache from a fraction of the memory left
+// after the weights (both ranks agree on one count), no prefix cache, a small prefill chunk and
+// the parsers of the model's own chat format; greedy tokens are unchanged.
+TEST_F(ServeTest, MemoryFractionChunkAndCacheFlagsServeTheSameTokens) {
+  auto serve = Start("flags", {"--tp", "2", "--threads", "2", "--kv-memory-fraction", "0.0005",
+                               "--no-prefix-caching", "--max-batched-tokens", "4",
+                               "--reasoning-parser", "qwen3", "--tool-parser", "qwen3"});
+  const int port = serve->WaitServing();
+  ASSERT_GT(port, 0) << serve->err();
+  ExpectGreedyCompletion(port, "with the profile's flags");
+  EXPECT_EQ(serve->Terminate(), 0) << serve->err();
+  const std::string err = serve->err();
+  EXPECT_NE(err.find("rank 0: KV cache from 0.0005 of the"), std::string::npos) << err;
+  EXPECT_NE(err.find("rank 1: KV cache from 0.0005 of the"), std::string::npos) << err;
+}
+
+// An open endpoint without a key is refused before any weight loads: the status file never
+// leaves "starting" for "loading".
+TEST_F(ServeTest, OpenHostWithoutAKeyIsRefusedBeforeLoading) {
+  auto serve = Start("open", {"--host", "0.0.0.0"});
+  EXPECT_EQ(serve->Wait(std::chrono::seconds(30)), 2);
+  const std::string err = serve->err();
+  EXPECT_NE(err.find("--host 0.0.0.0 is not a loopback address: an API key is required"),
+            std::string::npos)
+      << err;
+  EXPECT_EQ(err.find("loading"), std::string::npos) << "refused before loading:\n" << err;
+}
+
 TEST_F(ServeTest, BadFlagsAreRefusedPrecisely) {
   const std::vector<BadFlagCase> cases = {
       {{"--tp", "2", "--rank", "2"}, "--rank 2 is outside [0, --tp 2)"},
@@ -379,6 +407,14 @@ TEST_F(ServeTest, BadFlagsAreRefusedPrecisely) {
       {{"--kv-dtype", "fp8"},
        "--kv-dtype: 'fp8' is not a KV cache type (choose auto, fp32 or bf16)"},
       {{"--status-file", "/nonexistent-dir/status.json"}, "/nonexistent-dir/status.json"},
+      {{"--kv-memory-fraction", "0.95"}, "--kv-memory-fraction 0.95: must be in (0, 0.9]"},
+      {{"--kv-memory-fraction", "0.5", "--num-kv-blocks", "8"},
+       "--kv-memory-fraction and --num-kv-blocks both size the KV cache: give one"},
+      {{"--no-chunked-prefill", "--max-batched-tokens", "64", "--max-model-len", "128"},
+       "--max-batched-tokens (64) must be >= --max-model-len (128)"},
+      {{"--reasoning-parser", "deepseek_v4"},
+       "--reasoning-parser deepseek_v4: this model's chat format is qwen3"},
+      {{"--tool-parser", "deepseek_v4"}, "--tool-parser deepseek_v4: this model's chat format"},
   };
   for (const BadFlagCase& c : cases) {
     auto serve = Start("bad", c.flags);
