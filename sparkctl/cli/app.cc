@@ -8,12 +8,25 @@
 #include <filesystem>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "base/version.h"
 #include "sparkctl/cli/command_table.h"
 
 namespace spark::cli {
 
-int ReportError(const Status& status) { return ReportCommandError("sparkctl", status); }
+int ReportError(const Status& status, const std::string& json_schema) {
+  if (!json_schema.empty()) {
+    const nlohmann::ordered_json out = {
+        {"schema", json_schema},
+        {"ok", false},
+        {"error",
+         {{"code", std::string(StatusCodeName(status.code()))}, {"message", status.message()}}}};
+    std::printf("%s\n", out.dump(2).c_str());
+    std::fflush(stdout);
+  }
+  return ReportCommandError("sparkctl", status);
+}
 
 std::string SelfDir() {
   char buf[PATH_MAX];

@@ -14,8 +14,11 @@
 
 namespace spark::cli {
 
-// Prints a failed Status to stderr as "sparkctl: <message>" and returns kExitFailed.
-int ReportError(const Status& status);
+// Prints a failed Status to stderr as "sparkctl: <message>" and returns kExitFailed. With a
+// `json_schema` (the command ran with --json), stdout also gets the command's JSON document in
+// that schema: {"schema": ..., "ok": false, "error": {"code": ..., "message": ...}}, so a
+// script reading stdout sees the failure even when the command stopped before its work.
+int ReportError(const Status& status, const std::string& json_schema = "");
 
 // The folder this sparkctl binary is in, and the spark-engine beside it (what `up` installs and
 // what profile checks ask; --engine overrides both).

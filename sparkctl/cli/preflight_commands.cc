@@ -55,15 +55,16 @@ std::vector<host::CablingFinding> CheckCabling(const std::vector<Result<host::Be
 
 int RunPreflight(const PreflightOptions& o) {
   auto cluster = inventory::LoadClusterFile(o.cluster_file);
-  if (!cluster.ok()) return ReportError(cluster.status());
+  const std::string schema = o.json ? "sparkctl-preflight/v1" : "";
+  if (!cluster.ok()) return ReportError(cluster.status(), schema);
   std::optional<profile::Profile> prof;
   if (!o.profile_file.empty()) {
     auto p = profile::LoadProfileFile(o.profile_file);
-    if (!p.ok()) return ReportError(p.status());
+    if (!p.ok()) return ReportError(p.status(), schema);
     prof = *p;
   }
   auto transport = host::MakeTransport(*cluster, {.accept_new = o.accept_new});
-  if (!transport.ok()) return ReportError(transport.status());
+  if (!transport.ok()) return ReportError(transport.status(), schema);
   host::PreflightInput input;
   input.cluster = &*cluster;
   input.profile = prof ? &*prof : nullptr;

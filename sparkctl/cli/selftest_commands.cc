@@ -22,17 +22,20 @@ struct SelftestFlags {
 };
 
 int Run(const SelftestFlags& f) {
-  if (f.quick && f.full) return ReportError(InvalidArgumentError("--quick and --full exclude each other"));
+  const std::string schema = f.json ? "sparkctl-selftest/v1" : "";
+  if (f.quick && f.full) {
+    return ReportError(InvalidArgumentError("--quick and --full exclude each other"), schema);
+  }
   auto spec = inventory::LoadClusterFile(f.cluster_file);
-  if (!spec.ok()) return ReportError(spec.status());
+  if (!spec.ok()) return ReportError(spec.status(), schema);
   auto transport = host::MakeTransport(*spec, {});
-  if (!transport.ok()) return ReportError(transport.status());
+  if (!transport.ok()) return ReportError(transport.status(), schema);
   selftest::SelftestOptions o;
   o.full = f.full;
   o.bench_program = f.program;
   o.wireguard = !f.no_wireguard;
   auto r = selftest::RunSelftest(**transport, *spec, o);
-  if (!r.ok()) return ReportError(r.status());
+  if (!r.ok()) return ReportError(r.status(), schema);
   if (f.json) {
     std::printf("%s\n", selftest::ToJson(*r).dump(2).c_str());
   } else {

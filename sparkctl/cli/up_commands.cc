@@ -284,7 +284,7 @@ int StatusOnce(Cluster& c, const StatusOptions& o) {
 
 int RunStatusCommand(const StatusOptions& o) {
   auto cluster = OpenCluster(o.common);
-  if (!cluster.ok()) return ReportError(cluster.status());
+  if (!cluster.ok()) return ReportError(cluster.status(), o.common.json ? "sparkctl-status/v1" : "");
   if (!o.watch) return StatusOnce(*cluster, o);
   while (true) {
     if (!o.common.json && isatty(STDOUT_FILENO)) std::printf("\x1b[H\x1b[2J");

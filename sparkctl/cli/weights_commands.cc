@@ -129,18 +129,20 @@ void AddClusterWeightsCommands(CLI::App* weights, CommandContext& context);
 
 int RunVerify(const VerifyCommandOptions& o) {
   if (!o.profile.empty()) return RunClusterVerify(o);
+  const std::string schema = o.json ? std::string(weights::kVerifyReportSchema) : "";
   if (o.manifest.empty() || o.dir.empty()) {
     return ReportError(InvalidArgumentError(
-        "verify needs --manifest FILE --dir DIR (this machine) or -p PROFILE (every node)"));
+        "verify needs --manifest FILE --dir DIR (this machine) or -p PROFILE (every node)"),
+        schema);
   }
   Result<weights::Manifest> manifest = ReadManifestArg(o.manifest);
-  if (!manifest.ok()) return ReportError(manifest.status());
+  if (!manifest.ok()) return ReportError(manifest.status(), schema);
   weights::VerifyOptions options{.dir = o.dir, .manifest_path = o.manifest,
                                  .use_cache = !o.no_cache, .cache_path = o.cache,
                                  .threads = o.threads};
   options.progress.enabled = !o.no_progress;
   Result<weights::VerifyReport> report = weights::VerifyDirectory(*manifest, options);
-  if (!report.ok()) return ReportError(report.status());
+  if (!report.ok()) return ReportError(report.status(), schema);
   std::string out = o.json ? weights::FormatVerifyReportJson(*report, o.allow_extra)
                            : weights::FormatVerifyReportText(*report, o.allow_extra);
   std::fputs(out.c_str(), stdout);
@@ -254,8 +256,9 @@ class NodeWaitDisplay {
 };
 
 int RunClusterVerify(const VerifyCommandOptions& o) {
+  const std::string schema = o.json ? std::string(weights::kClusterVerifySchema) : "";
   Result<ClusterTarget> t = LoadClusterTarget(o.cluster, o.profile, o.accept_new);
-  if (!t.ok()) return ReportError(t.status());
+  if (!t.ok()) return ReportError(t.status(), schema);
   NodeWaitDisplay display(weights::RingOrder(t->cluster), !o.no_progress);
   weights::ClusterVerifyOptions options{.sparkctl_path = o.remote_sparkctl,
                                         .allow_extra = o.allow_extra, .use_cache = !o.no_cache};
@@ -264,7 +267,7 @@ int RunClusterVerify(const VerifyCommandOptions& o) {
   };
   Result<weights::ClusterVerifyReport> report =
       weights::VerifyOnAllNodes(*t->transport, t->cluster, t->profile, options);
-  if (!report.ok()) return ReportError(report.status());
+  if (!report.ok()) return ReportError(report.status(), schema);
   std::string out = o.json ? weights::FormatClusterVerifyJson(*report)
                            : weights::FormatClusterVerifyText(*report);
   std::fputs(out.c_str(), stdout);

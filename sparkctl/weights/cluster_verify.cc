@@ -51,8 +51,13 @@ Result<VerifyReport> VerifyOneNode(ssh::Transport& transport, const std::string&
   std::string cmd = VerifyCommand(sparkctl, dir, o);
   SPARK_ASSIGN_OR_RETURN(ssh::CommandResult r, transport.Run(node, cmd, run));
   if (r.exit_code != 0 && r.exit_code != 2) return ssh::CommandFailedError(node, cmd, r);
-  if (r.stdout_data.find_first_not_of(" \n\t") == std::string::npos) {
-    std::string why = ssh::Tail(r.stderr_data, 400);
+  // A node's verify that stopped before its work prints the error document of its schema
+  // ({"ok": false, "error": {...}}) instead of a report.
+  const nlohmann::json doc = nlohmann::json::parse(r.stdout_data, nullptr, false);
+  const bool error_doc = doc.is_object() && doc.contains("error") && doc["error"].is_object();
+  if (error_doc || r.stdout_data.find_first_not_of(" \n\t") == std::string::npos) {
+    std::string why = error_doc ? doc["error"].value("message", std::string())
+                                : ssh::Tail(r.stderr_data, 400);
     while (!why.empty() && why.back() == '\n') why.pop_back();
     return FailedPreconditionError(node + ": cannot verify " + dir + ": " +
                                    (why.empty() ? "no report (exit " +

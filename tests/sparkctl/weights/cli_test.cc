@@ -78,7 +78,13 @@ TEST_F(WeightsCliTest, BadJsonManifestNamesLineAndColumn) {
   WriteBytes(dir_ / "bad.json", "{\n  \"schema\": \"sparkctl-weights-manifest/v1\",\n  \"files\": [,]\n}\n");
   CliRun r = Sparkctl("weights verify --manifest " + (dir_ / "bad.json") + " --dir " + Model() + " --json");
   EXPECT_EQ(r.code, 2);
-  EXPECT_EQ(r.out, "");  // nothing half-written on stdout
+  // stdout is one whole JSON document of the command's schema that says it failed.
+  const nlohmann::json out = nlohmann::json::parse(r.out, nullptr, /*allow_exceptions=*/false);
+  ASSERT_TRUE(out.is_object()) << r.out;
+  EXPECT_EQ(out.value("schema", ""), "sparkctl-weights-verify/v1");
+  EXPECT_EQ(out.value("ok", true), false);
+  EXPECT_EQ(out["error"].value("code", ""), "InvalidArgument");
+  EXPECT_THAT(out["error"].value("message", ""), HasSubstr(dir_ / "bad.json:3:13: bad JSON"));
   EXPECT_THAT(r.err, HasSubstr(dir_ / "bad.json:3:13: bad JSON"));
 }
 

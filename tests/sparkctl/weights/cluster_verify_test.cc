@@ -140,6 +140,23 @@ TEST_F(ClusterVerifyTest, NodeWithoutReportGetsItsStderrAndTheFix) {
                          "`sparkctl weights sync`");
 }
 
+// A node's `weights verify --json` that stops early prints its schema's error document; the
+// node's error is that message, with the fix.
+TEST_F(ClusterVerifyTest, NodeErrorDocumentBecomesTheNodesError) {
+  ssh::CommandResult failed{
+      .exit_code = 2,
+      .stdout_data = R"({"schema": "sparkctl-weights-verify/v1", "ok": false, "error": )"
+                     R"({"code": "NotFound", "message": "/models/qwen: no such directory"}})",
+      .stderr_data = "sparkctl: /models/qwen: no such directory\n"};
+  fake_.OnCommand("spark-0", ".*weights verify.*", failed);
+  Result<ClusterVerifyReport> r = Verify();
+  ASSERT_TRUE(r.ok());
+  const Status& s = r->nodes[0].status;
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(s.message(), "spark-0: cannot verify /models/qwen: /models/qwen: no such directory; "
+                         "fix the directory on spark-0 or run `sparkctl weights sync`");
+}
+
 TEST_F(ClusterVerifyTest, GarbageOutputNamesNode) {
   fake_.Reply("spark-1", ".*weights verify.*", "not json", 0);
   Result<ClusterVerifyReport> r = Verify();
