@@ -104,6 +104,10 @@ Result<ClusterVerifyReport> VerifyNodes(ssh::Transport& transport,
                                         const std::string& manifest_text, const std::string& dir,
                                         const ClusterVerifyOptions& options) {
   SPARK_ASSIGN_OR_RETURN(Manifest manifest, ParseManifestText(manifest_text, manifest_path));
+  if (manifest.files.empty()) {
+    return InvalidArgumentError(manifest_path + " lists no files, so it would verify nothing: "
+                                "recreate it from a full copy with `sparkctl weights manifest`");
+  }
   if (nodes.empty()) return InvalidArgumentError("no nodes to verify: the inventory lists none");
   if (dir.empty() || dir[0] != '/') {
     return InvalidArgumentError("model.path \"" + dir + "\": must be an absolute directory");

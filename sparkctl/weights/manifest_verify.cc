@@ -232,6 +232,13 @@ bool VerifyReport::ok(bool allow_extra) const {
 }
 
 Result<VerifyReport> VerifyDirectory(const Manifest& manifest, const VerifyOptions& options) {
+  // Nothing to compare would read as "verified": refuse it.
+  if (manifest.files.empty()) {
+    return InvalidArgumentError(
+        (options.manifest_path.empty() ? std::string("the manifest") : options.manifest_path) +
+        " lists no files, so it would verify nothing: recreate it from a full copy with "
+        "`sparkctl weights manifest DIR --out FILE`");
+  }
   Verifier verifier(manifest, options);
   return verifier.Run();
 }

@@ -72,7 +72,7 @@ struct VerifyOptions {
 
 // Checks dir against manifest. Per-file problems are in the report (never an error); the
 // Result fails only when dir itself cannot be used (NotFound, FailedPrecondition,
-// PermissionDenied naming it).
+// PermissionDenied naming it) or the manifest lists no file (InvalidArgument).
 Result<VerifyReport> VerifyDirectory(const Manifest& manifest, const VerifyOptions& options);
 
 // This machine's hostname ("localhost" when unknown).

@@ -157,6 +157,19 @@ TEST_F(VerifyTest, MissingDirectoryIsAnError) {
   EXPECT_THAT(r.status().message(), HasSubstr(dir_ / "nope"));
 }
 
+// A manifest without files would "verify" any directory: it is refused, naming the file.
+TEST_F(VerifyTest, EmptyManifestIsRefused) {
+  Manifest empty;
+  empty.repository = "acme/tiny";
+  empty.revision = "r1";
+  VerifyOptions options{.dir = dir_.path(), .manifest_path = "empty.json"};
+  options.progress.enabled = false;
+  auto r = VerifyDirectory(empty, options);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(r.status().message(), HasSubstr("empty.json lists no files"));
+}
+
 TEST_F(VerifyTest, SecondRunComesFromCache) {
   VerifyReport first = Verify();
   ASSERT_TRUE(first.ok());
