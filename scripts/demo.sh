@@ -18,8 +18,9 @@ profile=profiles/qwen3-tiny-demo.yaml
 
 step() { printf '\n== %s\n' "$*"; }
 
-step "1/6 Validating the shipped profiles"
-$bin/sparkctl profile check profiles/*.yaml
+# Only the demo's: the DeepSeek profiles need a CUDA build and the manifest of your checkpoint.
+step "1/6 Validating the profile (sparkctl profile check)"
+$bin/sparkctl profile check "$profile"
 
 step "2/6 A simulated four-node ring (sparkctl sim create)"
 if [ -f "$seed" ] && $bin/sparkctl sim status --json | grep -q "\"inventory\": \"$seed\""; then

@@ -14,35 +14,47 @@
 namespace spark::cli {
 namespace {
 
+constexpr char kCheckSchema[] = "sparkctl-profile-check/v1";
+
 struct CheckOptions {
   std::vector<std::string> files;
   bool json = false;
   std::string engine;  // default: the spark-engine beside sparkctl
 };
 
+nlohmann::ordered_json ProblemJson(const YamlProblem& p) {
+  return {{"file", p.file},          {"line", p.location.line}, {"column", p.location.column},
+          {"key", p.key},            {"message", p.message}};
+}
+
 int RunCheck(const CheckOptions& options) {
   auto engine = profile::QueryEngine(options.engine.empty() ? DefaultEngineBinary()
                                                             : options.engine);
-  if (!engine.ok()) return ReportError(engine.status());
+  if (!engine.ok()) {
+    return ReportError(engine.status(), options.json ? kCheckSchema : "");
+  }
   int failed = 0;
   nlohmann::ordered_json results = nlohmann::ordered_json::array();
   for (const std::string& file : options.files) {
-    auto profile = profile::LoadProfileFile(file, &*engine);
-    if (profile.ok()) {
-      results.push_back({{"file", file}, {"ok", true}, {"name", profile->name}});
-      if (!options.json) std::printf("ok      %s (%s)\n", file.c_str(), profile->name.c_str());
-    } else {
-      ++failed;
-      results.push_back({{"file", file}, {"ok", false}, {"error", profile.status().message()}});
-      if (!options.json) {
-        std::printf("FAILED  %s\n", file.c_str());
-        std::fprintf(stderr, "%s\n", profile.status().message().c_str());
-      }
+    const profile::ProfileCheck check = profile::CheckProfileFile(file, &*engine);
+    nlohmann::ordered_json problems = nlohmann::ordered_json::array();
+    for (const YamlProblem& p : check.problems) problems.push_back(ProblemJson(p));
+    nlohmann::ordered_json result = {{"file", file}, {"ok", check.ok()}};
+    if (check.profile) result["name"] = check.profile->name;
+    result["problems"] = problems;
+    results.push_back(result);
+    if (check.ok()) {
+      if (!options.json) std::printf("ok      %s (%s)\n", file.c_str(), check.profile->name.c_str());
+      continue;
     }
+    ++failed;
+    if (options.json) continue;
+    std::printf("FAILED  %s (%zu problem%s)\n", file.c_str(), check.problems.size(),
+                check.problems.size() == 1 ? "" : "s");
+    for (const YamlProblem& p : check.problems) std::printf("  %s\n", p.ToString().c_str());
   }
   if (options.json) {
-    nlohmann::ordered_json out = {{"schema", "sparkctl-profile-check/v1"},
-                                  {"ok", failed == 0},
+    nlohmann::ordered_json out = {{"schema", kCheckSchema}, {"ok", failed == 0},
                                   {"results", results}};
     std::printf("%s\n", out.dump(2).c_str());
   } else {
@@ -79,9 +91,8 @@ void RegisterProfileCommands(CLI::App& parent, CommandContext& context) {
   CLI::App* c = profile->add_subcommand(
       "check", "Validate profiles; every problem is reported as file:line:column: key: message");
   c->add_option("files", check->files, "Profile files (YAML, schema sparkctl-profile/v1)")
-      ->required()
-      ->check(CLI::ExistingFile);
-  AddJsonFlag(c, &check->json);
+      ->required();
+  AddJsonFlag(c, &check->json, kCheckSchema);
   c->add_option("--engine", check->engine,
                 "spark-engine whose capabilities the engine fields are checked against "
                 "(default: the one beside sparkctl; it runs `spark-engine info --json`)");

@@ -132,12 +132,15 @@ Status StartMonitorFor(const std::string& cluster_file, const CommonOptions& c,
 
 int RunUpCommand(const UpCliOptions& o) {
   const std::string engine_binary = o.engine.empty() ? DefaultEngineBinary() : o.engine;
+  const std::string schema = o.common.json ? "sparkctl-up/v1" : "";
   auto engine = profile::QueryEngine(engine_binary);
-  if (!engine.ok()) return ReportError(engine.status());
-  auto prof = profile::LoadProfileFile(o.profile_file, &*engine);
-  if (!prof.ok()) return ReportError(prof.status());
+  if (!engine.ok()) return ReportError(engine.status(), schema);
+  // The checks of `profile check`, files included: what it refuses, up refuses.
+  profile::ProfileCheck check = profile::CheckProfileFile(o.profile_file, &*engine);
+  if (!check.ok()) return ReportError(check.ToStatus(), schema);
+  const profile::Profile* prof = &*check.profile;
   auto cluster = OpenCluster(o.common);
-  if (!cluster.ok()) return ReportError(cluster.status());
+  if (!cluster.ok()) return ReportError(cluster.status(), schema);
   up::UpOptions u;
   u.cluster_file = Absolute(o.common.cluster_file);
   u.profile_file = Absolute(o.profile_file);

@@ -56,6 +56,22 @@ std::vector<std::string> EngineCapabilities::Parsers() const {
   return out;
 }
 
+std::vector<std::string> EngineCapabilities::KvDtypes() const {
+  std::vector<std::string> out;
+  for (const EngineFamily& f : families) {
+    for (const std::string& d : f.kv_dtypes) {
+      if (!Contains(out, d)) out.push_back(d);
+    }
+  }
+  return out;
+}
+
+bool EngineCapabilities::ReadsEnv(const std::string& name) const {
+  if (Contains(env_variables, name)) return true;
+  return std::any_of(env_prefixes.begin(), env_prefixes.end(),
+                     [&](const std::string& p) { return name.starts_with(p); });
+}
+
 Result<EngineCapabilities> ParseEngineInfo(std::string_view json_text, const std::string& source) {
   const json doc = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
   const std::string what = source + " info --json";
@@ -69,6 +85,15 @@ Result<EngineCapabilities> ParseEngineInfo(std::string_view json_text, const std
   Status s = String(doc, "version", what, &caps.version);
   if (s.ok()) s = Strings(doc, "backends", what, &caps.backends);
   if (s.ok()) s = Strings(doc, "chat_formats", what, &caps.chat_formats);
+  if (!s.ok()) return s;
+  // Keys newer than the schema's first version: absent means "none".
+  if (s.ok() && doc.contains("speculative_methods")) {
+    s = Strings(doc, "speculative_methods", what, &caps.speculative_methods);
+  }
+  if (s.ok() && doc.contains("environment")) {
+    s = Strings(doc["environment"], "variables", what + ".environment", &caps.env_variables);
+    if (s.ok()) s = Strings(doc["environment"], "prefixes", what + ".environment", &caps.env_prefixes);
+  }
   if (!s.ok()) return s;
   if (!doc.contains("model_families") || !doc["model_families"].is_array()) {
     return InvalidArgumentError(what + ".model_families: missing or not a list");
@@ -110,6 +135,33 @@ void ValidateAgainstEngine(const Profile& p, const EngineCapabilities& engine,
     errors->Add("engine.backend", "'" + e.backend + "' is not a backend of " + engine.source +
                                       " (it has " + Join(engine.backends) + ")" +
                                       DidYouMean(e.backend, engine.backends));
+  }
+  if (const std::string kv(KvCacheDtypeName(e.kv_cache.dtype)); kv != "auto") {
+    const std::vector<std::string> kept = engine.KvDtypes();
+    if (!Contains(kept, kv)) {
+      errors->Add("engine.kv_cache.dtype",
+                  "'" + kv + "' is not a KV cache type of " + engine.source + " (it keeps " +
+                      Join(kept) + "); use one of those, or auto (the engine's choice)");
+    }
+  }
+  if (e.speculative.method != "none" && !Contains(engine.speculative_methods, e.speculative.method)) {
+    errors->Add("engine.speculative.method",
+                "speculative decoding with '" + e.speculative.method + "' is not implemented in " +
+                    engine.source + " (" +
+                    (engine.speculative_methods.empty()
+                         ? std::string("it has no speculative decoding yet")
+                         : "it runs " + Join(engine.speculative_methods)) +
+                    "); remove engine.speculative or set method: none");
+  }
+  for (const auto& [name, value] : p.env) {
+    if (engine.ReadsEnv(name)) continue;
+    std::string reads = Join(engine.env_variables);
+    for (const std::string& prefix : engine.env_prefixes) {
+      reads += (reads.empty() ? "" : ", ") + prefix + "*";
+    }
+    errors->Add("env." + name, "nothing in " + engine.source + " reads " + name + " (it reads " +
+                                   (reads.empty() ? std::string("none") : reads) +
+                                   "); remove the entry");
   }
   const std::vector<std::string> parsers = engine.Parsers();
   for (auto [key, value] : {std::pair{"reasoning_parser", &e.reasoning_parser},

@@ -28,9 +28,17 @@ struct EngineCapabilities {
   std::vector<std::string> backends;
   std::vector<EngineFamily> families;
   std::vector<std::string> chat_formats;
+  // Speculative decoding methods serve runs (empty: none; absent from older engines).
+  std::vector<std::string> speculative_methods;
+  // Environment variables the engine reads, and prefixes of those its libraries read (NCCL_).
+  std::vector<std::string> env_variables, env_prefixes;
 
   // Every reasoning or tool-call parser a family names, in table order, without repeats.
   std::vector<std::string> Parsers() const;
+  // Every KV cache element type some family keeps, in table order, without repeats.
+  std::vector<std::string> KvDtypes() const;
+  // Whether the engine or a library it links reads environment variable `name`.
+  bool ReadsEnv(const std::string& name) const;
 };
 
 // Parses `spark-engine info --json` output; InvalidArgument naming the missing or ill-typed key
@@ -41,8 +49,9 @@ Result<EngineCapabilities> ParseEngineInfo(std::string_view json_text, const std
 // it, or pass --engine), Internal when it fails, ParseEngineInfo's errors.
 Result<EngineCapabilities> QueryEngine(const std::string& engine_binary);
 
-// The profile's engine fields against what the engine supports: engine.backend,
-// engine.reasoning_parser and engine.tool_parser. Each problem names the key and the choices.
+// The profile's fields against what the engine supports: engine.backend,
+// engine.kv_cache.dtype, engine.speculative, engine.reasoning_parser, engine.tool_parser and the
+// env entries. Each problem names the key, what the engine supports today and the fix.
 void ValidateAgainstEngine(const Profile& profile, const EngineCapabilities& engine,
                            FieldErrors* errors);
 

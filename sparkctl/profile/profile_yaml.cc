@@ -1,5 +1,6 @@
 #include "sparkctl/profile/profile_yaml.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "base/strings.h"
@@ -115,7 +116,27 @@ void ReadApi(YamlReader* r, const YAML::Node& node, ApiSpec* a) {
   map.RejectUnknown();
 }
 
+// Whether `a` is `b` or one holds the other ("engine.kv_cache" and "engine.kv_cache.tokens").
+bool SameOrNested(const std::string& a, const std::string& b) {
+  const auto nested = [](const std::string& outer, const std::string& inner) {
+    return inner.size() > outer.size() && inner.starts_with(outer) &&
+           (inner[outer.size()] == '.' || inner[outer.size()] == '[');
+  };
+  return a == b || nested(a, b) || nested(b, a);
+}
+
+// Reads the document and runs every check on it; the reader holds the problems.
+std::optional<Profile> ReadAll(YamlReader& reader, const EngineCapabilities* caps,
+                               bool check_files);
+
 Result<Profile> Read(YamlReader reader, const EngineCapabilities* caps) {
+  std::optional<Profile> p = ReadAll(reader, caps, /*check_files=*/false);
+  SPARK_RETURN_IF_ERROR(reader.ToStatus());
+  return *p;
+}
+
+std::optional<Profile> ReadAll(YamlReader& reader, const EngineCapabilities* caps,
+                               bool check_files) {
   Profile p;
   p.source_file = reader.file();
   YamlMap root(&reader, reader.root(), "");
@@ -134,17 +155,51 @@ Result<Profile> Read(YamlReader reader, const EngineCapabilities* caps) {
   if (api.IsDefined()) ReadApi(&reader, api, &p.api);
   root.Optional("env", &p.env);
   root.RejectUnknown();
-  // Semantic checks run only on a document whose shape was right, so each mistake is reported
-  // once, at the place it was made.
-  if (reader.ok()) {
-    ApplyDefaults(&p);
-    FieldErrors errors;
-    Validate(p, &errors);
-    if (caps != nullptr) ValidateAgainstEngine(p, *caps, &errors);
-    reader.AddAll(errors);
+  // The rules run on whatever was read, so one run reports every problem; a key whose shape was
+  // already wrong (or one inside or around it) is not reported again.
+  std::vector<std::string> shape_keys;
+  for (const YamlProblem& problem : reader.problems()) shape_keys.push_back(problem.key);
+  ApplyDefaults(&p);
+  FieldErrors errors;
+  Validate(p, &errors);
+  if (caps != nullptr) ValidateAgainstEngine(p, *caps, &errors);
+  if (check_files && !p.model.manifest.empty()) {
+    const std::string manifest = ResolvedManifestPath(p);
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(manifest, ec)) {
+      errors.Add("model.manifest",
+                 manifest + " does not exist: create it from a copy of the checkpoint "
+                            "(sparkctl weights manifest DIR --repo " + p.model.repository +
+                            " --revision " + p.model.revision + " --out " + manifest + ")");
+    }
   }
-  SPARK_RETURN_IF_ERROR(reader.ToStatus());
+  for (const FieldError& e : errors.errors()) {
+    const bool repeated = std::any_of(shape_keys.begin(), shape_keys.end(), [&](const auto& k) {
+      return !k.empty() && SameOrNested(k, e.path);
+    });
+    if (!repeated) reader.AddError(e.path, e.message);
+  }
+  if (!reader.ok()) return std::nullopt;
   return p;
+}
+
+ProfileCheck Check(Result<YamlReader> reader, const YamlProblem& syntax,
+                   const std::string& file, const EngineCapabilities* caps, bool check_files) {
+  ProfileCheck out;
+  if (!reader.ok()) {
+    // A syntax error has its place; an unreadable file only its message.
+    out.problems.push_back(!syntax.message.empty()
+                               ? syntax
+                               : YamlProblem{file, {}, "", reader.status().message()});
+    return out;
+  }
+  out.profile = ReadAll(*reader, caps, check_files);
+  out.problems = reader->problems();
+  std::stable_sort(out.problems.begin(), out.problems.end(), [](const auto& a, const auto& b) {
+    return std::pair(a.location.line, a.location.column) <
+           std::pair(b.location.line, b.location.column);
+  });
+  return out;
 }
 
 }  // namespace
@@ -158,6 +213,30 @@ Result<Profile> ParseProfile(const std::string& text, const std::string& file,
                              const EngineCapabilities* engine) {
   SPARK_ASSIGN_OR_RETURN(YamlReader reader, YamlReader::FromString(text, file));
   return Read(std::move(reader), engine);
+}
+
+Status ProfileCheck::ToStatus() const {
+  if (problems.empty()) return Status::Ok();
+  if (problems.size() == 1 && problems[0].location.line == 0) {
+    return NotFoundError(problems[0].message);
+  }
+  std::vector<std::string> lines;
+  for (const YamlProblem& p : problems) lines.push_back(p.ToString());
+  return InvalidArgumentError(Join(lines, "\n"));
+}
+
+ProfileCheck CheckProfileFile(const std::string& path, const EngineCapabilities* engine,
+                              bool check_files) {
+  YamlProblem syntax;
+  Result<YamlReader> reader = YamlReader::FromFile(path, &syntax);
+  return Check(std::move(reader), syntax, path, engine, check_files);
+}
+
+ProfileCheck CheckProfileText(const std::string& text, const std::string& file,
+                              const EngineCapabilities* engine, bool check_files) {
+  YamlProblem syntax;
+  Result<YamlReader> reader = YamlReader::FromString(text, file, &syntax);
+  return Check(std::move(reader), syntax, file, engine, check_files);
 }
 
 std::string ResolvedManifestPath(const Profile& profile) {

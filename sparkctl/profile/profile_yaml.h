@@ -2,9 +2,12 @@
 // "file:line:column: key: message", all of them in one error.
 #pragma once
 
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
+#include "base/yaml_reader.h"
 #include "sparkctl/profile/engine_capabilities.h"
 #include "sparkctl/profile/profile.h"
 
@@ -17,6 +20,24 @@ Result<Profile> LoadProfileFile(const std::string& path,
                                 const EngineCapabilities* engine = nullptr);
 Result<Profile> ParseProfile(const std::string& text, const std::string& file,
                              const EngineCapabilities* engine = nullptr);
+
+// What `sparkctl profile check` (and `up`) report: every problem of one file, each with its
+// line, column and key: the document's shape, the rules of Validate() (also where the shape is
+// wrong elsewhere; not twice for one key), the engine's capabilities and, when `check_files`,
+// whether the files the profile names (model.manifest) exist here.
+struct ProfileCheck {
+  std::optional<Profile> profile;  // when there is no problem
+  std::vector<YamlProblem> problems;
+
+  bool ok() const { return problems.empty(); }
+  // InvalidArgument with one problem per line (NotFound when the file is missing), or OK.
+  Status ToStatus() const;
+};
+
+ProfileCheck CheckProfileFile(const std::string& path, const EngineCapabilities* engine,
+                              bool check_files = true);
+ProfileCheck CheckProfileText(const std::string& text, const std::string& file,
+                              const EngineCapabilities* engine, bool check_files = false);
 
 // The manifest path with a relative model.manifest resolved against the profile's folder.
 std::string ResolvedManifestPath(const Profile& profile);
