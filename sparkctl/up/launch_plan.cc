@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/strings.h"
 #include "sparkctl/fabric/node_state.h"
 #include "sparkctl/profile/profile_json.h"
 #include "sparkctl/ssh/transport.h"
@@ -52,21 +53,29 @@ std::vector<std::string> EngineArgv(const profile::Profile& p, const LaunchOptio
                                 "--served-model-name", p.model.served_name,
                                 "--max-model-len", std::to_string(p.engine.context_length),
                                 "--max-num-seqs", std::to_string(p.engine.max_running_requests)};
-  if (p.engine.kv_cache.tokens) {
+  const profile::EngineSpec& e = p.engine;
+  if (e.kv_cache.tokens) {
     const int64_t block = 16;
-    a.insert(a.end(), {"--num-kv-blocks", std::to_string((*p.engine.kv_cache.tokens + block - 1) /
-                                                         block)});
+    a.insert(a.end(), {"--num-kv-blocks", std::to_string((*e.kv_cache.tokens + block - 1) / block)});
   }
-  if (p.engine.backend != "auto") a.insert(a.end(), {"--backend", p.engine.backend});
-  if (p.engine.weight_dtype != "auto") {
-    a.insert(a.end(), {"--weight-dtype", p.engine.weight_dtype});
+  if (e.kv_cache.memory_fraction) {
+    a.insert(a.end(), {"--kv-memory-fraction", FormatNumber(*e.kv_cache.memory_fraction)});
   }
-  // The engine holds fp32 or bf16 caches; fp8 and fp16 size the memory plan only so far.
-  if (const profile::KvCacheDtype kv = p.engine.kv_cache.dtype;
-      kv == profile::KvCacheDtype::kBf16 || kv == profile::KvCacheDtype::kFp32) {
-    a.insert(a.end(), {"--kv-dtype", std::string(profile::KvCacheDtypeName(kv))});
+  if (e.backend != "auto") a.insert(a.end(), {"--backend", e.backend});
+  if (e.weight_dtype != "auto") a.insert(a.end(), {"--weight-dtype", e.weight_dtype});
+  // Types the engine does not keep (fp8) are refused by name there and by `profile check`.
+  if (e.kv_cache.dtype != profile::KvCacheDtype::kAuto) {
+    a.insert(a.end(), {"--kv-dtype", std::string(profile::KvCacheDtypeName(e.kv_cache.dtype))});
   }
-  if (p.engine.cuda_graphs) a.push_back(*p.engine.cuda_graphs ? "--cuda-graphs" : "--no-cuda-graphs");
+  if (e.cuda_graphs) a.push_back(*e.cuda_graphs ? "--cuda-graphs" : "--no-cuda-graphs");
+  if (e.chunked_prefill == 0) {
+    a.push_back("--no-chunked-prefill");
+  } else {
+    a.insert(a.end(), {"--max-batched-tokens", std::to_string(e.chunked_prefill)});
+  }
+  if (!e.prefix_caching) a.push_back("--no-prefix-caching");
+  if (!e.reasoning_parser.empty()) a.insert(a.end(), {"--reasoning-parser", e.reasoning_parser});
+  if (!e.tool_parser.empty()) a.insert(a.end(), {"--tool-parser", e.tool_parser});
   if (!p.api.key_file.empty()) a.insert(a.end(), {"--api-key-file", p.api.key_file});
   a.insert(a.end(), {"--status-file", status});
   return a;
@@ -109,6 +118,13 @@ Result<LaunchPlan> PlanLaunch(const profile::Profile& profile, const netplan::Cl
     return InvalidArgumentError("profile " + profile.source_file + ": engine.tp " +
                                 std::to_string(profile.engine.tp) +
                                 " must equal topology.nodes (one rank per node, one GPU each)");
+  }
+  // No engine flag runs it yet; `profile check` refuses it too (engine_capabilities.h).
+  if (profile.engine.speculative.method != "none") {
+    return InvalidArgumentError("profile " + profile.source_file + ": engine.speculative.method " +
+                                profile.engine.speculative.method +
+                                ": spark-engine has no speculative decoding yet; remove "
+                                "engine.speculative or set method: none");
   }
   LaunchPlan plan;
   plan.cluster = SafeName(cluster.name);

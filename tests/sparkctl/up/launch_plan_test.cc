@@ -82,6 +82,59 @@ TEST(LaunchPlanTest, WeightDtypeAndCudaGraphsReachTheEngine) {
   }
 }
 
+size_t Count(const std::vector<std::string>& argv, const std::string& flag) {
+  return static_cast<size_t>(std::count(argv.begin(), argv.end(), flag));
+}
+
+// Every engine field of a profile either reaches the engine's command line or is refused.
+TEST(LaunchPlanTest, EveryEngineFieldReachesTheEngine) {
+  profile::Profile p = DemoProfile();
+  p.engine.kv_cache.tokens.reset();
+  p.engine.kv_cache.memory_fraction = 0.82;
+  p.engine.chunked_prefill = 4096;
+  p.engine.prefix_caching = false;
+  p.engine.reasoning_parser = "deepseek_v4";
+  p.engine.tool_parser = "qwen3";
+  auto plan = PlanLaunch(p, Ring(), {});
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  for (const RankLaunch& rank : plan->ranks) {
+    EXPECT_TRUE(Has(rank.argv, "--kv-memory-fraction", "0.82"));
+    EXPECT_EQ(Count(rank.argv, "--num-kv-blocks"), 0u) << "one budget only";
+    EXPECT_TRUE(Has(rank.argv, "--max-batched-tokens", "4096"));
+    EXPECT_EQ(Count(rank.argv, "--no-prefix-caching"), 1u);
+    EXPECT_EQ(Count(rank.argv, "--no-chunked-prefill"), 0u);
+    EXPECT_TRUE(Has(rank.argv, "--reasoning-parser", "deepseek_v4"));
+    EXPECT_TRUE(Has(rank.argv, "--tool-parser", "qwen3"));
+  }
+  p.engine.chunked_prefill = 0;
+  p.engine.prefix_caching = true;
+  p.engine.reasoning_parser.clear();
+  plan = PlanLaunch(p, Ring(), {});
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  const std::vector<std::string>& argv = plan->ranks[0].argv;
+  EXPECT_EQ(Count(argv, "--no-chunked-prefill"), 1u);
+  EXPECT_EQ(Count(argv, "--max-batched-tokens"), 0u);
+  EXPECT_EQ(Count(argv, "--no-prefix-caching"), 0u);
+  EXPECT_EQ(Count(argv, "--reasoning-parser"), 0u);
+}
+
+TEST(LaunchPlanTest, KvCacheTypesGoToTheEngineWhichRefusesWhatItLacks) {
+  profile::Profile p = DemoProfile();
+  p.engine.kv_cache.dtype = profile::KvCacheDtype::kFp8;
+  auto plan = PlanLaunch(p, Ring(), {});
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_TRUE(Has(plan->ranks[0].argv, "--kv-dtype", "fp8")) << "never dropped on the way";
+}
+
+TEST(LaunchPlanTest, SpeculativeDecodingIsRefusedByName) {
+  profile::Profile p = DemoProfile();
+  p.engine.speculative = {.method = "dspark", .num_tokens = 4};
+  auto plan = PlanLaunch(p, Ring(), {});
+  ASSERT_FALSE(plan.ok());
+  EXPECT_NE(plan.status().message().find("engine.speculative.method dspark"), std::string::npos)
+      << plan.status().message();
+}
+
 TEST(LaunchPlanTest, ProfileEnvOverridesNcclEnv) {
   profile::Profile p = DemoProfile();
   p.env["NCCL_ALGO"] = "Tree";
