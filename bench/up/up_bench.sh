@@ -14,7 +14,7 @@ SEED=/run/sparkctl-sim/$NAME/cluster.yaml
 WORK=$(mktemp -d /tmp/$NAME-XXXX)
 MODEL=$PWD/$BUILD/up-bench-model
 cleanup() {
-  "$BIN" down -c "$SEED" --state-root "$WORK/state" --keep-network >/dev/null 2>&1 || true
+  "$BIN" down -c "$SEED" --state-root "$WORK/state" >/dev/null 2>&1 || true
   "$BIN" sim destroy --name "$NAME" >/dev/null 2>&1 || true
   rm -rf "$WORK"
 }
@@ -33,7 +33,7 @@ for run in $(seq "$RUNS"); do
   "$BIN" up -c "$SEED" -p "$WORK/profile.yaml" --state-root "$WORK/state" --yes --json \
     ${ENGINE:+--engine "$ENGINE"} > "$WORK/again.json"; t3=$(now)
   "$BIN" status -c "$SEED" --state-root "$WORK/state" >/dev/null; t4=$(now)
-  "$BIN" down -c "$SEED" --state-root "$WORK/state" --keep-network >/dev/null; t5=$(now)
+  "$BIN" down -c "$SEED" --state-root "$WORK/state" >/dev/null; t5=$(now)
   steps=$(python3 -c "import json; print(' '.join(f\"{s['name']}={s['seconds']:.1f}\" for s in json.load(open('$WORK/up.json'))['steps']))")
   again=$(python3 -c "import json; print(json.load(open('$WORK/again.json'))['action'])")
   echo "run $run: sim create+discover $(secs $t0 $t1) s | up to ready $(secs $t1 $t2) s ($steps)" \

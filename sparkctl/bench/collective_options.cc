@@ -10,7 +10,7 @@ Status CollectiveOptions::Validate() const {
   }
   if (iters < 1) return InvalidArgumentError("-n must be at least 1 (timed iterations per size)");
   if (warmup_iters < 0) return InvalidArgumentError("-w must be 0 or more (warm-up iterations)");
-  if (check != 0 && check != 1) return InvalidArgumentError("-c takes 0 (no check) or 1 (check)");
+  if (check != 0 && check != 1) return InvalidArgumentError("--check takes 0 (no check) or 1 (check)");
   if (step_factor == 0) return InvalidArgumentError("-f must be at least 1 (1 = step by -i)");
   if (step_factor == 1 && step_bytes == 0)
     return InvalidArgumentError("-i must be positive when -f is 1");

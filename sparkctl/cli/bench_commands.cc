@@ -106,18 +106,22 @@ void AddCollective(CLI::App* bench, bench::Collective kind, CommandContext& cont
   cmd->add_option("-i,--stepbytes", f->i, "Add this when -f is 1 (default 1M)");
   cmd->add_option("-n,--iters", f->o.iters, "Timed iterations per size (default 20)");
   cmd->add_option("-w,--warmup_iters", f->o.warmup_iters, "Warm-up iterations (default 1)");
-  cmd->add_option("-c,--check", f->o.check, "1 = check every result (default), 0 = skip");
+  // Long only: -c is --cluster on every sparkctl command (nccl-tests spells --check -c).
+  cmd->add_option("--check", f->o.check,
+                  "1 = check every result (default), 0 = skip (nccl-tests' -c; long only here, "
+                  "-c is --cluster)");
   cmd->add_option("-g,--ngpus", f->gpus,
                   "Local mode: ranks on this host, one per GPU (or CPU ranks with Gloo); default 1");
-  cmd->add_option("--cluster", f->cluster_file,
-                  "Cluster mode: one rank per node of this inventory, started over SSH");
+  AddClusterFlag(cmd, &f->cluster_file,
+                 "Cluster mode: one rank per node of this inventory, started over SSH (default: "
+                 "local mode)");
   cmd->add_option("--backend", f->o.backend, "auto (NCCL on GPUs, else Gloo; default), nccl, gloo");
   cmd->add_option("--program", f->program, "spark-bench to run (default: next to sparkctl)");
   cmd->add_option("--port", f->port, "Cluster mode: rendezvous port on rank 0 (default 29600)");
   cmd->add_option("--timeout", f->timeout_s, "Give up after this many seconds (default 600)");
   AddJsonFlag(cmd, &f->o.json, "schema sparkctl-bench-collective/v1");
   SetExample(cmd, "sparkctl bench " + name + " -b 8 -e 1G -f 2 -g 2\n  sparkctl bench " + name +
-                      " -b 1M -e 256M -f 4 --cluster cluster.yaml --json\n"
+                      " -b 1M -e 256M -f 4 -c cluster.yaml --json\n"
                       "busbw = algbw * " +
                       (kind == bench::Collective::kAllReduce ? "2(n-1)/n" : "(n-1)/n") +
                       " (nccl-tests' convention): compare it with the link speed.");
@@ -162,7 +166,7 @@ void RegisterBenchCommands(CLI::App& parent, CommandContext& context) {
   auto f = std::make_shared<LinkFlags>();
   CLI::App* link = bench->add_subcommand(
       "link", "p50/p99 latency and bandwidth of every cable twin (RDMA verbs, else TCP)");
-  link->add_option("--cluster", f->cluster_file, "Cluster inventory (default ./cluster.yaml)");
+  AddClusterFlag(link, &f->cluster_file);
   link->add_option("--pairs", f->pairs, "neighbours (each cable twin; default) or all (every node pair)");
   link->add_option("--size", f->size, "Bytes per write in the bandwidth phase (default 1M)");
   link->add_option("--seconds", f->seconds, "Bandwidth phase per link in seconds (default 1)");
@@ -170,7 +174,7 @@ void RegisterBenchCommands(CLI::App& parent, CommandContext& context) {
   link->add_option("--program", f->program, "spark-bench to install (default: next to sparkctl)");
   link->add_option("--port", f->port, "TCP port of the link server (default 29700)");
   AddJsonFlag(link, &f->json, "schema sparkctl-bench-link/v1");
-  SetExample(link, "sparkctl bench link --cluster cluster.yaml --pairs neighbours --seconds 2\n"
+  SetExample(link, "sparkctl bench link -c cluster.yaml --pairs neighbours --seconds 2\n"
                    "Without RDMA verbs devices the numbers are TCP numbers, and the output says so.");
   link->callback([f, &context] { context.exit_code = RunLink(*f); });
 }

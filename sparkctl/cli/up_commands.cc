@@ -194,19 +194,19 @@ int RunUpCommand(const UpCliOptions& o) {
 
 struct DownOptions {
   CommonOptions common;
-  bool keep_network = false;
+  bool reset_network = false;
 };
 
 int RunDownCommand(const DownOptions& o) {
   auto cluster = OpenCluster(o.common);
-  if (!cluster.ok()) return ReportError(cluster.status());
+  if (!cluster.ok()) return ReportError(cluster.status(), o.common.json ? "sparkctl-down/v1" : "");
   up::StopMonitor(cluster->state_dir).IgnoreError();
   std::vector<std::string> lines;
   Status s = up::Down(*cluster->transport, cluster->state_dir, &lines);
   const bool nothing = s.code() == StatusCode::kNotFound;
   if (nothing) s = Status::Ok();
   std::string network = "kept";
-  if (s.ok() && !o.keep_network && cluster->spec.fabric.kind && cluster->spec.nodes.size() > 1) {
+  if (s.ok() && o.reset_network && cluster->spec.fabric.kind && cluster->spec.nodes.size() > 1) {
     auto reset = fabric::ResetCluster(*cluster->transport, cluster->spec, {});
     s = reset.status();
     network = "reset";
@@ -382,12 +382,13 @@ void RegisterUpCommands(CLI::App& parent, CommandContext& context) {
 
   auto d = std::make_shared<DownOptions>();
   CLI::App* down = parent.add_subcommand(
-      "down", "Stop every engine rank (SIGTERM, a deadline, SIGKILL) and the monitor; weights stay");
+      "down", "Stop every engine rank (SIGTERM, a deadline, SIGKILL) and the monitor; the weights "
+              "and the fabric stay");
   AddCommon(down, d->common);
-  down->add_flag("--keep-network", d->keep_network,
-                 "Leave the fabric configured (default: reset it as `net reset` does)");
+  down->add_flag("--reset-network", d->reset_network,
+                 "Also take the fabric down, as `sparkctl net reset` does (default: keep it)");
   AddJsonFlag(down, &d->common.json, "schema sparkctl-down/v1");
-  SetExample(down, "sparkctl down -c cluster.yaml --keep-network");
+  SetExample(down, "sparkctl down -c cluster.yaml   # --reset-network also undoes `net apply`");
   down->callback([d, &context] { context.exit_code = RunDownCommand(*d); });
 
   auto s = std::make_shared<StatusOptions>();

@@ -82,7 +82,7 @@ class Cluster {
   }
   void RewriteProfile() { WriteProfile(topology_); }
   ~Cluster() {
-    Sh(kSparkctl + " down --keep-network " + Flags());
+    Sh(kSparkctl + " down " + Flags());
     Sh(kSparkctl + " sim destroy --name " + name_);
     std::filesystem::remove_all(root_ + "/state");  // a monitor left behind exits without it
   }
@@ -220,7 +220,7 @@ void ServeChatAndStop(Cluster& c, bool kill_and_recover) {
     EXPECT_TRUE(chat2.exit_code == 0 || chat2.exit_code == 77) << chat2.out;
   }
 
-  Output down = c.Sparkctl("down --keep-network " + c.Flags());
+  Output down = c.Sparkctl("down " + c.Flags());
   EXPECT_EQ(down.exit_code, 0) << down.out;
   EXPECT_EQ(c.EngineProcesses(), 0) << "down leaves no engine process on any node";
   EXPECT_FALSE(c.HasState());
