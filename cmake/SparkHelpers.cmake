@@ -41,11 +41,14 @@ function(spark_executable)
   set_target_properties(${ARG_NAME} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/bin)
 endfunction()
 
-# spark_test(NAME name SOURCES ... DEPS ... LABEL unit|sim|gpu|e2e [TIMEOUT s])
-# One ctest entry per test binary. A binary whose tests call GTEST_SKIP (no root, no GPU, ...)
-# is reported by ctest as skipped, not passed.
+# spark_test(NAME name SOURCES ... DEPS ... LABEL unit|sim|gpu|e2e [TIMEOUT s]
+#            [ENVIRONMENT VAR=value ...])
+# One ctest entry per test case (gtest_discover_tests, listed when ctest starts), named
+# <name>.<Suite>.<Case>, so a case that calls GTEST_SKIP is reported skipped on its own and can
+# never hide a failing neighbour; `ctest -R <name>` still selects the whole binary. The cases of
+# one binary run one at a time (RESOURCE_LOCK): they may share a simulated cluster or a folder.
 function(spark_test)
-  cmake_parse_arguments(ARG "" "NAME;LABEL;TIMEOUT" "SOURCES;DEPS" ${ARGN})
+  cmake_parse_arguments(ARG "" "NAME;LABEL;TIMEOUT" "SOURCES;DEPS;ENVIRONMENT" ${ARGN})
   if(NOT SPARK_BUILD_TESTS)
     return()
   endif()
@@ -69,9 +72,34 @@ function(spark_test)
     SPARK_BINARY_DIR="${PROJECT_BINARY_DIR}"
     SPARK_SHARED_DIR="${PROJECT_SOURCE_DIR}/../shared")
   set_target_properties(${ARG_NAME} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/tests)
-  add_test(NAME ${ARG_NAME} COMMAND ${ARG_NAME} --gtest_brief=0)
-  set_tests_properties(${ARG_NAME} PROPERTIES
-    LABELS ${ARG_LABEL}
-    TIMEOUT ${ARG_TIMEOUT}
-    SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]")
+  spark_gtest_cases(${ARG_NAME} PREFIX ${ARG_NAME} LABEL ${ARG_LABEL} TIMEOUT ${ARG_TIMEOUT}
+                    ENVIRONMENT ${ARG_ENVIRONMENT})
+endfunction()
+
+# spark_gtest_cases(target PREFIX p LABEL l TIMEOUT s [FILTER gtest-filter] [ENVIRONMENT ...])
+# The ctest entries of one gtest binary's cases (those FILTER selects), as spark_test makes them;
+# for a second set of entries over the same binary under another environment.
+function(spark_gtest_cases target)
+  cmake_parse_arguments(ARG "" "PREFIX;LABEL;TIMEOUT;FILTER" "ENVIRONMENT" ${ARGN})
+  include(GoogleTest)
+  set(filter)
+  if(ARG_FILTER)
+    set(filter TEST_FILTER ${ARG_FILTER})
+  endif()
+  set(environment)
+  if(ARG_ENVIRONMENT)
+    # The value passes through three list expansions (gtest_discover_tests, the include file
+    # it writes, the tests file written from that) before set_tests_properties sees it: each
+    # ';' between variables needs this many escapes (checked with ctest --show-only=json-v1).
+    string(REPLACE ";" "\\\\\\\\\\\\\\\\;" joined "${ARG_ENVIRONMENT}")
+    set(environment ENVIRONMENT "${joined}")
+  endif()
+  gtest_discover_tests(${target}
+    TEST_PREFIX "${ARG_PREFIX}."
+    EXTRA_ARGS --gtest_brief=0
+    ${filter}
+    DISCOVERY_MODE PRE_TEST
+    DISCOVERY_TIMEOUT 60
+    PROPERTIES LABELS ${ARG_LABEL} TIMEOUT ${ARG_TIMEOUT} RESOURCE_LOCK ${target}
+               SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]" ${environment})
 endfunction()
