@@ -55,7 +55,7 @@ class DiscoverSimTest : public testing::Test {
  protected:
   void SetUp() override {
     if (geteuid() != 0) GTEST_SKIP() << "needs root (network namespaces)";
-    if (access(kSparkctl.c_str(), X_OK) != 0) GTEST_SKIP() << "sparkctl not built";
+    ASSERT_EQ(access(kSparkctl.c_str(), X_OK), 0) << kSparkctl << " is missing: build it (a test binary without it is broken, not skipped)";
   }
 };
 

@@ -52,7 +52,7 @@ class PinSimTest : public testing::Test {
  protected:
   void SetUp() override {
     if (geteuid() != 0) GTEST_SKIP() << "needs root (network namespaces)";
-    if (access(kSparkctl.c_str(), X_OK) != 0) GTEST_SKIP() << "sparkctl not built";
+    ASSERT_EQ(access(kSparkctl.c_str(), X_OK), 0) << kSparkctl << " is missing: build it (a test binary without it is broken, not skipped)";
     ASSERT_TRUE(WriteProfile());
     Sh(kSparkctl + " sim destroy --name " + kName);
     created_ = Sh(kSparkctl + " sim create --name " + kName + " --nodes 2 --topology pair")

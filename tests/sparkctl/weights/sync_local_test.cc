@@ -90,7 +90,7 @@ class LocalTransport final : public ssh::Transport {
 class SyncLocalTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (::access(kSparkctl.c_str(), X_OK) != 0) GTEST_SKIP() << "sparkctl not built";
+    ASSERT_EQ(::access(kSparkctl.c_str(), X_OK), 0) << kSparkctl << " is missing: build it (a test binary without it is broken, not skipped)";
     files_ = {{"a.bin", RandomBytes(3 << 20, 11)},
               {"sub/b.bin", RandomBytes(1 << 20, 12)},
               {"config.json", "{}\n"}};

@@ -47,7 +47,7 @@ class SyncSimTest : public testing::Test {
  protected:
   void SetUp() override {
     if (geteuid() != 0) GTEST_SKIP() << "needs root (network namespaces)";
-    if (access(kSparkctl.c_str(), X_OK) != 0) GTEST_SKIP() << "sparkctl not built";
+    ASSERT_EQ(access(kSparkctl.c_str(), X_OK), 0) << kSparkctl << " is missing: build it (a test binary without it is broken, not skipped)";
     if (Sh("command -v ip && test -x /usr/sbin/sshd").exit_code != 0) {
       GTEST_SKIP() << "the simulator needs iproute2 and OpenSSH's sshd";
     }
