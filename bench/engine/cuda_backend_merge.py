@@ -151,18 +151,13 @@ res = {
                               "sdpa_backends": kernels.get("sdpa_prefill_attention_backends")},
     },
 }
-# A run on a one-GPU machine measures no TP=2: keep the TP=2 figures of the results file being
-# replaced, marked with the date and GPU of the run that measured them.
-if tp2 is None and os.path.exists(out):
-    prev = json.load(open(out))
-    if prev.get("tp2_vs_tp1_token_time") is not None:
-        for key in ("tp2_vs_tp1_token_time", "tp2_in_graphs", "tp2_nccl_vs_tp1_token_time",
-                    "tp2_one_way_vs_tp1_token_time"):
-            res[key] = prev.get(key)
-        res["tp2_measured_in"] = prev.get("tp2_measured_in") or {
-            "date": prev["date"], "gpu": prev["gpu"],
-            "note": "carried over: the run that wrote this file had one GPU"}
-        res["raw"]["ours_decode"] += [d for d in prev["raw"]["ours_decode"] if d["tp"] == 2]
+# Every figure is this run's: a run on a one-GPU machine measures no TP=2, and the results file
+# says so instead of carrying an older run's figures into it.
+NOT_MEASURED = "not measured"
+for key in ("tp2_vs_tp1_token_time", "tp2_in_graphs", "tp2_nccl_vs_tp1_token_time",
+            "tp2_one_way_vs_tp1_token_time"):
+    if res[key] is None:
+        res[key] = NOT_MEASURED
 json.dump(res, open(out, "w"), indent=2)
 print(json.dumps({k: v for k, v in res.items() if k != "raw"}, indent=2))
 print(f"wrote {out}", file=sys.stderr)

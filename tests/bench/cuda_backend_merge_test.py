@@ -32,12 +32,16 @@ KERNELS = {"results": [
 
 
 class MergeTest(unittest.TestCase):
-    def merge(self, parts):
+    def merge(self, parts, previous=None):
+        """previous: the results file the merge replaces, when there is one."""
         with tempfile.TemporaryDirectory() as d:
             for name, content in parts.items():
                 with open(os.path.join(d, name), "w") as f:
                     json.dump(content, f)
             out = os.path.join(d, "out.json")
+            if previous is not None:
+                with open(out, "w") as f:
+                    json.dump(previous, f)
             subprocess.run([sys.executable, MERGE, d, out], check=True, capture_output=True)
             with open(out) as f:
                 return json.load(f)
@@ -118,6 +122,20 @@ class MergeTest(unittest.TestCase):
         self.assertAlmostEqual(res["tp2_one_way_vs_tp1_token_time"], 2.8 / 5.0)
         self.assertAlmostEqual(res["tp2_nccl_vs_tp1_token_time"], 3.5 / 5.0)
         self.assertEqual(len([d for d in res["raw"]["ours_decode"] if d["tp"] == 2]), 3)
+
+    def test_figures_not_measured_are_not_carried_over_from_an_older_file(self):
+        parts = {"decode.json": decode_part(200.0, 5000.0), "kernels.json": KERNELS,
+                 "peer.json": {"gpu": "test GPU", "b1_tok_s": 160.0, "b32_tok_s": 4000.0}}
+        older = {"date": "2026-01-01T00:00:00Z", "gpu": "old GPU", "tp2_vs_tp1_token_time": 0.7,
+                 "tp2_in_graphs": True, "tp2_nccl_vs_tp1_token_time": 0.9,
+                 "tp2_one_way_vs_tp1_token_time": 0.65,
+                 "raw": {"ours_decode": [{"tp": 2, "batch": 1, "ms_per_step": 3.5}]}}
+        res = self.merge(parts, previous=older)
+        for key in ("tp2_vs_tp1_token_time", "tp2_in_graphs", "tp2_nccl_vs_tp1_token_time",
+                    "tp2_one_way_vs_tp1_token_time"):
+            self.assertEqual(res[key], "not measured", key)
+        self.assertNotIn("tp2_measured_in", res)
+        self.assertEqual([d for d in res["raw"]["ours_decode"] if d["tp"] == 2], [])
 
 
 if __name__ == "__main__":
