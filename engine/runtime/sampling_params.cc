@@ -2,12 +2,14 @@
 
 #include <cmath>
 
+#include "base/strings.h"
+
 namespace spark::engine::runtime {
 
 namespace {
 
 Status Range(const char* name, float value, const char* range) {
-  return InvalidArgumentError(std::string("sampling: ") + name + " = " + std::to_string(value) +
+  return InvalidArgumentError(std::string("sampling: ") + name + " = " + FormatNumber(value) +
                               " outside " + range);
 }
 

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include "base/strings.h"
+
 namespace spark::engine::server {
 namespace {
 
@@ -48,8 +50,8 @@ Error ReadNumber(const ordered_json& j, const char* key, double lo, double hi, f
   if (!v->is_number()) return InvalidRequest(key, std::string(key) + ": expected a number");
   const double x = v->get<double>();
   if (!(x >= lo && x <= hi)) {
-    return InvalidRequest(key, std::string(key) + ": " + std::to_string(x) + " is outside [" +
-                                   std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    return InvalidRequest(key, std::string(key) + ": " + FormatNumber(x) + " is outside [" +
+                                   FormatNumber(lo) + ", " + FormatNumber(hi) + "]");
   }
   *dst = static_cast<float>(x);
   return std::nullopt;

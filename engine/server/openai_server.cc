@@ -265,7 +265,7 @@ void OpenAIServer::HandleReady(std::shared_ptr<ResponseWriter> writer) {
   // still stuck in a collective with the dead peer.
   if (Status broken = context_->service->broken(); !broken.ok()) {
     return writer->Send(
-        JsonResponse(503, {{"status", "unavailable"}, {"error", broken.ToString()}}));
+        JsonResponse(503, {{"status", "unavailable"}, {"error", broken.message()}}));
   }
   std::unique_lock lock(ready_mu_);
   const bool fresh = canary_result_ && Clock::now() - canary_time_ < options_.ready_cache;
@@ -273,7 +273,7 @@ void OpenAIServer::HandleReady(std::shared_ptr<ResponseWriter> writer) {
     const Status s = *canary_result_;
     lock.unlock();
     if (s.ok()) return writer->Send(JsonResponse(200, {{"status", "ready"}}));
-    return writer->Send(JsonResponse(503, {{"status", "unavailable"}, {"error", s.ToString()}}));
+    return writer->Send(JsonResponse(503, {{"status", "unavailable"}, {"error", s.message()}}));
   }
   ready_waiters_.push_back(std::move(writer));
   if (canary_running_) return;

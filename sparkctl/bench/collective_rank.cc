@@ -353,7 +353,7 @@ int RunCollectiveRank(const CollectiveOptions& options, const RankPlacement& pla
   Result<int64_t> wrong = RunRank(options, placement);
   if (!wrong.ok()) {
     std::fprintf(stderr, "spark-bench: rank %d: %s\n", placement.rank,
-                 wrong.status().ToString().c_str());
+                 wrong.status().message().c_str());
     return 2;
   }
   return *wrong == 0 ? 0 : 2;

@@ -21,7 +21,7 @@ struct RawCollective {
 };
 
 int Fail(const Status& s) {
-  std::fprintf(stderr, "spark-bench: %s\n", s.ToString().c_str());
+  std::fprintf(stderr, "spark-bench: %s\n", s.message().c_str());
   return 2;
 }
 

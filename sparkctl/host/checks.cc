@@ -86,7 +86,7 @@ void CheckMemory(Ctx& c, const std::string& node, const NodeFacts& f) {
   std::snprintf(seen, sizeof(seen), "%.1f GiB available, %.1f GiB model share, %.1f GiB left",
                 available_gib, model_gib, left);
   c.Add("MEMORY.HEADROOM", node, left >= need_gib ? Verdict::kOk : Verdict::kFail, seen,
-        "less than the profile's min_free_memory_gib (" + std::to_string(need_gib) +
+        "less than the profile's min_free_memory_gib (" + FormatNumber(need_gib) +
             ") would be left: exhausting unified memory wedges the host. Stop other workloads "
             "or use more nodes");
 }

@@ -167,7 +167,7 @@ std::string FormatClusterVerifyJson(const ClusterVerifyReport& report) {
       j["report"] = nlohmann::ordered_json::parse(
           FormatVerifyReportJson(n.report, report.allow_extra));
     } else {
-      j["error"] = n.status.ToString();
+      j["error"] = n.status.message();
       j["report"] = nullptr;
     }
     ok_nodes += n.ok(report.allow_extra);

@@ -34,6 +34,17 @@ TEST(OpenAIRequestTest, ParsesChatSamplingFields) {
   EXPECT_EQ(r.chat.template_kwargs["reasoning_effort"], "low");
 }
 
+// Numbers in errors read as the client wrote them: "-1", not "-1.000000".
+TEST(OpenAIRequestTest, OutOfRangeNumbersAreWrittenNaturally) {
+  CompletionRequest r;
+  auto e = ParseCompletionRequest(
+      Endpoint::kChat,
+      R"({"model": "m", "messages": [{"role": "user", "content": "hi"}], "temperature": -1})", &r);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_NE(e->message.find("temperature: -1 is outside [0, "), std::string::npos) << e->message;
+  EXPECT_EQ(e->message.find(".000000"), std::string::npos) << e->message;
+}
+
 TEST(OpenAIRequestTest, ToolChoiceForms) {
   const std::string tools =
       R"("tools": [{"type": "function", "function": {"name": "get_weather"}},
