@@ -1,6 +1,7 @@
 // `spark-engine info [--json]`: what this build supports — its backends, the model families of
 // the family table (model types, backends, element types, chat format and parsers) and the chat
 // formats. sparkctl's profile checks read the JSON form (schema spark-engine-info/v1).
+#include <algorithm>
 #include <cstdio>
 #include <string>
 
@@ -50,6 +51,30 @@ nlohmann::ordered_json Info() {
             {"prefixes", List(config::LibraryEnvironmentPrefixes(), str)}}}};
 }
 
+// What this build makes of one checkpoint (--model DIR): its family, the backends that run it
+// and whether --tp ranks divide it (TpShard::CheckFits). Problems are listed, never thrown:
+// sparkctl's profile check reports them at the profile's keys.
+nlohmann::ordered_json ModelInfo(const std::string& dir, int tp) {
+  nlohmann::ordered_json out = {{"dir", dir}, {"tp", tp}};
+  nlohmann::ordered_json problems = nlohmann::ordered_json::array();
+  Result<core::ModelConfig> config = model::LoadModelConfig(dir);
+  if (!config.ok()) {
+    problems.push_back({{"key", "model_type"}, {"message", config.status().message()}});
+  } else {
+    const model::ModelFamily* family = model::FindModelFamily(config->model_type);
+    out["model_type"] = config->model_type;
+    out["family"] = std::string(family->name);
+    out["backends"] = List(family->backends, [](std::string_view s) { return s; });
+    if (Status fits = model::TpShard{0, tp}.CheckFits(*config, model::MoeSharding::kInsideExperts);
+        !fits.ok()) {
+      problems.push_back({{"key", "tp"}, {"message", fits.message()}});
+    }
+  }
+  out["ok"] = problems.empty();
+  out["problems"] = problems;
+  return out;
+}
+
 void PrintTable(const nlohmann::ordered_json& info) {
   std::printf("spark-engine %s, backends: %s\n\n", kVersion,
               info["backends"].dump().c_str());
@@ -72,14 +97,23 @@ void RegisterInfoCommand(CLI::App& parent, CommandContext& context) {
   CLI::App* cmd = parent.add_subcommand(
       "info", "What this build supports: backends, model families, chat formats");
   auto json = std::make_shared<bool>(false);
+  auto model_dir = std::make_shared<std::string>();
+  auto tp = std::make_shared<int>(1);
   AddJsonFlag(cmd, json.get(), "schema spark-engine-info/v1");
-  cmd->footer("\nExample:\n  spark-engine info --json");
-  cmd->callback([&context, json] {
-    const nlohmann::ordered_json info = Info();
+  cmd->add_option("--model", *model_dir,
+                  "Also say what this build makes of this checkpoint: its family, backends and "
+                  "whether --tp ranks divide it (\"model\" in the JSON)");
+  cmd->add_option("--tp", *tp, "Tensor-parallel ranks to check --model against (default 1)");
+  cmd->footer("\nExamples:\n  spark-engine info --json\n"
+              "  spark-engine info --json --model tests/fixtures/models/qwen3-tiny --tp 4");
+  cmd->callback([&context, json, model_dir, tp] {
+    nlohmann::ordered_json info = Info();
+    if (!model_dir->empty()) info["model"] = ModelInfo(*model_dir, std::max(1, *tp));
     if (*json) {
       std::printf("%s\n", info.dump(2).c_str());
     } else {
       PrintTable(info);
+      if (info.contains("model")) std::printf("\nmodel: %s\n", info["model"].dump().c_str());
     }
     context.exit_code = kExitOk;
   });

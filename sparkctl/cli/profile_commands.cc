@@ -42,16 +42,27 @@ int RunCheck(const CheckOptions& options) {
     nlohmann::ordered_json result = {{"file", file}, {"ok", check.ok()}};
     if (check.profile) result["name"] = check.profile->name;
     result["problems"] = problems;
+    result["notes"] = check.notes;
     results.push_back(result);
     if (check.ok()) {
       if (!options.json) std::printf("ok      %s (%s)\n", file.c_str(), check.profile->name.c_str());
+      for (const std::string& n : check.notes) {
+        if (!options.json) std::printf("  note: %s\n", n.c_str());
+      }
       continue;
     }
     ++failed;
     if (options.json) continue;
     std::printf("FAILED  %s (%zu problem%s)\n", file.c_str(), check.problems.size(),
                 check.problems.size() == 1 ? "" : "s");
-    for (const YamlProblem& p : check.problems) std::printf("  %s\n", p.ToString().c_str());
+    for (const YamlProblem& p : check.problems) {
+      std::string text = p.ToString();
+      for (size_t at = text.find('\n'); at != std::string::npos; at = text.find('\n', at + 1)) {
+        text.insert(at + 1, "    ");  // a message's own lines stay under it
+      }
+      std::printf("  %s\n", text.c_str());
+    }
+    for (const std::string& n : check.notes) std::printf("  note: %s\n", n.c_str());
   }
   if (options.json) {
     nlohmann::ordered_json out = {{"schema", kCheckSchema}, {"ok", failed == 0},

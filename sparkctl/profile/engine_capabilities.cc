@@ -114,18 +114,67 @@ Result<EngineCapabilities> ParseEngineInfo(std::string_view json_text, const std
   return caps;
 }
 
-Result<EngineCapabilities> QueryEngine(const std::string& engine_binary) {
+// `<engine_binary> info --json [extra...]`'s stdout.
+Result<std::string> RunInfo(const std::string& engine_binary, std::vector<std::string> extra) {
   if (!std::filesystem::exists(engine_binary)) {
     return NotFoundError("cannot ask spark-engine what it supports: " + engine_binary +
                          " does not exist (build it with ./scripts/build.sh, or pass --engine)");
   }
+  std::vector<std::string> argv = {engine_binary, "info", "--json"};
+  argv.insert(argv.end(), extra.begin(), extra.end());
   ProcessRunner runner;
-  SPARK_ASSIGN_OR_RETURN(CommandResult r, runner.Run({engine_binary, "info", "--json"}));
+  SPARK_ASSIGN_OR_RETURN(CommandResult r, runner.Run(argv));
   if (r.exit_code != 0) {
     return InternalError(engine_binary + " info --json exited with " +
                          std::to_string(r.exit_code) + ": " + r.err);
   }
-  return ParseEngineInfo(r.out, engine_binary);
+  return r.out;
+}
+
+Result<EngineCapabilities> QueryEngine(const std::string& engine_binary) {
+  SPARK_ASSIGN_OR_RETURN(std::string out, RunInfo(engine_binary, {}));
+  return ParseEngineInfo(out, engine_binary);
+}
+
+Result<ModelCheck> ParseModelInfo(std::string_view json_text, const std::string& source) {
+  const json doc = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
+  const std::string what = source + " info --json --model";
+  if (!doc.is_object() || !doc.contains("model") || !doc["model"].is_object()) {
+    return InvalidArgumentError(what + ": no \"model\" object (an older spark-engine?)");
+  }
+  const json& m = doc["model"];
+  ModelCheck check;
+  if (m.contains("model_type")) {
+    SPARK_RETURN_IF_ERROR(String(m, "model_type", what, &check.model_type));
+    SPARK_RETURN_IF_ERROR(String(m, "family", what, &check.family));
+    SPARK_RETURN_IF_ERROR(Strings(m, "backends", what, &check.backends));
+  }
+  if (!m.contains("problems") || !m["problems"].is_array()) {
+    return InvalidArgumentError(what + ".problems: missing or not a list");
+  }
+  for (const json& p : m["problems"]) {
+    std::string key, message;
+    SPARK_RETURN_IF_ERROR(String(p, "key", what + ".problems[]", &key));
+    SPARK_RETURN_IF_ERROR(String(p, "message", what + ".problems[]", &message));
+    check.problems.push_back({key == "tp" ? "engine.tp" : "model.path", message});
+  }
+  return check;
+}
+
+Result<ModelCheck> QueryModel(const std::string& engine_binary, const std::string& dir, int tp) {
+  SPARK_ASSIGN_OR_RETURN(std::string out,
+                         RunInfo(engine_binary, {"--model", dir, "--tp", std::to_string(tp)}));
+  return ParseModelInfo(out, engine_binary);
+}
+
+void ValidateAgainstModel(const Profile& p, const ModelCheck& model, FieldErrors* errors) {
+  for (const FieldError& e : model.problems) errors->Add(e.path, e.message);
+  if (!model.family.empty() && p.engine.backend != "auto" &&
+      !Contains(model.backends, p.engine.backend)) {
+    errors->Add("engine.backend", "the checkpoint at " + p.model.path + " is " + model.family +
+                                      " (model_type " + model.model_type + "), which runs on " +
+                                      Join(model.backends) + ", not " + p.engine.backend);
+  }
 }
 
 void ValidateAgainstEngine(const Profile& p, const EngineCapabilities& engine,

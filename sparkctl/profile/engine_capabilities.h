@@ -49,6 +49,25 @@ Result<EngineCapabilities> ParseEngineInfo(std::string_view json_text, const std
 // it, or pass --engine), Internal when it fails, ParseEngineInfo's errors.
 Result<EngineCapabilities> QueryEngine(const std::string& engine_binary);
 
+// What the engine makes of one checkpoint (`spark-engine info --json --model DIR --tp N`).
+struct ModelCheck {
+  std::string model_type;             // "" when config.json could not be read
+  std::string family;
+  std::vector<std::string> backends;  // those that run the family
+  // Each problem the engine found, with the profile key it belongs to (model.path, engine.tp).
+  std::vector<FieldError> problems;
+};
+
+// Parses the "model" object of `info --json --model ...`; InvalidArgument naming the missing key.
+Result<ModelCheck> ParseModelInfo(std::string_view json_text, const std::string& source);
+
+// Runs `<engine_binary> info --json --model dir --tp tp`; QueryEngine's errors.
+Result<ModelCheck> QueryModel(const std::string& engine_binary, const std::string& dir, int tp);
+
+// The profile against its checkpoint: the model type the engine loads, on engine.backend, split
+// engine.tp ways.
+void ValidateAgainstModel(const Profile& profile, const ModelCheck& model, FieldErrors* errors);
+
 // The profile's fields against what the engine supports: engine.backend,
 // engine.kv_cache.dtype, engine.speculative, engine.reasoning_parser, engine.tool_parser and the
 // env entries. Each problem names the key, what the engine supports today and the fix.

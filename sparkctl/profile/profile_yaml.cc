@@ -127,16 +127,34 @@ bool SameOrNested(const std::string& a, const std::string& b) {
 
 // Reads the document and runs every check on it; the reader holds the problems.
 std::optional<Profile> ReadAll(YamlReader& reader, const EngineCapabilities* caps,
-                               bool check_files);
+                               bool check_files, std::vector<std::string>* notes);
 
 Result<Profile> Read(YamlReader reader, const EngineCapabilities* caps) {
-  std::optional<Profile> p = ReadAll(reader, caps, /*check_files=*/false);
+  std::optional<Profile> p = ReadAll(reader, caps, /*check_files=*/false, nullptr);
   SPARK_RETURN_IF_ERROR(reader.ToStatus());
   return *p;
 }
 
+// The checkpoint checks where this machine has a copy of it; a note where it cannot run them.
+void CheckModel(const Profile& p, const EngineCapabilities& caps, FieldErrors* errors,
+                std::vector<std::string>* notes) {
+  const std::string config = p.model.path + "/config.json";
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(config, ec)) {
+    notes->push_back("model type, backend and tp not checked: " + config +
+                     " is not on this machine (the engine checks them when it loads)");
+    return;
+  }
+  Result<ModelCheck> model = QueryModel(caps.source, p.model.path, p.engine.tp);
+  if (!model.ok()) {
+    notes->push_back("model type, backend and tp not checked: " + model.status().message());
+    return;
+  }
+  ValidateAgainstModel(p, *model, errors);
+}
+
 std::optional<Profile> ReadAll(YamlReader& reader, const EngineCapabilities* caps,
-                               bool check_files) {
+                               bool check_files, std::vector<std::string>* notes) {
   Profile p;
   p.source_file = reader.file();
   YamlMap root(&reader, reader.root(), "");
@@ -173,6 +191,9 @@ std::optional<Profile> ReadAll(YamlReader& reader, const EngineCapabilities* cap
                             " --revision " + p.model.revision + " --out " + manifest + ")");
     }
   }
+  if (check_files && caps != nullptr && notes != nullptr && !p.model.path.empty()) {
+    CheckModel(p, *caps, &errors, notes);
+  }
   for (const FieldError& e : errors.errors()) {
     const bool repeated = std::any_of(shape_keys.begin(), shape_keys.end(), [&](const auto& k) {
       return !k.empty() && SameOrNested(k, e.path);
@@ -193,7 +214,7 @@ ProfileCheck Check(Result<YamlReader> reader, const YamlProblem& syntax,
                                : YamlProblem{file, {}, "", reader.status().message()});
     return out;
   }
-  out.profile = ReadAll(*reader, caps, check_files);
+  out.profile = ReadAll(*reader, caps, check_files, &out.notes);
   out.problems = reader->problems();
   std::stable_sort(out.problems.begin(), out.problems.end(), [](const auto& a, const auto& b) {
     return std::pair(a.location.line, a.location.column) <

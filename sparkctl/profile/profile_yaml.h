@@ -24,10 +24,13 @@ Result<Profile> ParseProfile(const std::string& text, const std::string& file,
 // What `sparkctl profile check` (and `up`) report: every problem of one file, each with its
 // line, column and key: the document's shape, the rules of Validate() (also where the shape is
 // wrong elsewhere; not twice for one key), the engine's capabilities and, when `check_files`,
-// whether the files the profile names (model.manifest) exist here.
+// whether the files the profile names (model.manifest) exist here and, where this machine has
+// a copy of the checkpoint (model.path/config.json), what the engine makes of it (model type,
+// backend, tp; engine_capabilities.h QueryModel).
 struct ProfileCheck {
   std::optional<Profile> profile;  // when there is no problem
   std::vector<YamlProblem> problems;
+  std::vector<std::string> notes;  // checks that could not run here, and why
 
   bool ok() const { return problems.empty(); }
   // InvalidArgument with one problem per line (NotFound when the file is missing), or OK.
