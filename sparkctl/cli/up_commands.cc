@@ -138,6 +138,7 @@ int RunUpCommand(const UpCliOptions& o) {
   // The checks of `profile check`, files included: what it refuses, up refuses.
   profile::ProfileCheck check = profile::CheckProfileFile(o.profile_file, &*engine);
   if (!check.ok()) return ReportError(check.ToStatus(), schema);
+  for (const std::string& note : check.notes) std::fprintf(stderr, "note: %s\n", note.c_str());
   const profile::Profile* prof = &*check.profile;
   auto cluster = OpenCluster(o.common);
   if (!cluster.ok()) return ReportError(cluster.status(), schema);
