@@ -46,7 +46,8 @@ endfunction()
 # One ctest entry per test case (gtest_discover_tests, listed when ctest starts), named
 # <name>.<Suite>.<Case>, so a case that calls GTEST_SKIP is reported skipped on its own and can
 # never hide a failing neighbour; `ctest -R <name>` still selects the whole binary. The cases of
-# one binary run one at a time (RESOURCE_LOCK): they may share a simulated cluster or a folder.
+# one binary run one at a time (RESOURCE_LOCK): they may share a simulated cluster or a folder;
+# sim and e2e cases run alone (RUN_SERIAL).
 function(spark_test)
   cmake_parse_arguments(ARG "" "NAME;LABEL;TIMEOUT" "SOURCES;DEPS;ENVIRONMENT" ${ARGN})
   if(NOT SPARK_BUILD_TESTS)
@@ -94,6 +95,12 @@ function(spark_gtest_cases target)
     string(REPLACE ";" "\\\\\\\\\\\\\\\\;" joined "${ARG_ENVIRONMENT}")
     set(environment ENVIRONMENT "${joined}")
   endif()
+  # Simulated clusters share the host's network namespaces and /run/netns: those cases run
+  # alone even under ctest -j (each checks the host is as it was after it).
+  set(serial)
+  if(ARG_LABEL STREQUAL "sim" OR ARG_LABEL STREQUAL "e2e")
+    set(serial RUN_SERIAL TRUE)
+  endif()
   gtest_discover_tests(${target}
     TEST_PREFIX "${ARG_PREFIX}."
     EXTRA_ARGS --gtest_brief=0
@@ -101,5 +108,5 @@ function(spark_gtest_cases target)
     DISCOVERY_MODE PRE_TEST
     DISCOVERY_TIMEOUT 60
     PROPERTIES LABELS ${ARG_LABEL} TIMEOUT ${ARG_TIMEOUT} RESOURCE_LOCK ${target}
-               SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]" ${environment})
+               SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]" ${serial} ${environment})
 endfunction()
