@@ -215,8 +215,7 @@ Status CudaBackend::UploadWeightBytes(const WeightBytes& src, Buffer& dst, size_
 Status CudaBackend::FinishWeightUploads() {
   if (weight_staging_) {
     Activate();
-    Record(weight_staging_->Finish(stream_));
-    weight_staging_.reset();
+    Record(weight_staging_->Finish(stream_));  // kept: see weight_staging.h
   }
   return status_;
 }

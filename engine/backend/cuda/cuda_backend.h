@@ -233,7 +233,7 @@ class CudaBackend : public Backend {
   int32_t* counts_host_ = nullptr;  // pinned, for the MoE expert counts
   std::map<std::pair<int, double>, Buffer> inv_freq_;
   int64_t fused_reduce_norms_ = 0;
-  std::unique_ptr<WeightStaging> weight_staging_;  // while weights load
+  std::unique_ptr<WeightStaging> weight_staging_;  // made by the first raw upload, then kept
 };
 
 }  // namespace spark::engine::backend::cuda

@@ -113,7 +113,7 @@ Status WeightStaging::Copy(const Backend::WeightBytes& src, uint8_t* dst, cudaSt
 Status WeightStaging::Finish(cudaStream_t stream) {
   if (slots_.empty()) return Status::Ok();
   SPARK_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
-  Release();
+  for (Slot& s : slots_) s.in_flight = false;
   return Status::Ok();
 }
 

@@ -4,7 +4,9 @@
 // host-to-device copy runs on the stream while the threads fill the next; the host waits only
 // when it comes back to a buffer still in flight. bf16 bytes bound for fp32 weights land in a
 // device buffer of the slot first and are widened there (kernels::CastBf16ToF32). Pinned and
-// device staging memory is taken on first use and given back by Finish.
+// device staging memory is taken on first use and kept until the staging dies: freeing it
+// (cudaFreeHost, cudaFree) waits for the whole device, which deadlocks when another rank on the
+// same GPU spins in a peer all-reduce waiting for this one.
 // Thread-safety: one caller at a time.
 #pragma once
 
@@ -34,7 +36,7 @@ class WeightStaging {
   // Copies `src`, packed, to device memory at `dst` on `stream`; returns once the bytes are in
   // staging (the source may go). Errors are CUDA's (Internal, ResourceExhausted for pinned memory).
   Status Copy(const Backend::WeightBytes& src, uint8_t* dst, cudaStream_t stream);
-  // Waits for the copies in flight and frees the staging buffers.
+  // Waits for the copies in flight (on `stream` only; the buffers stay).
   Status Finish(cudaStream_t stream);
 
  private:
