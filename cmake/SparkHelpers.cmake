@@ -103,6 +103,8 @@ function(spark_gtest_cases target)
   endif()
   gtest_discover_tests(${target}
     TEST_PREFIX "${ARG_PREFIX}."
+    # Parameterised cases by index: their values print as raw bytes, pointers among them.
+    NO_PRETTY_VALUES
     EXTRA_ARGS --gtest_brief=0
     ${filter}
     DISCOVERY_MODE PRE_TEST
