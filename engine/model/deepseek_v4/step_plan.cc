@@ -54,4 +54,25 @@ StepPlan PlanStep(const ForwardBatch& batch, int block_size, const core::Deepsee
   return plan;
 }
 
+Status CheckStep(const ForwardBatch& batch, const PagedKvCache& cache, int num_layers,
+                 int64_t kv_width, int vocab_size) {
+  SPARK_RETURN_IF_ERROR(batch.Validate(cache.block_size(), cache.num_blocks(), vocab_size));
+  if (cache.spec().kv_width != kv_width || cache.spec().num_layers != num_layers) {
+    return InvalidArgumentError("kv cache was made for another model (KV width " +
+                                std::to_string(cache.spec().kv_width) + ", expected " +
+                                std::to_string(kv_width) + ")");
+  }
+  int64_t t = 0;
+  for (const BatchSequence& s : batch.sequences) {
+    for (int64_t i = 0; i < s.query_len; ++i, ++t) {
+      if (batch.positions[t] != s.context_len - s.query_len + i) {
+        return InvalidArgumentError("forward batch: token " + std::to_string(t) + " has position " +
+                                    std::to_string(batch.positions[t]) + ", its sequence implies " +
+                                    std::to_string(s.context_len - s.query_len + i));
+      }
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace spark::engine::model::dsv4

@@ -43,24 +43,7 @@ KvCacheSpec DeepseekV41Model::kv_cache_spec() const {
 
 Status DeepseekV41Model::Check(const ForwardBatch& batch, const PagedKvCache& cache) const {
   SPARK_RETURN_IF_ERROR(ready_);
-  SPARK_RETURN_IF_ERROR(batch.Validate(cache.block_size(), cache.num_blocks(), config_.vocab_size));
-  if (cache.spec().kv_width != layout_.kv_width() ||
-      cache.spec().num_layers != config_.num_layers) {
-    return InvalidArgumentError("kv cache was made for another model (KV width " +
-                                std::to_string(cache.spec().kv_width) + ", expected " +
-                                std::to_string(layout_.kv_width()) + ")");
-  }
-  int64_t t = 0;
-  for (const BatchSequence& s : batch.sequences) {
-    for (int64_t i = 0; i < s.query_len; ++i, ++t) {
-      if (batch.positions[t] != s.context_len - s.query_len + i) {
-        return InvalidArgumentError("forward batch: token " + std::to_string(t) + " has position " +
-                                    std::to_string(batch.positions[t]) + ", its sequence implies " +
-                                    std::to_string(s.context_len - s.query_len + i));
-      }
-    }
-  }
-  return Status::Ok();
+  return dsv4::CheckStep(batch, cache, config_.num_layers, layout_.kv_width(), config_.vocab_size);
 }
 
 Status DeepseekV41Model::Forward(const ForwardBatch& batch, PagedKvCache& cache,
