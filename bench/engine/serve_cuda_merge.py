@@ -47,11 +47,15 @@ def main():
         not_measured["load_gbps_page_cache"] = "no load time in serve.log"
     if t_cold is None:
         not_measured["load_gbps_cold"] = "no load time in serve_cold.log"
+    if not loads[32]["decode_window_tok_s"]:
+        not_measured["served_c32_decode_vs_engine_b32"] = (
+            "no window with all 32 streams decoding (a stream ended before the last began)")
     res = {
         "gpu": decode.get("gpu"),
         "date": datetime.date.today().isoformat(),
         "served_c1_vs_engine_b1": loads[1]["per_stream_tok_s_mean"] / b1,
-        "served_c32_decode_vs_engine_b32": loads[32]["decode_window_tok_s"] / b32,
+        "served_c32_decode_vs_engine_b32": (loads[32]["decode_window_tok_s"] / b32
+                                            if loads[32]["decode_window_tok_s"] else None),
         "load_gbps_page_cache": gbps_warm,
         "load_vs_sequential_read": gbps_warm / warm["gbps"] if gbps_warm else None,
         "load_gbps_cold": gbps_cold,
