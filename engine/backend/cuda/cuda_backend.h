@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "engine/backend/backend.h"
+#include "engine/backend/cuda/cuda_deepseek_ops.h"
 #include "engine/backend/cuda/device_memory.h"
 #include "engine/backend/cuda/graph_steps.h"
 #include "engine/backend/cuda/weight_staging.h"
@@ -160,12 +161,16 @@ class CudaBackend : public Backend {
   // Makes the device current and counts the work as an op of the graph step: for callers that
   // enqueue on stream() directly (StreamOrderedCommunicator).
   void PrepareDirectWork() { Activate(); }
+  // DeepSeek-V4 / V4.1's ops (cuda_deepseek_ops.h).
+  DeepseekOps* deepseek_ops() override { return &deepseek_; }
   // How many AllReduceAddRmsNorms ran as one kernel (for tests).
   int64_t fused_reduce_norms() const { return fused_reduce_norms_; }
 
  private:
+  friend class CudaDeepseekOps;  // enqueues its ops through the helpers below
+
   explicit CudaBackend(const Options& options)
-      : options_(options), graph_(options.step_timeout) {}
+      : options_(options), graph_(options.step_timeout), deepseek_(*this) {}
   // Makes this backend's device current and counts the op for the graph step.
   void Activate();
   void Record(const Status& s);
@@ -234,6 +239,7 @@ class CudaBackend : public Backend {
   std::map<std::pair<int, double>, Buffer> inv_freq_;
   int64_t fused_reduce_norms_ = 0;
   std::unique_ptr<WeightStaging> weight_staging_;  // made by the first raw upload, then kept
+  CudaDeepseekOps deepseek_;
 };
 
 }  // namespace spark::engine::backend::cuda
