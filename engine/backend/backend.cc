@@ -15,6 +15,8 @@ size_t DTypeBytes(DType dtype) {
     case DType::kBF16:
       return 2;
     case DType::kFP8:
+    case DType::kE4M3B32:
+    case DType::kE2M1B32:
       return 1;
     case DType::kF32:
       break;
@@ -28,6 +30,10 @@ const char* DTypeName(DType dtype) {
       return "bf16";
     case DType::kFP8:
       return "fp8";
+    case DType::kE4M3B32:
+      return "fp8_e4m3_b32";
+    case DType::kE2M1B32:
+      return "fp4_e2m1_b32";
     case DType::kF32:
       break;
   }
@@ -99,10 +105,19 @@ size_t Fp8Floats(int64_t rows, int64_t cols) {
 
 size_t MatrixBytes(int64_t rows, int64_t cols, DType dtype) {
   if (dtype == DType::kFP8) return Fp8Floats(rows, cols) * sizeof(float);
+  if (IsQuantised(dtype)) {
+    return QuantScaleOffset(dtype, rows, cols) + QuantScaleBytes(dtype, rows, cols);
+  }
   return static_cast<size_t>(rows) * static_cast<size_t>(cols) * DTypeBytes(dtype);
 }
 
 Result<Buffer> Backend::AllocateMatrix(int64_t rows, int64_t cols, DType dtype) {
+  if (IsQuantised(dtype)) {
+    if (!HoldsWeights(dtype)) {
+      return InvalidArgumentError(name() + " backend keeps no " + DTypeName(dtype) + " matrices");
+    }
+    return AllocateWeights(MatrixBytes(rows, cols, dtype), dtype);
+  }
   const size_t count = static_cast<size_t>(rows) * static_cast<size_t>(cols);
   if (dtype != DType::kFP8) return AllocateWeights(count, dtype);
   SPARK_ASSIGN_OR_RETURN(Buffer b, Allocate(Fp8Floats(rows, cols)));

@@ -50,9 +50,12 @@ class Backend {
   // (and for fp8, which needs AllocateMatrix).
   virtual Result<Buffer> AllocateWeights(size_t count, DType dtype);
   virtual void UploadWeights(std::span<const float> host, Buffer& dst);
+  // Whether this backend keeps Linear weights of `dtype` (AllocateMatrix). Default: fp32 only.
+  virtual bool HoldsWeights(DType dtype) const { return dtype == DType::kF32; }
   // A Linear weight [rows, cols] of `dtype`: AllocateWeights, or for fp8 the values and their
-  // block scales (see DType) in memory from Allocate. InvalidArgument when this backend keeps
-  // no `dtype` weights.
+  // block scales (see DType) in memory from Allocate, or for the quantised types their bytes
+  // (AllocateWeights of MatrixBytes, filled by UploadWeightBytes). InvalidArgument when this
+  // backend keeps no `dtype` weights.
   Result<Buffer> AllocateMatrix(int64_t rows, int64_t cols, DType dtype);
   // Uploads fp32 host values [rows, cols] into a matrix from AllocateMatrix; fp8 matrices are
   // quantised per block (core::QuantizeFp8Blocks: scale = block max / 448, values rounded to

@@ -25,9 +25,17 @@ namespace spark::engine::backend {
 // byte Fp8ScaleOffset(rows * cols), by Fp8ScaleCount(rows, cols) fp32 scales [ceil(rows / 128),
 // ceil(cols / 128)] row-major. Only AllocateMatrix makes one (the scales need the shape), and an
 // fp8 buffer has no views.
-enum class DType : uint8_t { kF32, kBF16, kFP8 };
-size_t DTypeBytes(DType dtype);
-const char* DTypeName(DType dtype);  // "fp32", "bf16", "fp8"
+//
+// kE4M3B32 and kE2M1B32 hold DeepSeek's released weights as they are stored (decoded in the
+// kernels, never widened in memory): E4M3 bytes [rows, cols] with a UE8M0 scale byte (2^(e -
+// 127)) per 32 x 32 block, or E2M1 nibbles packed two per byte [rows, cols / 2] (the even column
+// in the low nibble) with a UE8M0 byte per 1 x 32 block. A matrix is one buffer of bytes: the
+// codes, then from QuantScaleOffset the scales ([ceil(rows / 32), ceil(cols / 32)] or [rows,
+// ceil(cols / 32)] row-major). Only AllocateMatrix makes them, on backends whose HoldsWeights
+// says so; their Buffer::size() counts bytes.
+enum class DType : uint8_t { kF32, kBF16, kFP8, kE4M3B32, kE2M1B32 };
+size_t DTypeBytes(DType dtype);      // 1 for the byte-counted quantised types
+const char* DTypeName(DType dtype);  // "fp32", "bf16", "fp8", "fp8_e4m3_b32", "fp4_e2m1_b32"
 // "fp32"/"f32"/"float32", "bf16"/"bfloat16" or "fp8"/"fp8_e4m3"; InvalidArgument naming the
 // choices otherwise.
 Result<DType> ParseDType(const std::string& text);
@@ -47,9 +55,27 @@ inline float* Fp8Scales(void* data, size_t values) {
   return reinterpret_cast<float*>(static_cast<char*>(data) + Fp8ScaleOffset(values));
 }
 
-// Bytes of backend memory a [rows, cols] matrix of `dtype` takes (AllocateMatrix): fp8 counts its
-// values, padding and block scales.
+// Bytes of backend memory a [rows, cols] matrix of `dtype` takes (AllocateMatrix): fp8 and the
+// quantised types count their values, padding and block scales.
 size_t MatrixBytes(int64_t rows, int64_t cols, DType dtype);
+
+// The byte layout of a kE4M3B32 / kE2M1B32 matrix [rows, cols].
+constexpr int64_t kQuantBlock = 32;
+inline bool IsQuantised(DType dtype) {
+  return dtype == DType::kE4M3B32 || dtype == DType::kE2M1B32;
+}
+inline size_t QuantCodeBytes(DType dtype, int64_t rows, int64_t cols) {
+  const size_t values = static_cast<size_t>(rows) * static_cast<size_t>(cols);
+  return dtype == DType::kE2M1B32 ? values / 2 : values;
+}
+inline size_t QuantScaleBytes(DType dtype, int64_t rows, int64_t cols) {
+  const int64_t col_blocks = (cols + kQuantBlock - 1) / kQuantBlock;
+  const int64_t row_blocks = dtype == DType::kE2M1B32 ? rows : (rows + kQuantBlock - 1) / kQuantBlock;
+  return static_cast<size_t>(row_blocks * col_blocks);
+}
+inline size_t QuantScaleOffset(DType dtype, int64_t rows, int64_t cols) {
+  return (QuantCodeBytes(dtype, rows, cols) + 255) / 256 * 256;
+}
 
 // A read-only weight matrix in backend memory and its element type. fp32 pointers convert
 // implicitly, so call sites with fp32 weights need no change.

@@ -40,10 +40,12 @@ class DeepseekOps {
   // Window + compressed-entry attention with sinks (SparseAttentionArgs).
   virtual void SparseAttention(const SparseAttentionArgs& a) = 0;
   // Grouped projection: group g takes the next group_in[g] columns of x [rows, sum group_in]
-  // through its block of w (blocks [out_per_group, group_in[g]] one after another) into
-  // columns [g * out_per_group, (g + 1) * out_per_group) of y [rows, groups * out_per_group].
+  // through its block of w (blocks [out_per_group, group_in[g]] one after another, so with equal
+  // group_in one [groups * out_per_group, group_in] matrix, the only form a quantised w takes)
+  // into columns [g * out_per_group, (g + 1) * out_per_group) of y [rows, groups *
+  // out_per_group].
   virtual void GroupedLinear(const float* x, int64_t rows, std::span<const int> group_in,
-                             const float* w, int out_per_group, float* y) = 0;
+                             WeightRef w, int out_per_group, float* y) = 0;
 
   // streams[t, j] = x[t] for each of the n streams ([tokens, n, hidden] from [tokens, hidden]).
   virtual void HcExpand(const float* x, int64_t tokens, int n, int hidden, float* streams) = 0;

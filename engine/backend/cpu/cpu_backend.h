@@ -29,6 +29,9 @@ class CpuBackend : public Backend {
   void Download(const float* src, std::span<float> host) override;
   // bf16 weights are kept for correctness checks (Linear widens them per call; not fast).
   Result<Buffer> AllocateWeights(size_t count, DType dtype) override;
+  bool HoldsWeights(DType dtype) const override {
+    return dtype == DType::kF32 || dtype == DType::kBF16 || dtype == DType::kFP8;
+  }
   void UploadWeights(std::span<const float> host, Buffer& dst) override;
   // Copied at once, rows split over the pool.
   Status UploadWeightBytes(const WeightBytes& src, Buffer& dst, size_t dst_offset) override;

@@ -108,24 +108,26 @@ void CpuDeepseekOps::SparseAttention(const SparseAttentionArgs& a) {
 }
 
 void CpuDeepseekOps::GroupedLinear(const float* x, int64_t rows, std::span<const int> group_in,
-                                   const float* w, int out_per_group, float* y) {
+                                   WeightRef w, int out_per_group, float* y) {
   int width = 0;
   for (int in : group_in) width += in;
   const int groups = static_cast<int>(group_in.size());
   std::vector<float> in_rows, out_rows(rows * out_per_group);
   int column = 0;
+  const auto* block = static_cast<const char*>(w.data);
   for (int g = 0; g < groups; ++g) {
     const int in = group_in[g];
     in_rows.resize(rows * in);
     for (int64_t r = 0; r < rows; ++r) {
       std::copy_n(x + r * width + column, in, &in_rows[r * in]);
     }
-    backend_.Linear(in_rows.data(), rows, in, w, out_per_group, out_rows.data());
+    backend_.Linear(in_rows.data(), rows, in, WeightRef(block, w.dtype), out_per_group,
+                    out_rows.data());
     for (int64_t r = 0; r < rows; ++r) {
       std::copy_n(&out_rows[r * out_per_group], out_per_group,
                   y + (r * groups + g) * out_per_group);
     }
-    w += int64_t{out_per_group} * in;
+    block += int64_t{out_per_group} * in * DTypeBytes(w.dtype);
     column += in;
   }
 }

@@ -30,7 +30,7 @@ class CpuDeepseekOps : public DeepseekOps {
   void Compress(const CompressArgs& a) override;
   void IndexerTopK(const IndexerArgs& a) override;
   void SparseAttention(const SparseAttentionArgs& a) override;
-  void GroupedLinear(const float* x, int64_t rows, std::span<const int> group_in, const float* w,
+  void GroupedLinear(const float* x, int64_t rows, std::span<const int> group_in, WeightRef w,
                      int out_per_group, float* y) override;
 
   void HcExpand(const float* x, int64_t tokens, int n, int hidden, float* streams) override;

@@ -221,7 +221,7 @@ Status CudaBackend::FinishWeightUploads() {
 }
 
 bool CudaBackend::Bf16InputsPay(int64_t rows, DType weights) const {
-  return weights != DType::kF32 && rows > kernels::kGemvMaxRows;
+  return IsQuantised(weights) || (weights != DType::kF32 && rows > kernels::kGemvMaxRows);
 }
 
 Status CudaBackend::BeginGraph(const std::string& key, int table_blocks) {

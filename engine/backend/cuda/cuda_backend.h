@@ -90,7 +90,9 @@ class CudaBackend : public Backend {
   // Through pinned staging (weight_staging.h), the copies overlapped with the next reads.
   Status UploadWeightBytes(const WeightBytes& src, Buffer& dst, size_t dst_offset) override;
   Status FinishWeightUploads() override;
-  // Past the GEMV's rows, over bf16 or fp8 weights.
+  // Every DType, the quantised ones included (cuda_backend_quant.cc).
+  bool HoldsWeights(DType dtype) const override { (void)dtype; return true; }
+  // Past the GEMV's rows, over bf16 or fp8 weights; always over the quantised types.
   bool Bf16InputsPay(int64_t rows, DType weights) const override;
 
   // Graph steps (graph_steps.h). BeginGraph: FailedPrecondition inside a step or after an
@@ -209,6 +211,12 @@ class CudaBackend : public Backend {
   // weights.
   Status LinearFp8(Input x, int64_t rows, int in_features, WeightRef w, int out_features,
                    float* out);
+  // cuda_backend_quant.cc: kE4M3B32 / kE2M1B32 weights through kernels::QuantGemm (decoded in
+  // registers) up to kernels::kQuantGemmMaxRows rows, else widened to bf16 scratch for cuBLAS.
+  Status LinearQuant(Input x, int64_t rows, int in_features, WeightRef w, int out_features,
+                     float* out, bool accumulate);
+  // x's bf16 copy (Input::bf16), or a cast into `scratch`.
+  Result<const __nv_bfloat16*> Bf16Rows(Input x, int64_t rows, int cols, Buffer* scratch);
   // Whether cuBLASLt's block-scaled FP8 GEMM takes `rows` rows (padded to 16) of a [n, k] fp8
   // weight.
   bool HasFp8Gemm(int64_t rows, int n, int k);

@@ -6,6 +6,7 @@
 #include <cstddef>
 
 #include "engine/backend/backend_types.h"
+#include "kernels/quant_gemm.h"
 
 namespace spark::engine::backend::cuda::internal {
 
@@ -19,6 +20,19 @@ Status WithCache(const KvCacheRef& cache, Fn&& fn) {
     return fn(static_cast<__nv_bfloat16*>(cache.k), static_cast<__nv_bfloat16*>(cache.v));
   }
   return fn(static_cast<float*>(cache.k), static_cast<float*>(cache.v));
+}
+
+// The kernels' view of a bf16 or quantised weight [n, k] (backend_types.h's byte layout).
+inline kernels::QuantMatrix QuantView(WeightRef w, int n, int k) {
+  kernels::QuantMatrix m;
+  m.codes = w.data;
+  m.n = n;
+  m.k = k;
+  if (w.dtype == DType::kBF16) return m;
+  m.format = w.dtype == DType::kE4M3B32 ? kernels::QuantFormat::kE4M3B32
+                                        : kernels::QuantFormat::kE2M1B32;
+  m.scales = static_cast<const uint8_t*>(w.data) + QuantScaleOffset(w.dtype, n, k);
+  return m;
 }
 
 inline __nv_bfloat16* Bf16(const Output& out) { return static_cast<__nv_bfloat16*>(out.bf16); }

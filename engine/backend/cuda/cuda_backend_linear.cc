@@ -8,6 +8,7 @@
 #include "engine/backend/cuda/cuda_backend_internal.h"
 #include "kernels/elementwise.h"
 #include "kernels/gemv.h"
+#include "kernels/quant_gemm.h"
 
 namespace spark::engine::backend::cuda {
 
@@ -28,6 +29,9 @@ Status CudaBackend::LinearImpl(Input x, int64_t rows, int in_features, WeightRef
                                int out_features, float* out) {
   using kernels::GemmType;
   if (w.dtype == DType::kFP8) return LinearFp8(x, rows, in_features, w, out_features, out);
+  if (IsQuantised(w.dtype)) {
+    return LinearQuant(x, rows, in_features, w, out_features, out, /*accumulate=*/false);
+  }
   if (w.dtype == DType::kF32) {
     if (!launching()) return Status::Ok();
     return gemm_->Run(GemmType::kF32, GemmType::kF32, x.data, rows, in_features, w.data,
@@ -126,6 +130,11 @@ void CudaBackend::LinearSiluMul(Input x, int64_t rows, int in_features, WeightRe
 
 void CudaBackend::LinearAdd(Input x, int64_t rows, int in_features, WeightRef w, int out_features,
                             float* scratch, float* h) {
+  if (IsQuantised(w.dtype) && rows <= kernels::kQuantGemmMaxRows) {
+    Activate();  // the kernel adds into h as it stores
+    Record(LinearQuant(x, rows, in_features, w, out_features, h, /*accumulate=*/true));
+    return;
+  }
   if (!ByGemv(rows, out_features, in_features, w.dtype)) {
     return Backend::LinearAdd(x, rows, in_features, w, out_features, scratch, h);
   }

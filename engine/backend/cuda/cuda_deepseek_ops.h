@@ -11,7 +11,14 @@
 // Thread-safety: as the backend that owns it (one op at a time).
 #pragma once
 
+#include <cstddef>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "base/status.h"
 #include "engine/backend/deepseek_ops.h"
+#include "kernels/quant_gemm.h"
 
 namespace spark::engine::backend::cuda {
 
@@ -30,7 +37,7 @@ class CudaDeepseekOps : public DeepseekOps {
   void Compress(const CompressArgs& a) override;
   void IndexerTopK(const IndexerArgs& a) override;
   void SparseAttention(const SparseAttentionArgs& a) override;
-  void GroupedLinear(const float* x, int64_t rows, std::span<const int> group_in, const float* w,
+  void GroupedLinear(const float* x, int64_t rows, std::span<const int> group_in, WeightRef w,
                      int out_per_group, float* y) override;
 
   void HcExpand(const float* x, int64_t tokens, int n, int hidden, float* streams) override;
@@ -48,7 +55,26 @@ class CudaDeepseekOps : public DeepseekOps {
   void EngramGate(const EngramGateArgs& a) override;
 
  private:
+  // cuda_deepseek_moe.cc
+  // The device table of the kernels' views of a layer's expert matrices (gate_up or down),
+  // built once per expert list (weights do not move) outside graph steps.
+  Result<const kernels::QuantMatrix*> ExpertTable(std::span<const SwiGluWeights> experts,
+                                                  bool down, int n, int k);
+  struct CachedTable {
+    std::vector<const void*> matrices;  // what the table was built from
+    Buffer table;
+  };
+  // Routed experts into ys [tokens * top_k, hidden] (row a: assignment a's weighted output).
+  Status GroupedExperts(const MoeExpertsArgs& a, float* ys);
+  Status Fp32Experts(const MoeExpertsArgs& a, float* ys);
+  Status SharedExpert(const MoeExpertsArgs& a, float* out);
+  Status SwiGlu(const float* x, int64_t rows, int hidden, const SwiGluWeights& w, int inter,
+                float limit, float* out);
+  Status GroupedLinearImpl(const float* x, int64_t rows, std::span<const int> group_in,
+                           WeightRef w, int out_per_group, float* y);
+
   CudaBackend& b_;
+  std::map<std::pair<const void*, bool>, CachedTable> expert_tables_;
 };
 
 }  // namespace spark::engine::backend::cuda

@@ -72,9 +72,9 @@ void Attention::Queries(const Step& s) const {
   const int ql = c_.dsv4.q_lora_rank, hd = c_.head_dim;
   const int heads = static_cast<int>(w_.ranges.heads.size);
   const float eps = c_.rms_norm_eps;
-  backend_.Linear(ws.block_in.data(), n, c_.hidden_size, s.l->wq_a.data(), ql, ws.qr.data());
+  backend_.Linear(ws.block_in.data(), n, c_.hidden_size, s.l->wq_a.weight(), ql, ws.qr.data());
   backend_.RmsNorm(ws.qr.data(), s.l->q_norm.data(), n, ql, eps, ws.qr.data());
-  backend_.Linear(ws.qr.data(), n, ql, s.l->wq_b.data(), heads * hd, ws.q.data());
+  backend_.Linear(ws.qr.data(), n, ql, s.l->wq_b.weight(), heads * hd, ws.q.data());
   backend_.RmsNorm(ws.q.data(), w_.unit_head_norm.data(), n * heads, hd, eps, ws.q.data());
   ops_.Rope(ws.q.data(), s.batch->positions, heads, hd, s.rope, /*inverse=*/false);
 }
@@ -84,7 +84,7 @@ void Attention::StoreWindow(const Step& s) const {
   Workspace& ws = *s.ws;
   const int64_t n = ws.tokens;
   const int hd = c_.head_dim;
-  backend_.Linear(ws.block_in.data(), n, c_.hidden_size, s.l->wkv.data(), hd, ws.kv.data());
+  backend_.Linear(ws.block_in.data(), n, c_.hidden_size, s.l->wkv.weight(), hd, ws.kv.data());
   backend_.RmsNorm(ws.kv.data(), s.l->kv_norm.data(), n, hd, c_.rms_norm_eps, ws.kv.data());
   ops_.Rope(ws.kv.data(), s.batch->positions, 1, hd, s.rope, /*inverse=*/false);
   ops_.WriteField(ws.kv.data(), s.batch->slots, s.Ref(layout_, s.rec->window));
@@ -103,9 +103,9 @@ void Attention::StoreCompressed(const Step& s) const {
   Compress(s, {s.l->index_compressor, rec.idx_kv, rec.idx_gate, rec.idx_key, di, true,
                ws.idx_kv.data(), ws.idx_gate.data()});
   const int64_t n = ws.tokens;
-  backend_.Linear(ws.qr.data(), n, d.q_lora_rank, s.l->index_wq_b.data(), ih * di, ws.idx_q.data());
+  backend_.Linear(ws.qr.data(), n, d.q_lora_rank, s.l->index_wq_b.weight(), ih * di, ws.idx_q.data());
   ops_.Rope(ws.idx_q.data(), s.batch->positions, ih, di, w_.compress_rope(), /*inverse=*/false);
-  backend_.Linear(ws.block_in.data(), n, c_.hidden_size, s.l->index_weights.data(), ih,
+  backend_.Linear(ws.block_in.data(), n, c_.hidden_size, s.l->index_weights.weight(), ih,
                   ws.idx_w.data());
   ops_.IndexerTopK({.q = ws.idx_q.data(),
                     .weights = ws.idx_w.data(),
@@ -123,8 +123,8 @@ void Attention::Compress(const Step& s, const Compressor& c) const {
   const int64_t n = s.ws->tokens;
   const int width = c.kv.width;
   const float* a = s.ws->block_in.data();
-  backend_.Linear(a, n, c_.hidden_size, c.w.wkv.data(), width, c.kv_rows);
-  backend_.Linear(a, n, c_.hidden_size, c.w.wgate.data(), width, c.gate_rows);
+  backend_.Linear(a, n, c_.hidden_size, c.w.wkv.weight(), width, c.kv_rows);
+  backend_.Linear(a, n, c_.hidden_size, c.w.wgate.weight(), width, c.gate_rows);
   const backend::CacheField kv = s.Ref(layout_, c.kv), gate = s.Ref(layout_, c.gate);
   ops_.WriteCompressorInputs({.kv = c.kv_rows,
                               .gate = c.gate_rows,
@@ -176,8 +176,8 @@ void Attention::Attend(const Step& s) const {
        .out = ws.o.data()});
   ops_.Rope(ws.o.data(), s.batch->positions, heads, hd, s.rope, /*inverse=*/true);
   const int ol = c_.dsv4.o_lora_rank;
-  ops_.GroupedLinear(ws.o.data(), n, group_in_, s.l->wo_a.data(), ol, ws.grouped.data());
-  backend_.Linear(ws.grouped.data(), n, static_cast<int>(group_in_.size()) * ol, s.l->wo_b.data(),
+  ops_.GroupedLinear(ws.o.data(), n, group_in_, s.l->wo_a.weight(), ol, ws.grouped.data());
+  backend_.Linear(ws.grouped.data(), n, static_cast<int>(group_in_.size()) * ol, s.l->wo_b.weight(),
                   c_.hidden_size, ws.block_out.data());
 }
 

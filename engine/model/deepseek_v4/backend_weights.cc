@@ -10,7 +10,22 @@ namespace {
 // Moves host tensors into backend buffers, keeping the first error.
 class Uploader {
  public:
-  explicit Uploader(backend::Backend& backend) : backend_(backend) {}
+  Uploader(backend::Backend& backend, WeightTypes types) : backend_(backend), types_(types) {}
+
+  // A matrix in the type WeightTypes says (UploadMatrix).
+  void Put(Mat& host, Buffer* dst) {
+    if (!status_.ok() || host.empty()) return;
+    Result<Buffer> b = UploadMatrix(backend_, types_, host);
+    if (!b.ok()) {
+      status_ = b.status();
+      return;
+    }
+    *dst = std::move(*b);
+  }
+  void Put(std::vector<Mat>& host, std::vector<Buffer>* dst) {
+    dst->resize(host.size());
+    for (size_t i = 0; i < host.size(); ++i) Put(host[i], &(*dst)[i]);
+  }
 
   // An empty tensor stays an empty buffer (data() null: "none" to the ops).
   void Put(Vec& host, Buffer* dst) {
@@ -34,6 +49,7 @@ class Uploader {
 
  private:
   backend::Backend& backend_;
+  WeightTypes types_;
   Status status_;
 };
 
@@ -54,18 +70,20 @@ void PutLayer(Uploader& up, LayerWeights& h, LayerBuffers* l) {
   }
   for (auto [src, dst] : {std::pair{&h.attn_norm, &l->attn_norm},
                           {&h.ffn_norm, &l->ffn_norm},
-                          {&h.wq_a, &l->wq_a},
                           {&h.q_norm, &l->q_norm},
+                          {&h.kv_norm, &l->kv_norm},
+                          {&h.sinks, &l->sinks},
+                          {&h.router_bias, &l->router_bias}}) {
+    up.Put(*src, dst);
+  }
+  for (auto [src, dst] : {std::pair{&h.wq_a, &l->wq_a},
                           {&h.wq_b, &l->wq_b},
                           {&h.wkv, &l->wkv},
-                          {&h.kv_norm, &l->kv_norm},
                           {&h.wo_a, &l->wo_a},
                           {&h.wo_b, &l->wo_b},
-                          {&h.sinks, &l->sinks},
                           {&h.index_wq_b, &l->index_wq_b},
                           {&h.index_weights, &l->index_weights},
                           {&h.router, &l->router},
-                          {&h.router_bias, &l->router_bias},
                           {&h.shared_gate_up, &l->shared_gate_up},
                           {&h.shared_down, &l->shared_down}}) {
     up.Put(*src, dst);
@@ -77,13 +95,30 @@ void PutLayer(Uploader& up, LayerWeights& h, LayerBuffers* l) {
 
 }  // namespace
 
+Result<Buffer> UploadMatrix(backend::Backend& backend, const WeightTypes& types, Mat& host) {
+  const backend::DType dtype = host.quantised() ? host.dtype : types.floats;
+  SPARK_ASSIGN_OR_RETURN(Buffer b, backend.AllocateMatrix(host.rows, host.cols, dtype));
+  if (host.quantised()) {
+    backend::Backend::WeightBytes bytes;
+    bytes.src = host.packed.data();
+    bytes.row_bytes = host.packed.size();
+    SPARK_RETURN_IF_ERROR(backend.UploadWeightBytes(bytes, b, 0));
+    SPARK_RETURN_IF_ERROR(backend.FinishWeightUploads());
+  } else {
+    backend.UploadMatrix(host.values, host.cols, b);
+    SPARK_RETURN_IF_ERROR(backend.status());
+  }
+  host = Mat();
+  return b;
+}
+
 Result<BackendWeights> UploadWeights(Weights host, const core::ModelConfig& c,
                                      backend::Backend& backend) {
-  Uploader up(backend);
+  Uploader up(backend, host.types);
   BackendWeights w;
   w.ranges = host.ranges;
+  up.Put(host.head, &w.head);
   for (auto [src, dst] : {std::pair{&host.embed, &w.embed},
-                          {&host.head, &w.head},
                           {&host.final_norm, &w.final_norm},
                           {&host.hc_head_fn, &w.hc_head_fn},
                           {&host.hc_head_base, &w.hc_head_base},

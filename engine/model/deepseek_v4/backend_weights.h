@@ -54,6 +54,10 @@ struct BackendWeights {
   }
 };
 
+// One matrix into backend memory in the type `types` gives it (its released bytes when packed,
+// else fp32 or bf16 values), emptying `host`. The backend's allocation errors.
+Result<Buffer> UploadMatrix(backend::Backend& backend, const WeightTypes& types, Mat& host);
+
 // Uploads `host` tensor by tensor, freeing each host copy once it is in backend memory (the peak
 // is the host weights plus one tensor). ResourceExhausted when the backend runs out of memory.
 Result<BackendWeights> UploadWeights(Weights host, const core::ModelConfig& config,

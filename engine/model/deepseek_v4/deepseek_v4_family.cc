@@ -32,10 +32,12 @@ Result<std::unique_ptr<Model>> LoadDeepseekV4(const std::string& dir, core::Mode
     return UnimplementedError(dir + ": the " + backend.name() +
                               " backend has no DeepSeek ops (backend/deepseek_ops.h)");
   }
+  const WeightTypes types = WeightTypes::For(options.weight_dtype);
+  SPARK_RETURN_IF_ERROR(CheckHeld(backend, types));
   SPARK_ASSIGN_OR_RETURN(std::unique_ptr<TensorSource> source, TensorSource::Open(dir));
   SPARK_ASSIGN_OR_RETURN(Weights weights,
                          LoadWeights(*source, config, options.shard, options.moe_sharding,
-                                     ProgressObserver(*source, options)));
+                                     ProgressObserver(*source, options), types));
   return std::unique_ptr<Model>(
       new DeepseekV4Model(std::move(config), std::move(weights), backend, comm));
 }
@@ -55,7 +57,11 @@ Result<MemoryFootprint> DeepseekV4Memory(const core::ModelConfig& c, const Memor
 namespace {
 
 constexpr std::string_view kModelTypes[] = {"deepseek_v4"};
-constexpr std::string_view kBackends[] = {"cpu"};
+constexpr std::string_view kBackends[] = {"cpu", "cuda"};
+// fp32 widens every matrix (the reference numerics), bf16 keeps them all in bf16, fp8 keeps the
+// FP8 and FP4 matrices as released (dsv4::WeightTypes).
+constexpr backend::DType kWeightTypes[] = {backend::DType::kF32, backend::DType::kBF16,
+                                           backend::DType::kFP8};
 constexpr backend::DType kFp32[] = {backend::DType::kF32};
 
 }  // namespace
@@ -67,7 +73,7 @@ constinit const ModelFamily kDeepseekV4Family = {
     .load = LoadDeepseekV4,
     .memory = DeepseekV4Memory,
     .backends = kBackends,
-    .weight_dtypes = kFp32,
+    .weight_dtypes = kWeightTypes,
     .kv_dtypes = kFp32,
     .chat_format = "deepseek_v4",
     .reasoning_parser = "deepseek_v4",

@@ -14,7 +14,7 @@ Status VocabParallelLogits(backend::Backend& backend_, comm::Communicator* comm_
   std::vector<float> part(rows * std::max<int64_t>(local, 1));
   if (local > 0) {
     SPARK_ASSIGN_OR_RETURN(backend::Buffer out, backend_.Allocate(rows * local));
-    backend_.Linear(in.data(), rows, hidden, w_.lm_head().data(), static_cast<int>(local),
+    backend_.Linear(in.data(), rows, hidden, w_.lm_head().weight(), static_cast<int>(local),
                     out.data());
     backend_.Download(out.data(), std::span(part).first(rows * local));
   }

@@ -8,7 +8,7 @@ Moe::Moe(const core::ModelConfig& config, const BackendWeights& weights, backend
   for (const LayerBuffers& l : w_.layers) {
     std::vector<backend::SwiGluWeights>& experts = experts_.emplace_back();
     for (size_t e = 0; e < l.expert_gate_up.size(); ++e) {
-      experts.push_back({l.expert_gate_up[e].data(), l.expert_down[e].data()});
+      experts.push_back({l.expert_gate_up[e].weight(), l.expert_down[e].weight()});
     }
   }
 }
@@ -17,7 +17,7 @@ void Moe::Forward(int layer, std::span<const int32_t> token_ids, const Io& io) c
   const LayerBuffers& l = w_.layers[layer];
   const int hidden = c_.hidden_size, experts = c_.moe.num_experts, k = c_.moe.top_k;
   const int64_t n = io.tokens;
-  backend_.Linear(io.in, n, hidden, l.router.data(), experts, io.router);
+  backend_.Linear(io.in, n, hidden, l.router.weight(), experts, io.router);
   const bool hash = l.mlp == core::MlpType::kHashMoe;
   ops_.Route({.logits = io.router,
               .tokens = n,
@@ -40,7 +40,7 @@ void Moe::Forward(int layer, std::span<const int32_t> token_ids, const Io& io) c
                    .expert_begin = static_cast<int>(r.experts.begin),
                    .experts = experts_[layer],
                    .inter = static_cast<int>(r.expert_channels.size),
-                   .shared = {l.shared_gate_up.data(), l.shared_down.data()},
+                   .shared = {l.shared_gate_up.weight(), l.shared_down.weight()},
                    .shared_inter = static_cast<int>(r.shared_channels.size),
                    .swiglu_limit = c_.dsv4.swiglu_limit,
                    .out = io.out});

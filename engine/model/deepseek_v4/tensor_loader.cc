@@ -1,5 +1,6 @@
 #include "engine/model/deepseek_v4/tensor_loader.h"
 
+#include <cmath>
 #include <cstring>
 
 #include "engine/core/block_quant.h"
@@ -33,12 +34,64 @@ Result<Vec> Loader::Float(const std::string& canonical, const std::vector<int64_
   const RawTensor* t = Lookup(canonical);
   if (t == nullptr) return Missing(canonical);
   Use(*t);
-  if (t->dtype == "I8" || t->dtype == "U8") return Fp4(*t, shape);
-  if (t->shape != shape) return ShapeError(*t, shape);
-  if (t->dtype == "F8_E4M3") {
-    if (const RawTensor* scale = ScaleOf(*t)) return Fp8(*t, *scale, shape);
+  return Floats(*t, shape);
+}
+
+Result<Mat> Loader::Matrix(const std::string& canonical, const std::vector<int64_t>& shape) {
+  const RawTensor* t = Lookup(canonical);
+  if (t == nullptr) return Missing(canonical);
+  Use(*t);
+  if (types_.keep_quantised) {
+    SPARK_ASSIGN_OR_RETURN(Mat m, Packed(*t, shape));
+    if (!m.empty()) return m;
   }
-  return Convert(*t);
+  SPARK_ASSIGN_OR_RETURN(Vec v, Floats(*t, shape));
+  return Mat::Floats(std::move(v), shape[0], shape.size() > 1 ? shape[1] : 1);
+}
+
+Result<Vec> Loader::Floats(const RawTensor& t, const std::vector<int64_t>& shape) {
+  if (t.dtype == "I8" || t.dtype == "U8") return Fp4(t, shape);
+  if (t.shape != shape) return ShapeError(t, shape);
+  if (t.dtype == "F8_E4M3") {
+    if (const RawTensor* scale = ScaleOf(t)) return Fp8(t, *scale, shape);
+  }
+  return Convert(t);
+}
+
+Result<Mat> Loader::Packed(const RawTensor& t, const std::vector<int64_t>& shape) {
+  if (shape.size() != 2) return Mat();
+  const int64_t rows = shape[0], cols = shape[1];
+  if (t.dtype == "I8" || t.dtype == "U8") {
+    if (t.shape != std::vector<int64_t>{rows, cols / 2} || cols % 32 != 0) return Mat();
+    const RawTensor* s = ScaleOf(t);
+    if (s == nullptr || s->bytes.size() != static_cast<size_t>(rows * (cols / 32)) ||
+        (s->dtype != "F8_E8M0" && s->dtype != "U8")) {
+      return Mat();  // Floats names what is wrong
+    }
+    return PackE2M1(t.bytes.data(), rows, cols, s->bytes.data());
+  }
+  if (t.dtype != "F8_E4M3" || t.shape != shape) return Mat();
+  const RawTensor* s = ScaleOf(t);
+  if (s == nullptr || s->shape.size() != 2) return Mat();
+  for (int64_t b : kFp8Blocks) {
+    if (core::ScaleBlocks(rows, b) != s->shape[0] || core::ScaleBlocks(cols, b) != s->shape[1]) {
+      continue;
+    }
+    std::vector<uint8_t> bytes(s->bytes.begin(), s->bytes.end());
+    if (s->dtype != "F8_E8M0" && s->dtype != "U8") {
+      // fp32 (or bf16) scales are kept only when each is a power of two, as UE8M0 holds them.
+      SPARK_ASSIGN_OR_RETURN(Vec values, ScaleValues(*s));
+      bytes.resize(values.size());
+      for (size_t i = 0; i < values.size(); ++i) {
+        int exponent = 0;
+        const float mantissa = std::frexp(values[i], &exponent);
+        if (mantissa != 0.5f || exponent - 1 + 127 < 1 || exponent - 1 + 127 > 254) return Mat();
+        bytes[i] = static_cast<uint8_t>(exponent - 1 + 127);
+      }
+    }
+    return PackE4M3(t.bytes.data(), rows, cols, bytes.data(), b);
+  }
+  return Mat();
 }
 
 Result<std::vector<int32_t>> Loader::Ints(const std::string& canonical,
@@ -170,16 +223,6 @@ Vec SliceRows(const Vec& m, int64_t cols, Range r) {
   return Vec(m.begin() + r.begin * cols, m.begin() + r.end() * cols);
 }
 
-// Columns [r.begin, r.end()) of a row-major [rows, cols] matrix.
-Vec SliceCols(const Vec& m, int64_t cols, Range r) {
-  const int64_t rows = static_cast<int64_t>(m.size()) / cols;
-  Vec out;
-  out.reserve(rows * r.size);
-  for (int64_t i = 0; i < rows; ++i) {
-    out.insert(out.end(), m.begin() + i * cols + r.begin, m.begin() + i * cols + r.end());
-  }
-  return out;
-}
 
 Status LoadHc(Loader& ld, const std::string& p, const std::string& site, int64_t n, int64_t hidden,
               HyperConnectionWeights* hc) {
@@ -192,14 +235,12 @@ Status LoadHc(Loader& ld, const std::string& p, const std::string& site, int64_t
 
 // Channels `ch` of w1 then of w3, as one [2 * ch.size, hidden] matrix; w2's columns `ch`.
 Status LoadSwiGlu(Loader& ld, const std::string& p, int64_t inter, int64_t hidden, Range ch,
-                  Vec* gate_up, Vec* down) {
-  SPARK_ASSIGN_OR_RETURN(Vec gate, ld.Float(p + "w1.weight", {inter, hidden}));
-  SPARK_ASSIGN_OR_RETURN(Vec up, ld.Float(p + "w3.weight", {inter, hidden}));
-  *gate_up = SliceRows(gate, hidden, ch);
-  up = SliceRows(up, hidden, ch);
-  gate_up->insert(gate_up->end(), up.begin(), up.end());
-  SPARK_ASSIGN_OR_RETURN(Vec w2, ld.Float(p + "w2.weight", {hidden, inter}));
-  *down = SliceCols(w2, inter, ch);
+                  Mat* gate_up, Mat* down) {
+  SPARK_ASSIGN_OR_RETURN(Mat gate, ld.Matrix(p + "w1.weight", {inter, hidden}));
+  SPARK_ASSIGN_OR_RETURN(Mat up, ld.Matrix(p + "w3.weight", {inter, hidden}));
+  *gate_up = StackRows(SliceRows(gate, ch), SliceRows(up, ch));
+  SPARK_ASSIGN_OR_RETURN(Mat w2, ld.Matrix(p + "w2.weight", {hidden, inter}));
+  *down = SliceCols(w2, ch);
   return Status::Ok();
 }
 

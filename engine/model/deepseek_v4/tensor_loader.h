@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "engine/model/deepseek_v4/matrix.h"
 #include "engine/model/deepseek_v4/tensor_source.h"
 #include "engine/model/deepseek_v4/weights.h"
 #include "engine/model/tp_shard.h"
@@ -30,8 +31,9 @@ TensorNaming V4Naming();
 
 class Loader {
  public:
-  Loader(const TensorSource& src, ReadObserver on_read, TensorNaming naming = V4Naming())
-      : src_(src), on_read_(std::move(on_read)), naming_(naming) {}
+  Loader(const TensorSource& src, ReadObserver on_read, TensorNaming naming = V4Naming(),
+         WeightTypes types = {})
+      : src_(src), on_read_(std::move(on_read)), naming_(naming), types_(types) {}
 
   // The tensor stored under one of `canonical`'s names, or nullptr.
   const RawTensor* Lookup(const std::string& canonical) const;
@@ -40,6 +42,10 @@ class Loader {
   // bytes). NotFound naming every name tried; InvalidArgument for a shape or dtype mismatch;
   // DataLoss for scales that fit no block size.
   Result<Vec> Float(const std::string& canonical, const std::vector<int64_t>& shape);
+  // A weight matrix `shape` [rows, cols]: packed as released (FP8 with UE8M0 or power-of-two
+  // scales, FP4) when the loader's WeightTypes keep quantised matrices, else fp32 values. The
+  // errors of Float.
+  Result<Mat> Matrix(const std::string& canonical, const std::vector<int64_t>& shape);
   // An I64 or I32 table as int32.
   Result<std::vector<int32_t>> Ints(const std::string& canonical,
                                     const std::vector<int64_t>& shape);
@@ -57,6 +63,9 @@ class Loader {
   static Status ShapeError(const RawTensor& t, const std::vector<int64_t>& shape);
 
  private:
+  Result<Vec> Floats(const RawTensor& t, const std::vector<int64_t>& shape);
+  // The released bytes of `t` packed (Mat), or nullopt-like empty Mat when they cannot be kept.
+  Result<Mat> Packed(const RawTensor& t, const std::vector<int64_t>& shape);
   Result<Vec> Convert(const RawTensor& t);
   Result<Vec> ScaleValues(const RawTensor& s);
   Result<Vec> Fp8(const RawTensor& w, const RawTensor& s, const std::vector<int64_t>& shape);
@@ -65,20 +74,19 @@ class Loader {
   const TensorSource& src_;
   ReadObserver on_read_;
   TensorNaming naming_;
+  WeightTypes types_;
   std::set<std::string> used_;
 };
 
 // Rows [r.begin, r.end()) of a row-major [*, cols] matrix.
 Vec SliceRows(const Vec& m, int64_t cols, Range r);
-// Columns [r.begin, r.end()) of a row-major [rows, cols] matrix.
-Vec SliceCols(const Vec& m, int64_t cols, Range r);
 
 // An mHC site's fn [N(N+2), N*hidden], base and scale [3] under `p` ("layers.3.").
 Status LoadHc(Loader& ld, const std::string& p, const std::string& site, int64_t n, int64_t hidden,
               HyperConnectionWeights* hc);
 // Channels `ch` of w1 then of w3, as one [2 * ch.size, hidden] matrix; w2's columns `ch`.
 Status LoadSwiGlu(Loader& ld, const std::string& p, int64_t inter, int64_t hidden, Range ch,
-                  Vec* gate_up, Vec* down);
+                  Mat* gate_up, Mat* down);
 
 // The attention tensors V4 and V4.1 share under `p` ("layers.3."): attn_norm, sinks and wq_b of
 // this rank's heads, wq_a, q_norm, wkv, kv_norm, wo_a blocks of its groups and wo_b columns.

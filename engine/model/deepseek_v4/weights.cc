@@ -18,8 +18,8 @@ using core::MlpType;
 
 Status LoadCompressor(Loader& ld, const std::string& p, int64_t width, int64_t dim, int64_t ratio,
                       int64_t hidden, CompressorWeights* c) {
-  SPARK_ASSIGN_OR_RETURN(c->wkv, ld.Float(p + "wkv.weight", {width, hidden}));
-  SPARK_ASSIGN_OR_RETURN(c->wgate, ld.Float(p + "wgate.weight", {width, hidden}));
+  SPARK_ASSIGN_OR_RETURN(c->wkv, ld.Matrix(p + "wkv.weight", {width, hidden}));
+  SPARK_ASSIGN_OR_RETURN(c->wgate, ld.Matrix(p + "wgate.weight", {width, hidden}));
   SPARK_ASSIGN_OR_RETURN(c->ape, ld.Float(p + "ape", {ratio, width}));
   SPARK_ASSIGN_OR_RETURN(c->norm, ld.Float(p + "norm.weight", {dim}));
   return Status::Ok();
@@ -34,29 +34,39 @@ Status LoadAttentionCore(Loader& ld, const std::string& p, const core::ModelConf
   SPARK_ASSIGN_OR_RETURN(l->attn_norm, ld.Float(p + "attn_norm.weight", {hidden}));
   SPARK_ASSIGN_OR_RETURN(l->sinks, ld.Float(p + "attn.attn_sink", {heads}));
   l->sinks = SliceRows(l->sinks, 1, r.heads);
-  SPARK_ASSIGN_OR_RETURN(l->wq_a, ld.Float(p + "attn.wq_a.weight", {d.q_lora_rank, hidden}));
+  SPARK_ASSIGN_OR_RETURN(l->wq_a, ld.Matrix(p + "attn.wq_a.weight", {d.q_lora_rank, hidden}));
   SPARK_ASSIGN_OR_RETURN(l->q_norm, ld.Float(p + "attn.q_norm.weight", {d.q_lora_rank}));
-  SPARK_ASSIGN_OR_RETURN(l->wq_b, ld.Float(p + "attn.wq_b.weight", {heads * hd, d.q_lora_rank}));
-  l->wq_b = SliceRows(l->wq_b, d.q_lora_rank, {r.heads.begin * hd, r.heads.size * hd});
-  SPARK_ASSIGN_OR_RETURN(l->wkv, ld.Float(p + "attn.wkv.weight", {hd, hidden}));
+  SPARK_ASSIGN_OR_RETURN(l->wq_b, ld.Matrix(p + "attn.wq_b.weight", {heads * hd, d.q_lora_rank}));
+  l->wq_b = SliceRows(l->wq_b, {r.heads.begin * hd, r.heads.size * hd});
+  SPARK_ASSIGN_OR_RETURN(l->wkv, ld.Matrix(p + "attn.wkv.weight", {hd, hidden}));
   SPARK_ASSIGN_OR_RETURN(l->kv_norm, ld.Float(p + "attn.kv_norm.weight", {hd}));
-  SPARK_ASSIGN_OR_RETURN(l->wo_a,
-                         ld.Float(p + "attn.wo_a.weight",
-                                  {int64_t{d.o_groups} * d.o_lora_rank, heads * hd / d.o_groups}));
+  SPARK_ASSIGN_OR_RETURN(Mat wo_a,
+                         ld.Matrix(p + "attn.wo_a.weight",
+                                   {int64_t{d.o_groups} * d.o_lora_rank, heads * hd / d.o_groups}));
   SPARK_ASSIGN_OR_RETURN(
-      l->wo_b, ld.Float(p + "attn.wo_b.weight", {hidden, int64_t{d.o_groups} * d.o_lora_rank}));
-  const int64_t in = heads * hd / d.o_groups, ol = d.o_lora_rank;
-  Vec wo_a;
-  for (int64_t i = 0; i < r.groups.size; ++i) {
-    const int64_t g = r.groups.begin + i;
-    const Range mine = r.GroupHeads(i);
-    const Vec block = SliceRows(l->wo_a, in, {g * ol, ol});
-    const Vec cols =
-        SliceCols(block, in, {(mine.begin - g * r.heads_per_group) * hd, mine.size * hd});
-    wo_a.insert(wo_a.end(), cols.begin(), cols.end());
+      l->wo_b, ld.Matrix(p + "attn.wo_b.weight", {hidden, int64_t{d.o_groups} * d.o_lora_rank}));
+  const int64_t ol = d.o_lora_rank;
+  // Each local group's block, its columns of this rank's heads; with whole groups (the world
+  // size divides o_groups) one row slice.
+  const bool whole = r.GroupHeads(0).size == r.heads_per_group &&
+                     r.GroupHeads(r.groups.size - 1).size == r.heads_per_group;
+  if (whole) {
+    l->wo_a = SliceRows(wo_a, {r.groups.begin * ol, r.groups.size * ol});
+  } else {
+    for (int64_t i = 0; i < r.groups.size; ++i) {
+      const int64_t g = r.groups.begin + i;
+      const Range mine = r.GroupHeads(i);
+      const Mat block = SliceCols(SliceRows(wo_a, {g * ol, ol}),
+                                  {(mine.begin - g * r.heads_per_group) * hd, mine.size * hd});
+      // Unequal groups are one block after another: kept as fp32 values in that order.
+      Vec v = std::move(l->wo_a.values);
+      const Vec add = Decoded(block);
+      v.insert(v.end(), add.begin(), add.end());
+      const auto size = static_cast<int64_t>(v.size());
+      l->wo_a = Mat::Floats(std::move(v), 1, size);
+    }
   }
-  l->wo_a = std::move(wo_a);
-  l->wo_b = SliceCols(l->wo_b, int64_t{d.o_groups} * ol, {r.groups.begin * ol, r.groups.size * ol});
+  l->wo_b = SliceCols(l->wo_b, {r.groups.begin * ol, r.groups.size * ol});
   return Status::Ok();
 }
 
@@ -78,9 +88,9 @@ Status LoadAttention(Loader& ld, const std::string& p, const core::ModelConfig& 
   SPARK_RETURN_IF_ERROR(LoadCompressor(ld, p + "attn.indexer.compressor.", 2 * idim, idim,
                                        d.compress_rate_csa, hidden, &l->index_compressor));
   SPARK_ASSIGN_OR_RETURN(l->index_wq_b,
-                         ld.Float(p + "attn.indexer.wq_b.weight", {ih * idim, d.q_lora_rank}));
+                         ld.Matrix(p + "attn.indexer.wq_b.weight", {ih * idim, d.q_lora_rank}));
   SPARK_ASSIGN_OR_RETURN(l->index_weights,
-                         ld.Float(p + "attn.indexer.weights_proj.weight", {ih, hidden}));
+                         ld.Matrix(p + "attn.indexer.weights_proj.weight", {ih, hidden}));
   return Status::Ok();
 }
 
@@ -112,11 +122,12 @@ Status LoadFusedExperts(Loader& ld, const TensorSource& src, int layer, const co
     Vec a(gu_count), b(dn_count);
     core::ConvertToFloat(dtype, gu->bytes.data() + i * gu_count * elem, gu_count, a.data());
     core::ConvertToFloat(dtype, dn->bytes.data() + i * dn_count * elem, dn_count, b.data());
-    Vec gate_up = SliceRows(a, hidden, r.expert_channels);
-    const Vec up = SliceRows(a, hidden, {inter + r.expert_channels.begin, r.expert_channels.size});
-    gate_up.insert(gate_up.end(), up.begin(), up.end());
-    l->expert_gate_up.push_back(std::move(gate_up));
-    l->expert_down.push_back(SliceCols(b, inter, r.expert_channels));
+    const Mat fused = Mat::Floats(std::move(a), 2 * inter, hidden);
+    l->expert_gate_up.push_back(
+        StackRows(SliceRows(fused, r.expert_channels),
+                  SliceRows(fused, {inter + r.expert_channels.begin, r.expert_channels.size})));
+    l->expert_down.push_back(SliceCols(Mat::Floats(std::move(b), hidden, inter),
+                                       r.expert_channels));
   }
   return Status::Ok();
 }
@@ -128,7 +139,7 @@ Status LoadMoe(Loader& ld, const TensorSource& src, int layer, const core::Model
   const std::string p = "layers." + std::to_string(layer) + ".";
   const int64_t hidden = c.hidden_size, inter = c.moe.intermediate_size, e = c.moe.num_experts;
   SPARK_ASSIGN_OR_RETURN(l->ffn_norm, ld.Float(p + "ffn_norm.weight", {hidden}));
-  SPARK_ASSIGN_OR_RETURN(l->router, ld.Float(p + "ffn.gate.weight", {e, hidden}));
+  SPARK_ASSIGN_OR_RETURN(l->router, ld.Matrix(p + "ffn.gate.weight", {e, hidden}));
   if (l->mlp == MlpType::kHashMoe) {
     SPARK_ASSIGN_OR_RETURN(l->tid2eid,
                            ld.Ints(p + "ffn.gate.tid2eid", {c.vocab_size, c.moe.top_k}));
@@ -151,7 +162,7 @@ Status LoadMoe(Loader& ld, const TensorSource& src, int layer, const core::Model
       ld.Skip(expert);  // another rank's expert
       continue;
     }
-    Vec gate_up, down;
+    Mat gate_up, down;
     SPARK_RETURN_IF_ERROR(
         LoadSwiGlu(ld, expert, inter, hidden, r.expert_channels, &gate_up, &down));
     l->expert_gate_up.push_back(std::move(gate_up));
@@ -186,17 +197,19 @@ Result<ShardRanges> PlanShard(const core::ModelConfig& c, const TpShard& shard, 
 }
 
 Result<Weights> LoadWeights(const TensorSource& source, const core::ModelConfig& c,
-                            const TpShard& shard, MoeSharding moe, ReadObserver on_read) {
-  Loader ld(source, std::move(on_read));
+                            const TpShard& shard, MoeSharding moe, ReadObserver on_read,
+                            WeightTypes types) {
+  Loader ld(source, std::move(on_read), V4Naming(), types);
   Weights w;
+  w.types = types;
   SPARK_ASSIGN_OR_RETURN(w.ranges, PlanShard(c, shard, moe));
   const ShardRanges& r = w.ranges;
   const int64_t hidden = c.hidden_size, vocab = c.vocab_size, n = c.residual_streams;
   SPARK_ASSIGN_OR_RETURN(Vec embed, ld.Float("embed.weight", {vocab, hidden}));
   w.embed = SliceRows(embed, hidden, r.vocab);
   if (!c.tie_word_embeddings) {
-    SPARK_ASSIGN_OR_RETURN(Vec head, ld.Float("head.weight", {vocab, hidden}));
-    w.head = SliceRows(head, hidden, r.vocab);
+    SPARK_ASSIGN_OR_RETURN(Mat head, ld.Matrix("head.weight", {vocab, hidden}));
+    w.head = SliceRows(head, r.vocab);
   }
   SPARK_ASSIGN_OR_RETURN(w.final_norm, ld.Float("norm.weight", {hidden}));
   SPARK_ASSIGN_OR_RETURN(w.hc_head_fn, ld.Float("hc_head_fn", {n, n * hidden}));

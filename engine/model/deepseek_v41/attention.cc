@@ -57,9 +57,9 @@ void Attention::Queries(const Step& s) const {
   const int64_t n = ws.tokens;
   const int ql = c_.dsv4.q_lora_rank, hd = c_.head_dim;
   const int heads = static_cast<int>(w_.base.ranges.heads.size);
-  backend_.Linear(ws.block_in.data(), n, c_.hidden_size, s.l->wq_a.data(), ql, ws.qr.data());
+  backend_.Linear(ws.block_in.data(), n, c_.hidden_size, s.l->wq_a.weight(), ql, ws.qr.data());
   backend_.RmsNorm(ws.qr.data(), s.l->q_norm.data(), n, ql, c_.rms_norm_eps, ws.qr.data());
-  backend_.Linear(ws.qr.data(), n, ql, s.l->wq_b.data(), heads * hd, ws.q.data());
+  backend_.Linear(ws.qr.data(), n, ql, s.l->wq_b.weight(), heads * hd, ws.q.data());
   ops_.Rope(ws.q.data(), s.batch->positions, heads, hd, s.rope, /*inverse=*/false);
 }
 
@@ -68,7 +68,7 @@ void Attention::StoreWindow(const Step& s) const {
   Workspace& ws = *s.ws;
   const int64_t n = ws.tokens;
   const int hd = c_.head_dim;
-  backend_.Linear(ws.block_in.data(), n, c_.hidden_size, s.l->wkv.data(), hd, ws.kv.data());
+  backend_.Linear(ws.block_in.data(), n, c_.hidden_size, s.l->wkv.weight(), hd, ws.kv.data());
   backend_.RmsNorm(ws.kv.data(), s.l->kv_norm.data(), n, hd, c_.rms_norm_eps, ws.kv.data());
   ops_.Rope(ws.kv.data(), s.batch->positions, 1, hd, s.rope, /*inverse=*/false);
   ops_.FakeQuant({ws.kv.data(), n, hd, 32, FakeQuantFormat::kFp8Ue8m0});
@@ -85,15 +85,15 @@ void Attention::StoreEntries(const Step& s) const {
   const float* a = ws.block_in.data();
   const dsv4::CompressorBuffers& cw = s.l->compressor;
   if (ratio == 1) {
-    backend_.Linear(a, n, c_.hidden_size, cw.wkv.data(), hd, ws.latent.data());
+    backend_.Linear(a, n, c_.hidden_size, cw.wkv.weight(), hd, ws.latent.data());
     backend_.RmsNorm(ws.latent.data(), cw.norm.data(), n, hd, c_.rms_norm_eps, ws.latent.data());
     return PublishEntries(s, n, s.batch->positions, s.batch->slots);
   }
   const LayerRecord& rec = layout_.layer(s.layer);
   const backend::CacheField kv = layout_.Ref(*s.cache, s.layer, rec.comp_kv);
   const backend::CacheField gate = layout_.Ref(*s.cache, s.layer, rec.comp_gate);
-  backend_.Linear(a, n, c_.hidden_size, cw.wkv.data(), hd, ws.comp_kv.data());
-  backend_.Linear(a, n, c_.hidden_size, cw.wgate.data(), hd, ws.comp_gate.data());
+  backend_.Linear(a, n, c_.hidden_size, cw.wkv.weight(), hd, ws.comp_kv.data());
+  backend_.Linear(a, n, c_.hidden_size, cw.wgate.weight(), hd, ws.comp_gate.data());
   ops_.WriteCompressorInputs({.kv = ws.comp_kv.data(),
                               .gate = ws.comp_gate.data(),
                               .width = hd,
@@ -126,7 +126,7 @@ void Attention::PublishEntries(const Step& s, int64_t count, std::span<const int
   const int hd = c_.head_dim, di = c_.dsv4.index_head_dim;
   const LayerRecord& rec = layout_.layer(s.layer);
   const backend::RopeTable rope = w_.base.compress_rope();
-  backend_.Linear(ws.latent.data(), count, hd, w_.index_wk[s.layer].data(), di,
+  backend_.Linear(ws.latent.data(), count, hd, w_.index_wk[s.layer].weight(), di,
                   ws.index_key.data());
   backend_.RmsNorm(ws.index_key.data(), w_.index_k_norm[s.layer].data(), count, di, c_.rms_norm_eps,
                    ws.index_key.data());
@@ -145,11 +145,11 @@ void Attention::Index(const Step& s) const {
   const int64_t n = ws.tokens;
   const int di = c_.dsv4.index_head_dim, ih = c_.dsv4.index_n_heads;
   const core::DeepseekV41Settings& v = c_.dsv41;
-  backend_.Linear(ws.qr.data(), n, c_.dsv4.q_lora_rank, s.l->index_wq_b.data(), ih * di,
+  backend_.Linear(ws.qr.data(), n, c_.dsv4.q_lora_rank, s.l->index_wq_b.weight(), ih * di,
                   ws.idx_q.data());
   ops_.Rope(ws.idx_q.data(), s.batch->positions, ih, di, w_.base.compress_rope(), false);
   ops_.FakeQuant({ws.idx_q.data(), n * ih, di, 32, FakeQuantFormat::kFp4Ue8m0});
-  backend_.Linear(ws.block_in.data(), n, c_.hidden_size, s.l->index_weights.data(), ih,
+  backend_.Linear(ws.block_in.data(), n, c_.hidden_size, s.l->index_weights.weight(), ih,
                   ws.idx_w.data());
   const bool candidate_source = s.layer == v.candidate_source_layer_id;
   const bool masked = v.candidate_source_layer_id >= 0 && s.layer > v.candidate_source_layer_id;
@@ -199,8 +199,8 @@ void Attention::Attend(const Step& s) const {
        .out = ws.o.data()});
   ops_.Rope(ws.o.data(), s.batch->positions, heads, hd, s.rope, /*inverse=*/true);
   const int ol = c_.dsv4.o_lora_rank;
-  ops_.GroupedLinear(ws.o.data(), n, group_in_, s.l->wo_a.data(), ol, ws.grouped.data());
-  backend_.Linear(ws.grouped.data(), n, static_cast<int>(group_in_.size()) * ol, s.l->wo_b.data(),
+  ops_.GroupedLinear(ws.o.data(), n, group_in_, s.l->wo_a.weight(), ol, ws.grouped.data());
+  backend_.Linear(ws.grouped.data(), n, static_cast<int>(group_in_.size()) * ol, s.l->wo_b.weight(),
                   c_.hidden_size, ws.block_out.data());
 }
 

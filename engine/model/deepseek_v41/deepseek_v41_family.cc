@@ -22,6 +22,8 @@ Result<std::unique_ptr<Model>> LoadDeepseekV41(const std::string& dir, core::Mod
     return UnimplementedError(dir + ": the " + backend.name() +
                               " backend has no DeepSeek ops (backend/deepseek_ops.h)");
   }
+  const dsv4::WeightTypes types = dsv4::WeightTypes::For(options.weight_dtype);
+  SPARK_RETURN_IF_ERROR(dsv4::CheckHeld(backend, types));
   SPARK_ASSIGN_OR_RETURN(std::unique_ptr<dsv4::TensorSource> source, dsv4::TensorSource::Open(dir));
   std::vector<int32_t> token_map;
   std::unique_ptr<EngramHashing> hashing;
@@ -36,7 +38,7 @@ Result<std::unique_ptr<Model>> LoadDeepseekV41(const std::string& dir, core::Mod
     hashing = std::make_unique<EngramHashing>(std::move(h));
   }
   SPARK_ASSIGN_OR_RETURN(Weights weights, LoadWeights(*source, config, hashing.get(), options.shard,
-                                                      options.moe_sharding));
+                                                      options.moe_sharding, {}, types));
   return std::unique_ptr<Model>(new DeepseekV41Model(std::move(config), std::move(source),
                                                      std::move(weights), std::move(hashing),
                                                      std::move(token_map), backend, comm));
@@ -77,7 +79,11 @@ Result<MemoryFootprint> DeepseekV41Memory(const core::ModelConfig& c, const Memo
 namespace {
 
 constexpr std::string_view kModelTypes[] = {"deepseek_v41", "deepseek_v41_text"};
-constexpr std::string_view kBackends[] = {"cpu"};
+constexpr std::string_view kBackends[] = {"cpu", "cuda"};
+// fp32 widens every matrix (the reference numerics), bf16 keeps them all in bf16, fp8 keeps the
+// FP8 and FP4 matrices as released (dsv4::WeightTypes).
+constexpr backend::DType kWeightTypes[] = {backend::DType::kF32, backend::DType::kBF16,
+                                           backend::DType::kFP8};
 constexpr backend::DType kFp32[] = {backend::DType::kF32};
 
 }  // namespace
@@ -89,7 +95,7 @@ constinit const ModelFamily kDeepseekV41Family = {
     .load = LoadDeepseekV41,
     .memory = DeepseekV41Memory,
     .backends = kBackends,
-    .weight_dtypes = kFp32,
+    .weight_dtypes = kWeightTypes,
     .kv_dtypes = kFp32,
     .chat_format = "deepseek_v4",
     .reasoning_parser = "deepseek_v4",

@@ -65,7 +65,7 @@ void Engram::Apply(int e, std::span<const int64_t> lookback, Workspace& ws) cons
   std::vector<float> gathered(rows.size() * dim);
   w_.tables[e].Gather(rows, gathered.data());
   backend_.Upload(gathered, ws.engram_rows.data());
-  backend_.Linear(ws.engram_rows.data(), n, cols * dim, w_.engram_wkv[e].data(),
+  backend_.Linear(ws.engram_rows.data(), n, cols * dim, w_.engram_wkv[e].weight(),
                   (streams + 1) * hidden, ws.engram_kv.data());
   ops_.EngramGate({.streams = ws.streams.data(),
                    .kv = ws.engram_kv.data(),

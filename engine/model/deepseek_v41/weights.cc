@@ -25,20 +25,20 @@ Status LoadCompressed(Loader& ld, int i, const core::ModelConfig& c, dsv4::Layer
   const int64_t hidden = c.hidden_size, hd = c.head_dim;
   const int64_t di = c.dsv4.index_head_dim, ih = c.dsv4.index_n_heads;
   if (s.IsKvSource(i)) {
-    SPARK_ASSIGN_OR_RETURN(l->compressor.wkv, ld.Float(p + "compressor.wkv.weight", {hd, hidden}));
+    SPARK_ASSIGN_OR_RETURN(l->compressor.wkv, ld.Matrix(p + "compressor.wkv.weight", {hd, hidden}));
     if (s.compress_ratios[i] > 1) {
       SPARK_ASSIGN_OR_RETURN(l->compressor.wgate,
-                             ld.Float(p + "compressor.wgate.weight", {hd, hidden}));
+                             ld.Matrix(p + "compressor.wgate.weight", {hd, hidden}));
     }
     SPARK_ASSIGN_OR_RETURN(l->compressor.norm, ld.Float(p + "compressor.norm.weight", {hd}));
-    SPARK_ASSIGN_OR_RETURN(x->index_wk, ld.Float(p + "indexer.wk.weight", {di, hd}));
+    SPARK_ASSIGN_OR_RETURN(x->index_wk, ld.Matrix(p + "indexer.wk.weight", {di, hd}));
     SPARK_ASSIGN_OR_RETURN(x->index_k_norm, ld.Float(p + "indexer.k_norm.weight", {di}));
   }
   if (!s.IsIndexSource(i)) return Status::Ok();
   SPARK_ASSIGN_OR_RETURN(l->index_wq_b,
-                         ld.Float(p + "indexer.wq_b.weight", {ih * di, c.dsv4.q_lora_rank}));
+                         ld.Matrix(p + "indexer.wq_b.weight", {ih * di, c.dsv4.q_lora_rank}));
   SPARK_ASSIGN_OR_RETURN(l->index_weights,
-                         ld.Float(p + "indexer.weights_proj.weight", {ih, hidden}));
+                         ld.Matrix(p + "indexer.weights_proj.weight", {ih, hidden}));
   return Status::Ok();
 }
 
@@ -95,7 +95,7 @@ Status LoadEngram(Loader& ld, int i, int e, const core::ModelConfig& c,
   const std::string p = Layer(i) + "engram.";
   const int64_t hidden = c.hidden_size, n = c.residual_streams, hd = s.engram_head_dim;
   SPARK_ASSIGN_OR_RETURN(out->wkv,
-                         ld.Float(p + "wkv.weight", {(n + 1) * hidden, hashing.columns() * hd}));
+                         ld.Matrix(p + "wkv.weight", {(n + 1) * hidden, hashing.columns() * hd}));
   SPARK_ASSIGN_OR_RETURN(Vec q, ld.Float(p + "q_weight", {n, hidden}));
   SPARK_ASSIGN_OR_RETURN(Vec k, ld.Float(p + "k_weight", {n, hidden}));
   out->weight.resize(q.size());
@@ -145,18 +145,19 @@ void EngramTable::Gather(std::span<const int64_t> ids, float* out) const {
 
 Result<Weights> LoadWeights(const dsv4::TensorSource& source, const core::ModelConfig& c,
                             const EngramHashing* hashing, const TpShard& shard, MoeSharding moe,
-                            dsv4::ReadObserver on_read) {
-  Loader ld(source, std::move(on_read), V41Naming());
+                            dsv4::ReadObserver on_read, dsv4::WeightTypes types) {
+  Loader ld(source, std::move(on_read), V41Naming(), types);
   Weights w;
   dsv4::Weights& b = w.base;
+  b.types = types;
   SPARK_ASSIGN_OR_RETURN(b.ranges, dsv4::PlanShard(c, shard, moe));
   const dsv4::ShardRanges& r = b.ranges;
   const int64_t hidden = c.hidden_size, vocab = c.vocab_size;
   SPARK_ASSIGN_OR_RETURN(Vec embed, ld.Float("embed.weight", {vocab, hidden}));
   b.embed = dsv4::SliceRows(embed, hidden, r.vocab);
   if (!c.tie_word_embeddings) {
-    SPARK_ASSIGN_OR_RETURN(Vec head, ld.Float("head.weight", {vocab, hidden}));
-    b.head = dsv4::SliceRows(head, hidden, r.vocab);
+    SPARK_ASSIGN_OR_RETURN(dsv4::Mat head, ld.Matrix("head.weight", {vocab, hidden}));
+    b.head = dsv4::SliceRows(head, r.vocab);
   }
   SPARK_ASSIGN_OR_RETURN(b.final_norm, ld.Float("norm.weight", {hidden}));
   b.layers.resize(c.num_layers);

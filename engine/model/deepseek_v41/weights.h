@@ -52,13 +52,14 @@ class EngramTable {
 };
 
 struct EngramWeights {
-  Vec wkv;     // [(hc + 1) * hidden, columns * engram_head_dim]
+  dsv4::Mat wkv;  // [(hc + 1) * hidden, columns * engram_head_dim]
   Vec weight;  // [hc, hidden]: q_weight * k_weight (the reference only uses the product)
   EngramTable table;
 };
 
 struct LayerExtras {
-  Vec index_wk, index_k_norm;  // [dI, D], [dI] at KV sources that run the indexer
+  dsv4::Mat index_wk;          // [dI, D] at KV sources that run the indexer
+  Vec index_k_norm;            // [dI]
   Vec router_bias_vl;          // [experts]
   int engram = -1;             // index into Weights::engram, or -1
 };
@@ -77,6 +78,6 @@ struct Weights {
 Result<Weights> LoadWeights(const dsv4::TensorSource& source, const core::ModelConfig& config,
                             const EngramHashing* hashing, const TpShard& shard = {},
                             MoeSharding moe = MoeSharding::kByExpert,
-                            dsv4::ReadObserver on_read = {});
+                            dsv4::ReadObserver on_read = {}, dsv4::WeightTypes types = {});
 
 }  // namespace spark::engine::model::dsv41

@@ -1,0 +1,394 @@
+// QuantGemm (quant_gemm.h): per block, one 16-row weight tile (two for SwiGLU: the gate rows and
+// the matching up rows) against one work item's tokens, in tiles of 8 tokens (mma n = 8). The
+// four warps take every fourth k chunk and sum through shared memory at the end.
+//
+// Fragment layout trick: a product does not care in which order k is summed, so each lane loads
+// a contiguous 16-byte slice of its two weight rows (rows lane / 4 and lane / 4 + 8) and the
+// same k range of its token (lane / 4): lane t = lane % 4 holds k values [t * 4S, (t + 1) * 4S)
+// of a chunk of 16 S (S = k16 steps per chunk: 2 for bf16, 4 for E4M3, 8 for E2M1), and step s
+// uses its values 4s .. 4s + 3 as the logical k columns 2t, 2t + 1, 2t + 8, 2t + 9 of an
+// m16n8k16 product, for the weights and the activations alike. So every load is a 16-byte
+// vector and no shuffle or shared-memory staging is needed.
+#include <algorithm>
+
+#include "kernels/cuda_check.h"
+#include "kernels/device_math.cuh"
+#include "kernels/mma.cuh"
+#include "kernels/quant_gemm.h"
+
+namespace spark::kernels {
+namespace {
+
+constexpr int kWarps = 4;
+constexpr int kThreads = kWarps * 32;
+
+template <QuantFormat F>
+struct Format;
+template <>
+struct Format<QuantFormat::kBf16> {
+  static constexpr int kSteps = 2;  // 8 bf16 per lane slice
+};
+template <>
+struct Format<QuantFormat::kE4M3B32> {
+  static constexpr int kSteps = 4;  // 16 E4M3 bytes
+};
+template <>
+struct Format<QuantFormat::kE2M1B32> {
+  static constexpr int kSteps = 8;  // 32 E2M1 nibbles
+};
+
+// 2^(e - 127) of a UE8M0 byte (e = 255, NaN in the format, is not expected in weights).
+__device__ __forceinline__ float Ue8m0(uint8_t e) { return exp2f(static_cast<float>(e) - 127.0f); }
+
+// Byte offset of the lane slice starting at column kc of row r.
+template <QuantFormat F>
+__device__ __forceinline__ int64_t SliceOffset(int64_t r, int k, int kc) {
+  if constexpr (F == QuantFormat::kBf16) return (r * k + kc) * 2;
+  if constexpr (F == QuantFormat::kE4M3B32) return r * k + kc;
+  return (r * k + kc) / 2;
+}
+
+// The scale of the lane slice at column kc of row r (1 for bf16).
+template <QuantFormat F>
+__device__ __forceinline__ float SliceScale(const QuantMatrix& w, int64_t r, int kc) {
+  if constexpr (F == QuantFormat::kBf16) return 1.0f;
+  const int kb = (w.k + kQuantBlock - 1) / kQuantBlock;
+  if constexpr (F == QuantFormat::kE4M3B32) return Ue8m0(w.scales[(r / kQuantBlock) * kb + kc / kQuantBlock]);
+  return Ue8m0(w.scales[r * kb + kc / kQuantBlock]);
+}
+
+// The 16-byte slice as bf16 pairs (pair p: slice values 2p, 2p + 1), times `scale`.
+template <QuantFormat F>
+__device__ __forceinline__ void Dequant(uint4 raw, float scale,
+                                        uint32_t (&out)[2 * Format<F>::kSteps]) {
+  const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+  if constexpr (F == QuantFormat::kBf16) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) out[i] = w[i];
+  } else if constexpr (F == QuantFormat::kE4M3B32) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float2 f = detail::Fp8x2ToFloat2(static_cast<__nv_fp8x2_storage_t>(w[i] >> (16 * h)));
+        out[2 * i + h] = detail::PackBf16(f.x * scale, f.y * scale);
+      }
+    }
+  } else {
+    // An E2M1 nibble s.ee.m placed as fp32 bits s.0000000ee.m00.. is its value times 2^-126
+    // (normal and subnormal alike, and exact); the multiplier puts the 2^126 back with the
+    // scale. Past scale 2 the two factors go separately so the multiplier does not overflow.
+    const bool split = scale >= 2.0f;
+    const float m = split ? 0x1p126f : scale * 0x1p126f;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const uint32_t lo = (w[i] >> (8 * q)) & 0xFu, hi = (w[i] >> (8 * q + 4)) & 0xFu;
+        float a = __uint_as_float(((lo & 8u) << 28) | ((lo & 7u) << 22)) * m;
+        float b = __uint_as_float(((hi & 8u) << 28) | ((hi & 7u) << 22)) * m;
+        if (split) a *= scale, b *= scale;
+        out[4 * i + q] = detail::PackBf16(a, b);
+      }
+    }
+  }
+}
+
+// The work item of this block: its matrix, first list position and token count.
+__device__ __forceinline__ bool BlockWork(const QuantGemmArgs& a, int tile_tokens, QuantWork* w) {
+  if (a.work == nullptr) {
+    const int64_t first = int64_t{blockIdx.x} * tile_tokens;
+    if (first >= a.tokens) return false;
+    *w = {0, static_cast<int32_t>(first),
+          static_cast<int32_t>((a.tokens - first < tile_tokens ? a.tokens - first : int64_t{tile_tokens}))};
+    return true;
+  }
+  if (static_cast<int>(blockIdx.x) >= *a.work_count) return false;
+  *w = a.work[blockIdx.x];
+  return w->count > 0;
+}
+
+template <QuantFormat F, int kTiles, bool kSwiGlu>
+__global__ void __launch_bounds__(kThreads)
+    QuantGemmKernel(QuantGemmArgs a) {
+  constexpr int kSteps = Format<F>::kSteps;
+  constexpr int kLaneK = 4 * kSteps;   // k values of a lane slice
+  constexpr int kChunk = 4 * kLaneK;   // k values a warp takes per step of its loop
+  constexpr int kSets = kSwiGlu ? 2 : 1;
+  constexpr int kAcc = kSets * kTiles * 4;
+  __shared__ float partial[kWarps][kAcc][32];
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  QuantWork work;
+  if (!BlockWork(a, kTiles * 8, &work)) return;
+  const QuantMatrix w = a.matrices != nullptr ? a.matrices[work.matrix] : a.single;
+  const int k = w.k;
+  const int half = kSwiGlu ? w.n / 2 : w.n;
+  const int r0 = blockIdx.y * 16;  // first row of the tile (of the gate half for SwiGLU)
+  const int group = a.group_rows > 0 ? r0 / a.group_rows : 0;
+  const auto* codes = static_cast<const uint8_t*>(w.codes);
+
+  // This lane's rows: set 0 (and the up rows, set 1, for SwiGLU), rows g and g + 8.
+  int64_t rows[kSets][2];
+  bool row_ok[kSets][2];
+#pragma unroll
+  for (int s = 0; s < kSets; ++s) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = r0 + g + 8 * h;
+      row_ok[s][h] = r < half;
+      rows[s][h] = r + s * half;
+    }
+  }
+  // This lane's token of each tile: its activation row, or -1 past the item's count.
+  int64_t x_row[kTiles];
+#pragma unroll
+  for (int i = 0; i < kTiles; ++i) {
+    const int j = i * 8 + g;
+    const int pos = work.first + j;
+    x_row[i] = j < work.count ? (a.x_rows != nullptr ? a.x_rows[pos] : pos) : -1;
+  }
+  const __nv_bfloat16* x = a.x + int64_t{group} * k;
+
+  float acc[kSets][kTiles][4] = {};
+  const int chunks = (k + kChunk - 1) / kChunk;
+  auto load = [&](int c, uint4 (&raw)[kSets][2]) {
+    const int kc = c * kChunk + t * kLaneK;
+#pragma unroll
+    for (int s = 0; s < kSets; ++s) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        raw[s][h] = make_uint4(0, 0, 0, 0);
+        if (c < chunks && kc < k && row_ok[s][h]) {
+          raw[s][h] = __ldg(reinterpret_cast<const uint4*>(codes + SliceOffset<F>(rows[s][h], k, kc)));
+        }
+      }
+    }
+  };
+  uint4 cur[kSets][2], next[kSets][2];
+  load(warp, cur);
+  for (int c = warp; c < chunks; c += kWarps) {
+    load(c + kWarps, next);  // in flight while this chunk computes
+    const int kc = c * kChunk + t * kLaneK;
+    const bool k_ok = kc < k;
+    uint32_t wa[kSets][2][2 * kSteps];
+#pragma unroll
+    for (int s = 0; s < kSets; ++s) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float scale = (k_ok && row_ok[s][h]) ? SliceScale<F>(w, rows[s][h], kc) : 0.0f;
+        Dequant<F>(cur[s][h], scale, wa[s][h]);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kTiles; ++i) {
+      uint32_t xv[2 * kSteps];
+#pragma unroll
+      for (int v = 0; v < kSteps / 2; ++v) {
+        uint4 q = make_uint4(0, 0, 0, 0);
+        if (k_ok && x_row[i] >= 0) {
+          q = __ldg(reinterpret_cast<const uint4*>(x + x_row[i] * a.ldx + kc) + v);
+        }
+        xv[4 * v] = q.x, xv[4 * v + 1] = q.y, xv[4 * v + 2] = q.z, xv[4 * v + 3] = q.w;
+      }
+#pragma unroll
+      for (int st = 0; st < kSteps; ++st) {
+#pragma unroll
+        for (int s = 0; s < kSets; ++s) {
+          const uint32_t af[4] = {wa[s][0][2 * st], wa[s][1][2 * st], wa[s][0][2 * st + 1],
+                                  wa[s][1][2 * st + 1]};
+          detail::MmaBf16(acc[s][i], af, xv[2 * st], xv[2 * st + 1]);
+        }
+      }
+    }
+#pragma unroll
+    for (int s = 0; s < kSets; ++s) cur[s][0] = next[s][0], cur[s][1] = next[s][1];
+  }
+
+  // Sum the four warps' partial sums; warp i % 4 finishes tile i.
+#pragma unroll
+  for (int s = 0; s < kSets; ++s)
+#pragma unroll
+    for (int i = 0; i < kTiles; ++i)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) partial[warp][(s * kTiles + i) * 4 + e][lane] = acc[s][i][e];
+  __syncthreads();
+  for (int i = warp; i < kTiles; i += kWarps) {
+    float sum[kSets][4];
+#pragma unroll
+    for (int s = 0; s < kSets; ++s)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        float v = 0.0f;
+#pragma unroll
+        for (int p = 0; p < kWarps; ++p) v += partial[p][(s * kTiles + i) * 4 + e][lane];
+        sum[s][e] = v;
+      }
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int h = e / 2, j = i * 8 + 2 * t + e % 2;
+      if (!row_ok[0][h] || j >= work.count) continue;
+      const int pos = work.first + j;
+      const int64_t orow = a.out_rows != nullptr ? a.out_rows[pos] : pos;
+      const int col = r0 + g + 8 * h;
+      float v = sum[0][e];
+      if constexpr (kSwiGlu) {
+        float gate = v, up = sum[kSets - 1][e];
+        if (a.limit > 0.0f) {
+          gate = fminf(gate, a.limit);
+          up = fminf(fmaxf(up, -a.limit), a.limit);
+        }
+        v = gate / (1.0f + expf(-gate)) * up;
+      } else {
+        if (a.epilogue == QuantGemmArgs::Epilogue::kScale) v *= a.row_scale[orow];
+      }
+      const int64_t at = orow * a.ldo + col;
+      if (a.out_bf16 != nullptr) {
+        a.out_bf16[at] = __float2bfloat16_rn(v);
+      } else if (a.accumulate) {
+        a.out[at] += v;
+      } else {
+        a.out[at] = v;
+      }
+    }
+  }
+}
+
+template <QuantFormat F, int kTiles>
+Status Launch(const QuantGemmArgs& a, cudaStream_t stream) {
+  const bool swiglu = a.epilogue == QuantGemmArgs::Epilogue::kSwiGlu;
+  const int rows = swiglu ? a.single.n / 2 : a.single.n;
+  const int64_t items =
+      a.work != nullptr ? a.max_work : (a.tokens + kTiles * 8 - 1) / (kTiles * 8);
+  if (items <= 0 || rows <= 0) return Status::Ok();
+  const dim3 grid(static_cast<unsigned>(items), static_cast<unsigned>((rows + 15) / 16));
+  if (swiglu) {
+    QuantGemmKernel<F, kTiles, true><<<grid, kThreads, 0, stream>>>(a);
+  } else {
+    QuantGemmKernel<F, kTiles, false><<<grid, kThreads, 0, stream>>>(a);
+  }
+  SPARK_CUDA_RETURN_IF_LAUNCH_FAILED();
+  return Status::Ok();
+}
+
+template <QuantFormat F>
+Status LaunchFormat(const QuantGemmArgs& a, cudaStream_t stream) {
+  switch (QuantGemmTileTokens(a.tokens)) {
+    case 8:
+      return Launch<F, 1>(a, stream);
+    case 16:
+      return Launch<F, 2>(a, stream);
+    case 32:
+      return Launch<F, 4>(a, stream);
+    default:
+      return Launch<F, 8>(a, stream);
+  }
+}
+
+int LaneK(QuantFormat f) {
+  switch (f) {
+    case QuantFormat::kBf16:
+      return 8;
+    case QuantFormat::kE4M3B32:
+      return 16;
+    case QuantFormat::kE2M1B32:
+      return 32;
+  }
+  return 32;
+}
+
+__global__ void DequantKernel(QuantMatrix w, __nv_bfloat16* out) {
+  const int64_t slices_per_row = w.k / 8;  // one thread: 8 consecutive values
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i >= int64_t{w.n} * slices_per_row) return;
+  const int64_t r = i / slices_per_row;
+  const int kc = static_cast<int>(i % slices_per_row) * 8;
+  const int kb = (w.k + kQuantBlock - 1) / kQuantBlock;
+  const auto* codes = static_cast<const uint8_t*>(w.codes);
+  float v[8];
+  if (w.format == QuantFormat::kE4M3B32) {
+    const float s = Ue8m0(w.scales[(r / kQuantBlock) * kb + kc / kQuantBlock]);
+    const uint2 raw = *reinterpret_cast<const uint2*>(codes + r * w.k + kc);
+    const uint32_t words[2] = {raw.x, raw.y};
+#pragma unroll
+    for (int p = 0; p < 4; ++p) {
+      const float2 f =
+          detail::Fp8x2ToFloat2(static_cast<__nv_fp8x2_storage_t>(words[p / 2] >> (16 * (p % 2))));
+      v[2 * p] = f.x * s, v[2 * p + 1] = f.y * s;
+    }
+  } else {
+    const float s = Ue8m0(w.scales[r * kb + kc / kQuantBlock]);
+    const uint32_t word = *reinterpret_cast<const uint32_t*>(codes + (r * w.k + kc) / 2);
+    constexpr float kE2m1[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+#pragma unroll
+    for (int q = 0; q < 8; ++q) {
+      const uint32_t nib = (word >> (4 * q)) & 0xFu;
+      const float mag = kE2m1[nib & 7u] * s;
+      v[q] = (nib & 8u) ? -mag : mag;
+    }
+  }
+  uint4 packed = make_uint4(detail::PackBf16(v[0], v[1]), detail::PackBf16(v[2], v[3]),
+                            detail::PackBf16(v[4], v[5]), detail::PackBf16(v[6], v[7]));
+  *reinterpret_cast<uint4*>(out + r * w.k + kc) = packed;
+}
+
+}  // namespace
+
+int QuantGemmTileTokens(int64_t tokens) {
+  if (tokens <= 8) return 8;
+  if (tokens <= 16) return 16;
+  if (tokens <= 32) return 32;
+  return 64;
+}
+
+Status QuantGemm(const QuantGemmArgs& a, cudaStream_t stream) {
+  const QuantMatrix& w = a.single;
+  const bool swiglu = a.epilogue == QuantGemmArgs::Epilogue::kSwiGlu;
+  auto shape = [&] {
+    return "[" + std::to_string(w.n) + ", " + std::to_string(w.k) + "]";
+  };
+  if (w.k <= 0 || w.k % LaneK(w.format) != 0) {
+    return InvalidArgumentError("quant gemm: k of " + shape() + " must be a positive multiple of " +
+                                std::to_string(LaneK(w.format)));
+  }
+  if (a.ldx % 8 != 0 || (a.group_rows > 0 && a.group_rows % 16 != 0)) {
+    return InvalidArgumentError("quant gemm: activation stride " + std::to_string(a.ldx) +
+                                " must be a multiple of 8 and group rows " +
+                                std::to_string(a.group_rows) + " of 16");
+  }
+  if (swiglu && (w.n % 2 != 0 || (w.n / 2) % 16 != 0)) {
+    return InvalidArgumentError("quant gemm: a SwiGLU weight " + shape() +
+                                " needs a multiple of 16 rows per half");
+  }
+  if ((a.out == nullptr) == (a.out_bf16 == nullptr)) {
+    return InvalidArgumentError("quant gemm: exactly one of out and out_bf16");
+  }
+  if (a.epilogue == QuantGemmArgs::Epilogue::kScale && a.row_scale == nullptr) {
+    return InvalidArgumentError("quant gemm: the scale epilogue needs row_scale");
+  }
+  switch (w.format) {
+    case QuantFormat::kBf16:
+      return LaunchFormat<QuantFormat::kBf16>(a, stream);
+    case QuantFormat::kE4M3B32:
+      return LaunchFormat<QuantFormat::kE4M3B32>(a, stream);
+    case QuantFormat::kE2M1B32:
+      return LaunchFormat<QuantFormat::kE2M1B32>(a, stream);
+  }
+  return InvalidArgumentError("quant gemm: unknown format");
+}
+
+Status DequantToBf16(const QuantMatrix& w, __nv_bfloat16* out, cudaStream_t stream) {
+  if (w.format == QuantFormat::kBf16) {
+    SPARK_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(out, w.codes, size_t(w.n) * w.k * 2,
+                                               cudaMemcpyDeviceToDevice, stream));
+    return Status::Ok();
+  }
+  if (w.k % 8 != 0) return InvalidArgumentError("dequant: k must be a multiple of 8");
+  const int64_t threads = int64_t{w.n} * (w.k / 8);
+  if (threads == 0) return Status::Ok();
+  DequantKernel<<<detail::CeilDiv(threads, 256), 256, 0, stream>>>(w, out);
+  SPARK_CUDA_RETURN_IF_LAUNCH_FAILED();
+  return Status::Ok();
+}
+
+}  // namespace spark::kernels
