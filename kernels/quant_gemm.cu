@@ -108,7 +108,7 @@ __device__ __forceinline__ bool BlockWork(const QuantGemmArgs& a, int tile_token
   return w->count > 0;
 }
 
-template <QuantFormat F, int kTiles, bool kSwiGlu>
+template <QuantFormat F, int kTiles, bool kSwiGlu, bool kSplit>
 __global__ void __launch_bounds__(kThreads)
     QuantGemmKernel(QuantGemmArgs a) {
   constexpr int kSteps = Format<F>::kSteps;
@@ -149,6 +149,7 @@ __global__ void __launch_bounds__(kThreads)
     x_row[i] = j < work.count ? (a.x_rows != nullptr ? a.x_rows[pos] : pos) : -1;
   }
   const __nv_bfloat16* x = a.x + int64_t{group} * k;
+  const __nv_bfloat16* x_lo = kSplit ? a.x_lo + int64_t{group} * k : nullptr;
 
   float acc[kSets][kTiles][4] = {};
   const int chunks = (k + kChunk - 1) / kChunk;
@@ -182,14 +183,20 @@ __global__ void __launch_bounds__(kThreads)
     }
 #pragma unroll
     for (int i = 0; i < kTiles; ++i) {
-      uint32_t xv[2 * kSteps];
+      constexpr int kParts = kSplit ? 2 : 1;
+      uint32_t xv[kParts][2 * kSteps];
 #pragma unroll
-      for (int v = 0; v < kSteps / 2; ++v) {
-        uint4 q = make_uint4(0, 0, 0, 0);
-        if (k_ok && x_row[i] >= 0) {
-          q = __ldg(reinterpret_cast<const uint4*>(x + x_row[i] * a.ldx + kc) + v);
+      for (int part = 0; part < kParts; ++part) {
+        const __nv_bfloat16* src = part == 0 ? x : x_lo;
+#pragma unroll
+        for (int v = 0; v < kSteps / 2; ++v) {
+          uint4 q = make_uint4(0, 0, 0, 0);
+          if (k_ok && x_row[i] >= 0) {
+            q = __ldg(reinterpret_cast<const uint4*>(src + x_row[i] * a.ldx + kc) + v);
+          }
+          uint32_t* dst = xv[part] + 4 * v;
+          dst[0] = q.x, dst[1] = q.y, dst[2] = q.z, dst[3] = q.w;
         }
-        xv[4 * v] = q.x, xv[4 * v + 1] = q.y, xv[4 * v + 2] = q.z, xv[4 * v + 3] = q.w;
       }
 #pragma unroll
       for (int st = 0; st < kSteps; ++st) {
@@ -197,7 +204,10 @@ __global__ void __launch_bounds__(kThreads)
         for (int s = 0; s < kSets; ++s) {
           const uint32_t af[4] = {wa[s][0][2 * st], wa[s][1][2 * st], wa[s][0][2 * st + 1],
                                   wa[s][1][2 * st + 1]};
-          detail::MmaBf16(acc[s][i], af, xv[2 * st], xv[2 * st + 1]);
+#pragma unroll
+          for (int part = 0; part < kParts; ++part) {
+            detail::MmaBf16(acc[s][i], af, xv[part][2 * st], xv[part][2 * st + 1]);
+          }
         }
       }
     }
@@ -262,10 +272,15 @@ Status Launch(const QuantGemmArgs& a, cudaStream_t stream) {
       a.work != nullptr ? a.max_work : (a.tokens + kTiles * 8 - 1) / (kTiles * 8);
   if (items <= 0 || rows <= 0) return Status::Ok();
   const dim3 grid(static_cast<unsigned>(items), static_cast<unsigned>((rows + 15) / 16));
-  if (swiglu) {
-    QuantGemmKernel<F, kTiles, true><<<grid, kThreads, 0, stream>>>(a);
+  const bool split = a.x_lo != nullptr;
+  if (swiglu && split) {
+    QuantGemmKernel<F, kTiles, true, true><<<grid, kThreads, 0, stream>>>(a);
+  } else if (swiglu) {
+    QuantGemmKernel<F, kTiles, true, false><<<grid, kThreads, 0, stream>>>(a);
+  } else if (split) {
+    QuantGemmKernel<F, kTiles, false, true><<<grid, kThreads, 0, stream>>>(a);
   } else {
-    QuantGemmKernel<F, kTiles, false><<<grid, kThreads, 0, stream>>>(a);
+    QuantGemmKernel<F, kTiles, false, false><<<grid, kThreads, 0, stream>>>(a);
   }
   SPARK_CUDA_RETURN_IF_LAUNCH_FAILED();
   return Status::Ok();
@@ -297,15 +312,11 @@ int LaneK(QuantFormat f) {
   return 32;
 }
 
-__global__ void DequantKernel(QuantMatrix w, __nv_bfloat16* out) {
-  const int64_t slices_per_row = w.k / 8;  // one thread: 8 consecutive values
-  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
-  if (i >= int64_t{w.n} * slices_per_row) return;
-  const int64_t r = i / slices_per_row;
-  const int kc = static_cast<int>(i % slices_per_row) * 8;
+// One thread: 8 consecutive values of a row, decoded (E2M1 through the bit placement the GEMM
+// uses: the nibble's bits as fp32 bits are its value times 2^-126).
+__device__ __forceinline__ void Decode8(const QuantMatrix& w, int64_t r, int kc, float (&v)[8]) {
   const int kb = (w.k + kQuantBlock - 1) / kQuantBlock;
   const auto* codes = static_cast<const uint8_t*>(w.codes);
-  float v[8];
   if (w.format == QuantFormat::kE4M3B32) {
     const float s = Ue8m0(w.scales[(r / kQuantBlock) * kb + kc / kQuantBlock]);
     const uint2 raw = *reinterpret_cast<const uint2*>(codes + r * w.k + kc);
@@ -319,17 +330,58 @@ __global__ void DequantKernel(QuantMatrix w, __nv_bfloat16* out) {
   } else {
     const float s = Ue8m0(w.scales[r * kb + kc / kQuantBlock]);
     const uint32_t word = *reinterpret_cast<const uint32_t*>(codes + (r * w.k + kc) / 2);
-    constexpr float kE2m1[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
 #pragma unroll
     for (int q = 0; q < 8; ++q) {
       const uint32_t nib = (word >> (4 * q)) & 0xFu;
-      const float mag = kE2m1[nib & 7u] * s;
-      v[q] = (nib & 8u) ? -mag : mag;
+      v[q] = __uint_as_float(((nib & 8u) << 28) | ((nib & 7u) << 22)) * 0x1p126f * s;
     }
   }
-  uint4 packed = make_uint4(detail::PackBf16(v[0], v[1]), detail::PackBf16(v[2], v[3]),
-                            detail::PackBf16(v[4], v[5]), detail::PackBf16(v[6], v[7]));
-  *reinterpret_cast<uint4*>(out + r * w.k + kc) = packed;
+}
+
+template <typename T>
+__global__ void DequantKernel(QuantMatrix w, T* out) {
+  const int64_t slices_per_row = w.k / 8;
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i >= int64_t{w.n} * slices_per_row) return;
+  const int64_t r = i / slices_per_row;
+  const int kc = static_cast<int>(i % slices_per_row) * 8;
+  float v[8];
+  Decode8(w, r, kc, v);
+  T* dst = out + r * w.k + kc;
+  if constexpr (sizeof(T) == 2) {
+    *reinterpret_cast<uint4*>(dst) =
+        make_uint4(detail::PackBf16(v[0], v[1]), detail::PackBf16(v[2], v[3]),
+                   detail::PackBf16(v[4], v[5]), detail::PackBf16(v[6], v[7]));
+  } else {
+    reinterpret_cast<float4*>(dst)[0] = make_float4(v[0], v[1], v[2], v[3]);
+    reinterpret_cast<float4*>(dst)[1] = make_float4(v[4], v[5], v[6], v[7]);
+  }
+}
+
+__global__ void SplitKernel(const float4* __restrict__ x, int64_t quads, uint2* __restrict__ hi,
+                            uint2* __restrict__ lo) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i >= quads) return;
+  const float4 v = x[i];
+  const float f[4] = {v.x, v.y, v.z, v.w};
+  float h[4], l[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    h[j] = __bfloat162float(__float2bfloat16_rn(f[j]));
+    l[j] = f[j] - h[j];
+  }
+  hi[i] = make_uint2(detail::PackBf16(h[0], h[1]), detail::PackBf16(h[2], h[3]));
+  lo[i] = make_uint2(detail::PackBf16(l[0], l[1]), detail::PackBf16(l[2], l[3]));
+}
+
+template <typename T>
+Status Dequant(const QuantMatrix& w, T* out, cudaStream_t stream) {
+  if (w.k % 8 != 0) return InvalidArgumentError("dequant: k must be a multiple of 8");
+  const int64_t threads = int64_t{w.n} * (w.k / 8);
+  if (threads == 0) return Status::Ok();
+  DequantKernel<T><<<detail::CeilDiv(threads, 256), 256, 0, stream>>>(w, out);
+  SPARK_CUDA_RETURN_IF_LAUNCH_FAILED();
+  return Status::Ok();
 }
 
 }  // namespace
@@ -383,10 +435,24 @@ Status DequantToBf16(const QuantMatrix& w, __nv_bfloat16* out, cudaStream_t stre
                                                cudaMemcpyDeviceToDevice, stream));
     return Status::Ok();
   }
-  if (w.k % 8 != 0) return InvalidArgumentError("dequant: k must be a multiple of 8");
-  const int64_t threads = int64_t{w.n} * (w.k / 8);
-  if (threads == 0) return Status::Ok();
-  DequantKernel<<<detail::CeilDiv(threads, 256), 256, 0, stream>>>(w, out);
+  return Dequant(w, out, stream);
+}
+
+Status DequantToF32(const QuantMatrix& w, float* out, cudaStream_t stream) {
+  if (w.format == QuantFormat::kBf16) {
+    return InvalidArgumentError("dequant: bf16 matrices widen with CastBf16ToF32");
+  }
+  return Dequant(w, out, stream);
+}
+
+Status SplitBf16(const float* x, size_t count, __nv_bfloat16* hi, __nv_bfloat16* lo,
+                 cudaStream_t stream) {
+  if (count % 4 != 0) return InvalidArgumentError("split bf16: count must be a multiple of 4");
+  const int64_t quads = static_cast<int64_t>(count / 4);
+  if (quads == 0) return Status::Ok();
+  SplitKernel<<<detail::CeilDiv(quads, 256), 256, 0, stream>>>(
+      reinterpret_cast<const float4*>(x), quads, reinterpret_cast<uint2*>(hi),
+      reinterpret_cast<uint2*>(lo));
   SPARK_CUDA_RETURN_IF_LAUNCH_FAILED();
   return Status::Ok();
 }

@@ -73,6 +73,11 @@ struct QuantGemmArgs {
   // first + j when x_rows is null), from column group * group_k where its output rows lie in
   // group `group` = row / group_rows (group_rows 0: one group).
   const __nv_bfloat16* x = nullptr;
+  // The activations' low parts (x - bf16(x), rounded to bf16; SplitBf16 makes both), or null.
+  // With them every product also adds W x_lo, so the activations count to about 2^-16 relative
+  // instead of bf16's 2^-9, for one more tensor-core instruction per step: decode stays bound by
+  // the weight bytes.
+  const __nv_bfloat16* x_lo = nullptr;
   int64_t ldx = 0;
   const int32_t* x_rows = nullptr;
   int group_rows = 0;
@@ -98,8 +103,13 @@ int QuantGemmTileTokens(int64_t tokens);
 // of 16, SwiGLU n odd or n / 2 not a multiple of 16, no output).
 Status QuantGemm(const QuantGemmArgs& args, cudaStream_t stream);
 
-// out [n, k] bf16 = the dequantised matrix (for cuBLAS GEMMs of many tokens). out 16-byte
-// aligned.
+// out [n, k] = the dequantised matrix as bf16 (exact) or fp32, for cuBLAS GEMMs of many tokens.
+// out 16-byte aligned.
 Status DequantToBf16(const QuantMatrix& w, __nv_bfloat16* out, cudaStream_t stream);
+Status DequantToF32(const QuantMatrix& w, float* out, cudaStream_t stream);
+
+// hi[i] = bf16(x[i]), lo[i] = bf16(x[i] - hi[i]) for count floats (a multiple of 4).
+Status SplitBf16(const float* x, size_t count, __nv_bfloat16* hi, __nv_bfloat16* lo,
+                 cudaStream_t stream);
 
 }  // namespace spark::kernels

@@ -64,6 +64,13 @@ class CudaBackend : public Backend {
     // AllReduceAddRmsNorm over the peer all-reduce as one kernel; off: the sum and the norm as
     // two kernels, for comparisons.
     bool fuse_all_reduce_norm = true;
+    // Linear over the quantised weight types with activations at fp32 accuracy: the register-
+    // decoding products take them as two bf16 parts (about 2^-16 relative; one more tensor-core
+    // instruction per step) and GEMMs of many rows widen the weights to fp32. Off: activations
+    // rounded to bf16 into the products, as serving engines run. For comparisons with the fp32
+    // reference, whose tiny random models turn bf16 rounding into different quantiser codes,
+    // top-k entries and experts.
+    bool precise_quant = false;
   };
   using GraphStepTimes = GraphSteps::Times;
 
@@ -215,8 +222,16 @@ class CudaBackend : public Backend {
   // registers) up to kernels::kQuantGemmMaxRows rows, else widened to bf16 scratch for cuBLAS.
   Status LinearQuant(Input x, int64_t rows, int in_features, WeightRef w, int out_features,
                      float* out, bool accumulate);
-  // x's bf16 copy (Input::bf16), or a cast into `scratch`.
-  Result<const __nv_bfloat16*> Bf16Rows(Input x, int64_t rows, int cols, Buffer* scratch);
+  // x as the quantised products read it: bf16 (the op before's copy, Input::bf16, or a cast
+  // into `scratch`), and with precise_quant its low parts too (kernels::SplitBf16).
+  struct Bf16Parts {
+    const __nv_bfloat16* hi = nullptr;
+    const __nv_bfloat16* lo = nullptr;
+  };
+  Result<Bf16Parts> Bf16Rows(Input x, int64_t rows, int cols, Buffer* scratch);
+  // The weights of a Linear of `rows` rows past the register-decoding products: widened into
+  // `scratch` (bf16, or fp32 with precise_quant) for the cuBLAS GEMM.
+  Result<WeightRef> WidenQuant(WeightRef w, int n, int k, Buffer* scratch);
   // Whether cuBLASLt's block-scaled FP8 GEMM takes `rows` rows (padded to 16) of a [n, k] fp8
   // weight.
   bool HasFp8Gemm(int64_t rows, int n, int k);

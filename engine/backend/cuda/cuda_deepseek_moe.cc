@@ -125,7 +125,7 @@ Status CudaDeepseekOps::GroupedExperts(const MoeExpertsArgs& a, float* ys) {
   SPARK_ASSIGN_OR_RETURN(const kernels::QuantMatrix* down,
                          ExpertTable(a.experts, true, hidden, inter));
   Buffer xb_scratch;
-  SPARK_ASSIGN_OR_RETURN(const __nv_bfloat16* xb, b_.Bf16Rows(a.x, a.tokens, hidden, &xb_scratch));
+  SPARK_ASSIGN_OR_RETURN(const auto xb, b_.Bf16Rows(a.x, a.tokens, hidden, &xb_scratch));
   const int tile = kernels::QuantGemmTileTokens(a.tokens);
   const int max_work = kernels::MoeMaxWork(assignments, local, tile);
   SPARK_ASSIGN_OR_RETURN(
@@ -134,8 +134,10 @@ Status CudaDeepseekOps::GroupedExperts(const MoeExpertsArgs& a, float* ys) {
   int32_t* list_assign = list_token + assignments;
   auto* work = reinterpret_cast<kernels::QuantWork*>(list_assign + assignments);
   auto* work_count = reinterpret_cast<int32_t*>(work + max_work);
-  SPARK_ASSIGN_OR_RETURN(Buffer act, b_.Scratch(std::max<size_t>(1, assignments) * inter * 2,
-                                                DType::kBF16));
+  // The activation between the products: bf16, or with precise_quant fp32 split in two parts.
+  const bool split = xb.lo != nullptr;
+  const size_t act_count = std::max<size_t>(1, assignments) * inter;
+  SPARK_ASSIGN_OR_RETURN(Buffer act, b_.Scratch(act_count * (split ? 8 : 2), DType::kBF16));
   if (!b_.launching()) return Status::Ok();
   SPARK_RETURN_IF_ERROR(kernels::MoeBuildLists({.ids = a.ids,
                                                 .assignments = assignments,
@@ -155,18 +157,28 @@ Status CudaDeepseekOps::GroupedExperts(const MoeExpertsArgs& a, float* ys) {
   g.work_count = work_count;
   g.max_work = max_work;
   g.tokens = a.tokens;
-  g.x = xb;
+  g.x = xb.hi;
+  g.x_lo = xb.lo;
   g.ldx = hidden;
   g.x_rows = list_token;
   g.ldo = inter;
   g.epilogue = kernels::QuantGemmArgs::Epilogue::kSwiGlu;
   g.limit = a.swiglu_limit;
-  g.out_bf16 = static_cast<__nv_bfloat16*>(act.raw());
+  auto* act_hi = static_cast<__nv_bfloat16*>(act.raw());
+  __nv_bfloat16* act_lo = split ? act_hi + act_count : nullptr;
+  float* act_f32 = split ? reinterpret_cast<float*>(act_hi + 2 * act_count) : nullptr;
+  if (split) {
+    g.out = act_f32;
+  } else {
+    g.out_bf16 = act_hi;
+  }
   SPARK_RETURN_IF_ERROR(kernels::QuantGemm(g, b_.stream_));
+  if (split) SPARK_RETURN_IF_ERROR(kernels::SplitBf16(act_f32, act_count, act_hi, act_lo, b_.stream_));
   kernels::QuantGemmArgs d = g;
   d.single = internal::QuantView(a.experts.front().down, hidden, inter);
   d.matrices = down;
-  d.x = static_cast<const __nv_bfloat16*>(act.raw());
+  d.x = act_hi;
+  d.x_lo = act_lo;
   d.ldx = inter;
   d.x_rows = nullptr;
   d.out_rows = list_assign;
@@ -220,25 +232,35 @@ Status CudaDeepseekOps::SharedExpert(const MoeExpertsArgs& a, float* out) {
   }
   // Decode batches: both products decode the weights in registers, SwiGLU fused.
   Buffer xb_scratch;
-  SPARK_ASSIGN_OR_RETURN(const __nv_bfloat16* xb,
-                         b_.Bf16Rows(a.x, a.tokens, a.hidden, &xb_scratch));
-  SPARK_ASSIGN_OR_RETURN(Buffer act, b_.Scratch(static_cast<size_t>(a.tokens) * a.shared_inter * 2,
-                                                DType::kBF16));
+  SPARK_ASSIGN_OR_RETURN(const auto xb, b_.Bf16Rows(a.x, a.tokens, a.hidden, &xb_scratch));
+  const bool split = xb.lo != nullptr;
+  const size_t act_count = static_cast<size_t>(a.tokens) * a.shared_inter;
+  SPARK_ASSIGN_OR_RETURN(Buffer act, b_.Scratch(act_count * (split ? 8 : 2), DType::kBF16));
   if (!b_.launching()) return Status::Ok();
+  auto* act_hi = static_cast<__nv_bfloat16*>(act.raw());
+  __nv_bfloat16* act_lo = split ? act_hi + act_count : nullptr;
+  float* act_f32 = split ? reinterpret_cast<float*>(act_hi + 2 * act_count) : nullptr;
   kernels::QuantGemmArgs g;
   g.single = internal::QuantView(a.shared.gate_up, 2 * a.shared_inter, a.hidden);
   g.tokens = a.tokens;
-  g.x = xb;
+  g.x = xb.hi;
+  g.x_lo = xb.lo;
   g.ldx = a.hidden;
   g.ldo = a.shared_inter;
   g.epilogue = kernels::QuantGemmArgs::Epilogue::kSwiGlu;
   g.limit = a.swiglu_limit;
-  g.out_bf16 = static_cast<__nv_bfloat16*>(act.raw());
+  if (split) {
+    g.out = act_f32;
+  } else {
+    g.out_bf16 = act_hi;
+  }
   SPARK_RETURN_IF_ERROR(kernels::QuantGemm(g, b_.stream_));
+  if (split) SPARK_RETURN_IF_ERROR(kernels::SplitBf16(act_f32, act_count, act_hi, act_lo, b_.stream_));
   kernels::QuantGemmArgs d;
   d.single = internal::QuantView(a.shared.down, a.hidden, a.shared_inter);
   d.tokens = a.tokens;
-  d.x = static_cast<const __nv_bfloat16*>(act.raw());
+  d.x = act_hi;
+  d.x_lo = act_lo;
   d.ldx = a.shared_inter;
   d.ldo = a.hidden;
   d.out = out;
@@ -278,13 +300,13 @@ Status CudaDeepseekOps::GroupedLinearImpl(const float* x, int64_t rows,
   if (Grouped(w.dtype) && equal && out_per_group % 16 == 0 &&
       rows <= kernels::kQuantGemmMaxRows) {
     Buffer xb_scratch;
-    SPARK_ASSIGN_OR_RETURN(const __nv_bfloat16* xb,
-                           b_.Bf16Rows(x, rows, groups * in_g, &xb_scratch));
+    SPARK_ASSIGN_OR_RETURN(const auto xb, b_.Bf16Rows(x, rows, groups * in_g, &xb_scratch));
     if (!b_.launching()) return Status::Ok();
     kernels::QuantGemmArgs g;
     g.single = internal::QuantView(w, groups * out_per_group, in_g);
     g.tokens = rows;
-    g.x = xb;
+    g.x = xb.hi;
+    g.x_lo = xb.lo;
     g.ldx = int64_t{groups} * in_g;
     g.group_rows = out_per_group;
     g.ldo = int64_t{groups} * out_per_group;
@@ -293,14 +315,7 @@ Status CudaDeepseekOps::GroupedLinearImpl(const float* x, int64_t rows,
   }
   Buffer widened;
   if (IsQuantised(w.dtype)) {  // many rows: one pass widens all groups for the GEMMs
-    const size_t count = static_cast<size_t>(groups) * out_per_group * in_g;
-    SPARK_ASSIGN_OR_RETURN(widened, b_.Scratch(count * 2, DType::kBF16));
-    if (b_.launching()) {
-      SPARK_RETURN_IF_ERROR(kernels::DequantToBf16(
-          internal::QuantView(w, groups * out_per_group, in_g),
-          static_cast<__nv_bfloat16*>(widened.raw()), b_.stream_));
-    }
-    w = widened.weight();
+    SPARK_ASSIGN_OR_RETURN(w, b_.WidenQuant(w, groups * out_per_group, in_g, &widened));
   }
   // Each group's columns gathered, its GEMM, its outputs placed (2-D copies on the stream).
   int total = 0;

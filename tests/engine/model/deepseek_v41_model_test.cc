@@ -156,6 +156,24 @@ TEST_P(DeepseekV41ModelTest, MatchesTransformers) {
 INSTANTIATE_TEST_SUITE_P(Variants, DeepseekV41ModelTest,
                          ::testing::Values("", "bf16-sharded", "release"));
 
+// --weight-dtype bf16 on the release checkpoint: every matrix held in bf16. Its matrices are
+// FP8 / FP4 (decoded exactly) or stored in bf16 already, so the logits stay those of fp32.
+// (Rounding fp32-stored matrices instead moves these tiny random models far: a 2^-9 change
+// flips quantiser codes, top-k entries and expert choices, each a large step.)
+TEST(DeepseekV41WeightTypesTest, Bf16MatricesKeepTheReleasedValues) {
+  const std::string dir = FixtureDir("release");
+  ModelOptions options;
+  options.tokenizer_dir = FixtureDir();
+  options.weight_dtype = backend::DType::kBF16;
+  Engine e(dir, nullptr, options);
+  ASSERT_NE(e.cache, nullptr);
+  for (const Case& c : LoadCases(dir)) {
+    const std::vector<float> logits = e.Run(c.prompt, 0, e.Blocks(), /*all_logits=*/true);
+    EXPECT_LT(RelError(logits, c.logits, 0, c.prompt.size()), kMaxRelError);
+    EXPECT_EQ(Greedy(e, c).second, c.greedy);
+  }
+}
+
 // Chunked prefill with chunks that start and end off the ratio-2 grid, the candidate blocks (of
 // 4 entries) and the window (8), then the rest one token at a time.
 TEST(DeepseekV41CacheTest, ChunkedAndTokenByTokenPrefillMatchOneShot) {
