@@ -1,6 +1,6 @@
 // QuantGemm (quant_gemm.h): per block, one 16-row weight tile (two for SwiGLU: the gate rows and
 // the matching up rows) against one work item's tokens, in tiles of 8 tokens (mma n = 8). The
-// four warps take every fourth k chunk and sum through shared memory at the end.
+// warps take every fourth (or eighth) k chunk and sum through shared memory at the end.
 //
 // Fragment layout trick: a product does not care in which order k is summed, so each lane loads
 // a contiguous 16-byte slice of its two weight rows (rows lane / 4 and lane / 4 + 8) and the
@@ -19,8 +19,9 @@
 namespace spark::kernels {
 namespace {
 
-constexpr int kWarps = 4;
-constexpr int kThreads = kWarps * 32;
+// Warps of a block, which split k: eight for tiles of up to 16 tokens (decode streams the weights
+// with more loads in flight per SM), four for larger tiles (their registers and partial sums).
+constexpr int WarpsFor(int tiles) { return tiles <= 2 ? 8 : 4; }
 
 template <QuantFormat F>
 struct Format;
@@ -109,8 +110,9 @@ __device__ __forceinline__ bool BlockWork(const QuantGemmArgs& a, int tile_token
 }
 
 template <QuantFormat F, int kTiles, bool kSwiGlu, bool kSplit>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(WarpsFor(kTiles) * 32)
     QuantGemmKernel(QuantGemmArgs a) {
+  constexpr int kWarps = WarpsFor(kTiles);
   constexpr int kSteps = Format<F>::kSteps;
   constexpr int kLaneK = 4 * kSteps;   // k values of a lane slice
   constexpr int kChunk = 4 * kLaneK;   // k values a warp takes per step of its loop
@@ -272,6 +274,7 @@ Status Launch(const QuantGemmArgs& a, cudaStream_t stream) {
       a.work != nullptr ? a.max_work : (a.tokens + kTiles * 8 - 1) / (kTiles * 8);
   if (items <= 0 || rows <= 0) return Status::Ok();
   const dim3 grid(static_cast<unsigned>(items), static_cast<unsigned>((rows + 15) / 16));
+  const int kThreads = WarpsFor(kTiles) * 32;
   const bool split = a.x_lo != nullptr;
   if (swiglu && split) {
     QuantGemmKernel<F, kTiles, true, true><<<grid, kThreads, 0, stream>>>(a);

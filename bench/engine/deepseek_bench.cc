@@ -303,17 +303,34 @@ nlohmann::json FlashBytes(const engine::core::ModelConfig& c, const std::vector<
       for (const BenchLayer& l : FlashSchedule()) {
         const StepBytes x = DecodeBytes(c, l, b, ctx);
         sum.weights += x.weights, sum.routed += x.routed, sum.kv += x.kv;
-        sum.engram_rows += x.engram_rows;
+        sum.engram_rows += x.engram_rows, sum.sharded += x.sharded;
       }
       out.push_back({{"batch", b},
                      {"context", ctx},
                      {"layer_weights", sum.weights},
+                     {"layer_weights_sharded", sum.sharded},
                      {"routed_experts", sum.routed},
                      {"kv", sum.kv},
                      {"engram_rows", sum.engram_rows},
                      {"head", HeadBytes(c, b)},
                      {"total", sum.total() + HeadBytes(c, b)}});
     }
+  }
+  return out;
+}
+
+// FLOPs of a whole prompt of each length through the released 40 layers and the head of its
+// last token.
+nlohmann::json FlashPrefillFlops(const engine::core::ModelConfig& c,
+                                 const std::vector<int64_t>& lengths) {
+  nlohmann::json out = nlohmann::json::array();
+  const std::vector<BenchLayer> layers = FlashSchedule();
+  for (int64_t n : lengths) {
+    double flops = 2.0 * c.vocab_size * c.hidden_size;
+    for (int64_t p = 0; p < n; ++p) {
+      for (const BenchLayer& l : layers) flops += PrefillFlops(c, l, p);
+    }
+    out.push_back({{"tokens", n}, {"flops", flops}});
   }
   return out;
 }
@@ -351,6 +368,7 @@ int Main(int argc, char** argv) {
   const std::vector<BenchLayer> schedule = BenchSchedule();
   nlohmann::json j;
   j["flash_bytes_per_step"] = FlashBytes(config, ParseList(batches), ParseList(contexts));
+  j["flash_prefill_flops"] = FlashPrefillFlops(config, {8192, 65536, 1 << 20});
   if (describe) {
     std::printf("bench layers:\n");
     for (const BenchLayer& l : schedule) {

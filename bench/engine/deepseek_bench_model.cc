@@ -303,8 +303,10 @@ StepBytes DecodeBytes(const engine::core::ModelConfig& c, const BenchLayer& laye
   const double inter = c.moe.intermediate_size, di = c.dsv4.index_head_dim;
   const double ih = c.dsv4.index_n_heads, k = c.moe.top_k;
   StepBytes b;
-  b.weights = Fp8Bytes(ql, hidden) + Fp8Bytes(heads * hd, ql) + Fp8Bytes(hd, hidden) +
-              Fp8Bytes(groups * ol, heads * hd / groups) + Fp8Bytes(hidden, groups * ol);
+  b.sharded = Fp8Bytes(heads * hd, ql) + Fp8Bytes(groups * ol, heads * hd / groups) +
+              Fp8Bytes(hidden, groups * ol) + 2 * Fp8Bytes(inter, hidden) +
+              Fp8Bytes(hidden, inter);
+  b.weights = b.sharded + Fp8Bytes(ql, hidden) + Fp8Bytes(hd, hidden);
   b.weights += Bf16Bytes(2 * hidden + ql + hd) + 4 * heads;  // norms, sinks
   b.weights += 2 * 4 * (mix * n * hidden + mix + 3);           // mHC sites (fp32)
   if (layer.kv_source) {
@@ -313,7 +315,6 @@ StepBytes DecodeBytes(const engine::core::ModelConfig& c, const BenchLayer& laye
   }
   if (layer.index_source) b.weights += Fp8Bytes(ih * di, ql) + Bf16Bytes(ih * hidden);
   b.weights += Bf16Bytes(e * hidden) + 4 * e;  // router and bias
-  b.weights += 2 * Fp8Bytes(inter, hidden) + Fp8Bytes(hidden, inter);  // shared expert
   const double distinct = e * (1 - std::pow(1 - k / e, batch));
   b.routed = distinct * (2 * Fp4Bytes(inter, hidden) + Fp4Bytes(hidden, inter));
   const double visible = layer.ratio > 0 ? static_cast<double>((context + 1) / layer.ratio) : 0;

@@ -54,6 +54,10 @@ Result<engine::model::dsv41::Weights> BenchWeights(const engine::core::ModelConf
 // experts of uniform routing), and FLOPs per prefill token.
 struct StepBytes {
   double weights = 0, routed = 0, kv = 0, engram_rows = 0;
+  // Of `weights`, what tensor parallelism splits across ranks (wq_b, wo_a, wo_b, the shared
+  // expert); the rest (latents, mHC, compressor, indexer, router, Engram) every rank reads, as
+  // it reads the KV and the Engram rows. Routed experts are split too.
+  double sharded = 0;
   double total() const { return weights + routed + kv + engram_rows; }
 };
 StepBytes DecodeBytes(const engine::core::ModelConfig& c, const BenchLayer& layer, int batch,

@@ -27,12 +27,13 @@ TEST(ComputeChoiceTest, AutoFollowsTheBackendTheCheckpointAndTheFamily) {
   EXPECT_EQ(cuda->Describe(),
             "weights bf16 (auto: the checkpoint's F32 matrices; fp32 only when asked), KV cache "
             "bf16 (auto: as the weights), CUDA graphs on (default on cuda)");
-  // FP8 matrices on cuda: fp8, but deepseek_v4's row keeps fp32 only.
+  // FP8 matrices on cuda: fp8 (DeepSeek keeps its FP8 and FP4 matrices as released), but
+  // deepseek_v4's row keeps an fp32 KV cache only.
   auto v4 = ChooseCompute({.backend = "cuda", .model_dir = Fixture("deepseek-v4-tiny/fp8")});
   ASSERT_TRUE(v4.ok()) << v4.status().message();
-  EXPECT_EQ(v4->weights, DType::kF32);
-  EXPECT_NE(v4->weights_why.find("F8_E4M3 matrices; deepseek_v4 keeps fp32"), std::string::npos)
-      << v4->weights_why;
+  EXPECT_EQ(v4->weights, DType::kFP8);
+  EXPECT_EQ(v4->kv, DType::kF32);
+  EXPECT_NE(v4->kv_why.find("deepseek_v4 keeps fp32"), std::string::npos) << v4->kv_why;
 }
 
 TEST(ComputeChoiceTest, ExplicitChoicesWin) {
