@@ -31,6 +31,11 @@ Result<std::vector<int64_t>> Engram::Prepare(const ForwardBatch& batch, PagedKvC
   const backend::CacheField field = layout_.Ref(cache, 0, layout_.layer(0).token);
   backend_.Upload(ids, ws.token_ids.data());
   ops_.WriteField(ws.token_ids.data(), batch.slots, field);
+  if (mirror_of_ != field.base) {
+    mirror_of_ = field.base;
+    mirror_.assign(static_cast<size_t>(cache.num_blocks()) * cache.block_size(), 0);
+  }
+  for (int64_t t = 0; t < n; ++t) mirror_[batch.slots[t]] = static_cast<int32_t>(ids[t]) + 1;
   std::vector<int64_t> lookback(n * back, -1);
   int64_t t = 0;
   for (const BatchSequence& s : batch.sequences) {
@@ -45,13 +50,19 @@ Result<std::vector<int64_t>> Engram::Prepare(const ForwardBatch& batch, PagedKvC
         }
         const int64_t slot = int64_t{s.block_table[q / cache.block_size()]} * cache.block_size() +
                              q % cache.block_size();
-        float cached = 0;
-        backend_.Download(field.base + slot * field.stride + field.offset, std::span(&cached, 1));
-        lookback[t * back + k] = static_cast<int64_t>(cached);
+        lookback[t * back + k] = CachedId(field, slot);
       }
     }
   }
   return lookback;
+}
+
+int64_t Engram::CachedId(const backend::CacheField& field, int64_t slot) const {
+  if (mirror_[slot] > 0) return mirror_[slot] - 1;
+  float cached = 0;
+  backend_.Download(field.base + slot * field.stride + field.offset, std::span(&cached, 1));
+  mirror_[slot] = static_cast<int32_t>(cached) + 1;
+  return static_cast<int64_t>(cached);
 }
 
 void Engram::Apply(int e, std::span<const int64_t> lookback, Workspace& ws) const {

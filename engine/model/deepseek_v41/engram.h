@@ -6,7 +6,10 @@
 // into one key per stream and a shared value, and DeepseekOps::EngramGate adds the gated value
 // into each stream. Every rank gathers the same rows from its own mapping of the checkpoint, so
 // the streams stay identical across ranks.
-// Thread-safety: one call at a time; the object is read-only.
+// The id field is written only here, so a host copy of it (per cache, kept as it is written)
+// answers the look-back without reading device memory back; a slot this object never wrote
+// (a cache filled by another model object) is read from the cache once.
+// Thread-safety: one call at a time.
 #pragma once
 
 #include <cstdint>
@@ -41,6 +44,9 @@ class Engram {
   void Apply(int e, std::span<const int64_t> lookback, Workspace& ws) const;
 
  private:
+  // The compressed id at `slot` of the cache's id field: the host copy, or a read-back.
+  int64_t CachedId(const backend::CacheField& field, int64_t slot) const;
+
   const core::ModelConfig& c_;
   const BackendWeights& w_;
   const EngramHashing& hashing_;
@@ -48,6 +54,10 @@ class Engram {
   const CacheLayout& layout_;
   backend::Backend& backend_;
   backend::DeepseekOps& ops_;
+  // Host copy of one cache's id field (by its base address): id + 1 per slot, 0 = not written
+  // through this object.
+  mutable const float* mirror_of_ = nullptr;
+  mutable std::vector<int32_t> mirror_;
 };
 
 }  // namespace spark::engine::model::dsv41
