@@ -70,8 +70,11 @@ Result<MemoryFootprint> DeepseekV41Memory(const core::ModelConfig& c, const Memo
       floats += (n + 1) * hidden * cols * s.engram_head_dim + n * hidden;
     }
   }
+  // Constants beside the weights: RoPE tables, the unit norm, the one-hot first pre and, with
+  // Engram, its token map (vocab_size floats).
+  floats += d.rope_head_dim + hd + n + (s.engram_layer_ids.empty() ? 0 : c.vocab_size);
   MemoryFootprint f;
-  f.weight_bytes = 4 * floats + 4 * (d.rope_head_dim + hd);  // RoPE tables, unit norm
+  f.weight_bytes = 4 * floats;
   f.kv_bytes_per_token = int64_t{2} * c.num_layers * CacheLayout(c).kv_width() * 4;
   return f;
 }

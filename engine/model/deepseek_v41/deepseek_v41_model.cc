@@ -29,6 +29,15 @@ DeepseekV41Model::DeepseekV41Model(core::ModelConfig config,
     return;
   }
   w_ = std::move(*uploaded);
+  Result<backend::Buffer> stream0 = backend_.Allocate(config_.residual_streams);
+  if (!stream0.ok()) {
+    ready_ = stream0.status();
+    return;
+  }
+  stream0_ = std::move(*stream0);
+  std::vector<float> one_hot(config_.residual_streams, 0.0f);
+  one_hot[0] = 1.0f;
+  backend_.Upload(one_hot, stream0_.data());
   attention_ = std::make_unique<Attention>(config_, w_, layout_, backend_, *ops_);
   moe_ = std::make_unique<dsv4::Moe>(config_, w_.base, backend_, *ops_);
   if (hashing_ != nullptr) {
@@ -64,9 +73,8 @@ Status DeepseekV41Model::Forward(const ForwardBatch& batch, PagedKvCache& cache,
                      ws.block_out.data());
   SPARK_RETURN_IF_ERROR(AllReduce(ws.block_out, n * hidden));
   ops_->HcExpand(ws.block_out.data(), n, streams, hidden, ws.streams.data());
-  std::vector<float> one_hot(n * streams, 0.0f);
-  for (int64_t t = 0; t < n; ++t) one_hot[t * streams] = 1.0f;
-  backend_.Upload(one_hot, ws.pre_prev.data());
+  // Every token's first pre: the one-hot row (an embedding lookup: nothing uploaded in a step).
+  backend_.Embedding(stream0_.data(), 0, 1, streams, std::vector<int32_t>(n, 0), ws.pre_prev.data());
   for (int layer = 0; layer < config_.num_layers; ++layer) {
     SPARK_RETURN_IF_ERROR(Layer(layer, batch, plan, cache, lookback, ws));
   }

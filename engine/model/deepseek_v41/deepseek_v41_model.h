@@ -76,6 +76,7 @@ class DeepseekV41Model : public Model {
   std::unique_ptr<Attention> attention_;
   std::unique_ptr<dsv4::Moe> moe_;
   std::unique_ptr<Engram> engram_;
+  backend::Buffer stream0_;  // [N]: one-hot on stream 0, the pre of the site before layer 0
 };
 
 }  // namespace spark::engine::model::dsv41

@@ -1,5 +1,6 @@
 #include "engine/model/deepseek_v41/engram.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace spark::engine::model::dsv41 {
@@ -13,10 +14,22 @@ Engram::Engram(const core::ModelConfig& config, const BackendWeights& weights,
       token_map_(std::move(token_map)),
       layout_(layout),
       backend_(backend),
-      ops_(ops) {}
+      ops_(ops) {
+  // One row per id the model takes (vocab_size: the step check refuses larger ids).
+  std::vector<float> rows(c_.vocab_size, 0.0f);
+  std::copy_n(token_map_.begin(), std::min(token_map_.size(), rows.size()), rows.begin());
+  Result<backend::Buffer> map = backend_.Allocate(rows.size());
+  if (!map.ok()) {
+    ready_ = map.status();
+    return;
+  }
+  map_ = std::move(*map);
+  backend_.Upload(rows, map_.data());
+}
 
 Result<std::vector<int64_t>> Engram::Prepare(const ForwardBatch& batch, PagedKvCache& cache,
                                              Workspace& ws) const {
+  SPARK_RETURN_IF_ERROR(ready_);
   const int64_t n = batch.num_tokens();
   const int back = hashing_.max_ngram();
   std::vector<float> ids(n);
@@ -29,7 +42,7 @@ Result<std::vector<int64_t>> Engram::Prepare(const ForwardBatch& batch, PagedKvC
     ids[t] = static_cast<float>(token_map_[id]);
   }
   const backend::CacheField field = layout_.Ref(cache, 0, layout_.layer(0).token);
-  backend_.Upload(ids, ws.token_ids.data());
+  backend_.Embedding(map_.data(), 0, c_.vocab_size, 1, batch.token_ids, ws.token_ids.data());
   ops_.WriteField(ws.token_ids.data(), batch.slots, field);
   if (mirror_of_ != field.base) {
     mirror_of_ = field.base;

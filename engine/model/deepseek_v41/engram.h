@@ -54,6 +54,10 @@ class Engram {
   const CacheLayout& layout_;
   backend::Backend& backend_;
   backend::DeepseekOps& ops_;
+  // token_map_ as floats in backend memory: the Embedding table that writes a step's ids (no
+  // upload inside the step); ready_ holds its allocation error.
+  backend::Buffer map_;
+  Status ready_;
   // Host copy of one cache's id field (by its base address): id + 1 per slot, 0 = not written
   // through this object.
   mutable const float* mirror_of_ = nullptr;
