@@ -31,7 +31,9 @@ struct ModelOptions {
   MoeSharding moe_sharding = MoeSharding::kInsideExperts;
   // Element type of the Linear weight matrices in backend memory, MoE experts included
   // (embedding, norms and router stay fp32). bf16 halves what a decode step streams, fp8 (E4M3,
-  // 128 x 128 block scales) quarters it; Qwen3 models only.
+  // 128 x 128 block scales) quarters it. DeepSeek models read fp8 as "the released types": FP8
+  // and FP4 matrices kept as the checkpoint stores them, float ones in bf16
+  // (deepseek_v4/matrix.h, WeightTypes).
   backend::DType weight_dtype = backend::DType::kF32;
   // Element type of the KV cache. bf16 halves its memory and what attention reads per step
   // (and lets prefill attention run from bf16 tiles directly); Qwen3 models only.
