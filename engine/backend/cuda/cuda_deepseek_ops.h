@@ -11,6 +11,7 @@
 // Thread-safety: as the backend that owns it (one op at a time).
 #pragma once
 
+#include "base/status.h"
 #include "engine/backend/deepseek_ops.h"
 
 namespace spark::engine::backend::cuda {
@@ -48,6 +49,13 @@ class CudaDeepseekOps : public DeepseekOps {
   void EngramGate(const EngramGateArgs& a) override;
 
  private:
+  // The ops that validate host inputs or plan launches; InvalidArgument for inputs the kernels
+  // do not take, FailedPrecondition inside a graph step (internal::RefuseInGraph).
+  Status CompressImpl(const CompressArgs& a);
+  Status IndexerTopKImpl(const IndexerArgs& a);
+  Status SparseAttentionImpl(const SparseAttentionArgs& a);
+  Status CandidateBlocksImpl(const CandidateBlockArgs& a);
+
   CudaBackend& b_;
 };
 
