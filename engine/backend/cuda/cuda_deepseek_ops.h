@@ -73,6 +73,13 @@ class CudaDeepseekOps : public DeepseekOps {
   Status GroupedLinearImpl(const float* x, int64_t rows, std::span<const int> group_in,
                            WeightRef w, int out_per_group, float* y);
 
+  // The ops that validate host inputs or plan launches; InvalidArgument for inputs the kernels
+  // do not take, FailedPrecondition inside a graph step (internal::RefuseInGraph).
+  Status CompressImpl(const CompressArgs& a);
+  Status IndexerTopKImpl(const IndexerArgs& a);
+  Status SparseAttentionImpl(const SparseAttentionArgs& a);
+  Status CandidateBlocksImpl(const CandidateBlockArgs& a);
+
   CudaBackend& b_;
   std::map<std::pair<const void*, bool>, CachedTable> expert_tables_;
 };
