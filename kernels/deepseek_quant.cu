@@ -50,20 +50,20 @@ __device__ __forceinline__ float E2m1Round(float q) {
   return signbit(q) ? -value : value;
 }
 
-__device__ __forceinline__ float BlockScale(QuantFormat format, float amax) {
+__device__ __forceinline__ float BlockScale(FakeQuantKind format, float amax) {
   switch (format) {
-    case QuantFormat::kFp8Ue8m0:
+    case FakeQuantKind::kFp8Ue8m0:
       return Pow2Ceil(fmaxf(amax, 1e-4f) * (1.0f / kFp8Max));
-    case QuantFormat::kFp4Ue8m0:
+    case FakeQuantKind::kFp4Ue8m0:
       return Pow2Ceil(fmaxf(amax, 6.0f * 0x1p-126f) * (1.0f / kFp4Max));
-    case QuantFormat::kFp4E4m3:
+    case FakeQuantKind::kFp4E4m3:
       return E4m3Round(fmaxf(amax, 6.0f * 0x1p-9f) / kFp4Max);
   }
   return 1.0f;
 }
 
-__device__ __forceinline__ float Quantize(float x, float scale, QuantFormat format) {
-  if (format == QuantFormat::kFp8Ue8m0) {
+__device__ __forceinline__ float Quantize(float x, float scale, FakeQuantKind format) {
+  if (format == FakeQuantKind::kFp8Ue8m0) {
     return E4m3Round(fminf(fmaxf(x / scale, -kFp8Max), kFp8Max)) * scale;
   }
   return E2m1Round(fminf(fmaxf(x / scale, -kFp4Max), kFp4Max)) * scale;
@@ -72,7 +72,7 @@ __device__ __forceinline__ float Quantize(float x, float scale, QuantFormat form
 // A thread per element; `block` (a power of two <= 32) consecutive lanes form a quantisation
 // block. Warps walk the elements together (n_padded: n rounded up to 32).
 __global__ void FakeQuantLanesKernel(float* x, int64_t n, int64_t n_padded, int block,
-                                     QuantFormat format) {
+                                     FakeQuantKind format) {
   detail::WaitForPrecedingKernel();
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n_padded;
        i += int64_t{gridDim.x} * blockDim.x) {
@@ -86,7 +86,7 @@ __global__ void FakeQuantLanesKernel(float* x, int64_t n, int64_t n_padded, int 
 }
 
 // A thread per quantisation block of any size.
-__global__ void FakeQuantBlocksKernel(float* x, int64_t blocks, int block, QuantFormat format) {
+__global__ void FakeQuantBlocksKernel(float* x, int64_t blocks, int block, FakeQuantKind format) {
   detail::WaitForPrecedingKernel();
   for (int64_t b = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; b < blocks;
        b += int64_t{gridDim.x} * blockDim.x) {
@@ -104,7 +104,7 @@ unsigned GridFor(int64_t items) {
 
 }  // namespace
 
-Status FakeQuantize(float* x, int64_t rows, int width, int block, QuantFormat format,
+Status FakeQuantize(float* x, int64_t rows, int width, int block, FakeQuantKind format,
                     cudaStream_t stream) {
   if (block <= 0 || width % block != 0 || rows <= 0 || width <= 0) return Status::Ok();
   const int64_t n = rows * width;

@@ -12,7 +12,7 @@
 
 namespace spark::kernels {
 
-enum class QuantFormat {
+enum class FakeQuantKind {
   kFp8Ue8m0,  // E4M3 values, power-of-two scale from amax / 448
   kFp4Ue8m0,  // E2M1 values, power-of-two scale from amax / 6
   kFp4E4m3,   // E2M1 values, E4M3-rounded scale amax / 6
@@ -20,7 +20,7 @@ enum class QuantFormat {
 
 // x [rows, width] in place. Rows whose width `block` does not divide (or block <= 0) are left
 // unchanged, as the reference leaves them. Internal on a launch failure.
-Status FakeQuantize(float* x, int64_t rows, int width, int block, QuantFormat format,
+Status FakeQuantize(float* x, int64_t rows, int width, int block, FakeQuantKind format,
                     cudaStream_t stream);
 
 }  // namespace spark::kernels

@@ -13,16 +13,16 @@
 namespace spark::engine::backend::cuda {
 namespace {
 
-kernels::QuantFormat Format(FakeQuantFormat f) {
+kernels::FakeQuantKind Format(FakeQuantFormat f) {
   switch (f) {
     case FakeQuantFormat::kFp8Ue8m0:
-      return kernels::QuantFormat::kFp8Ue8m0;
+      return kernels::FakeQuantKind::kFp8Ue8m0;
     case FakeQuantFormat::kFp4Ue8m0:
-      return kernels::QuantFormat::kFp4Ue8m0;
+      return kernels::FakeQuantKind::kFp4Ue8m0;
     case FakeQuantFormat::kFp4E4m3:
-      return kernels::QuantFormat::kFp4E4m3;
+      return kernels::FakeQuantKind::kFp4E4m3;
   }
-  return kernels::QuantFormat::kFp8Ue8m0;
+  return kernels::FakeQuantKind::kFp8Ue8m0;
 }
 
 }  // namespace
