@@ -15,10 +15,12 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <random>
 
 #include "bench/engine/deepseek_bench_model.h"
+#include "bench/engine/timing_deepseek_ops.h"
 #include "engine/backend/cuda/cuda_backend.h"
 #include "engine/model/deepseek_v41/deepseek_v41_model.h"
 #include "engine/model/forward_batch.h"
@@ -195,7 +197,8 @@ double HeadMs(CudaBackend& gpu, const engine::core::ModelConfig& c, int batch) {
 }
 
 DecodeRow Decode(CudaBackend& gpu, engine::model::Model& model, const std::vector<BenchLayer>& s,
-                 int batch, int64_t context, int steps) {
+                 int batch, int64_t context, int steps,
+                 const std::function<void()>& after_warmup = {}) {
   const engine::core::ModelConfig& c = model.config();
   DecodeRow row{batch, context};
   const engine::model::KvCacheSpec spec = model.kv_cache_spec();
@@ -222,6 +225,7 @@ DecodeRow Decode(CudaBackend& gpu, engine::model::Model& model, const std::vecto
     Check(model.Forward(b, cache.cache, &logits), "decode step");
   };
   step(context);  // warm-up: expert tables, RoPE tables, allocator
+  if (after_warmup) after_warmup();
   const Clock::time_point t0 = Clock::now();
   for (int k = 1; k <= steps; ++k) step(context + k);
   row.ms_step = Seconds(t0, Clock::now()) * 1e3 / steps;
@@ -245,7 +249,8 @@ struct PrefillRow {
 };
 
 PrefillRow Prefill(CudaBackend& gpu, engine::model::Model& model,
-                   const std::vector<BenchLayer>& s, int64_t tokens, int chunk) {
+                   const std::vector<BenchLayer>& s, int64_t tokens, int chunk,
+                   const std::function<void()>& after_warmup = {}) {
   const engine::core::ModelConfig& c = model.config();
   PrefillRow row{tokens};
   Cache cache = Take(MakeCache(gpu, model.kv_cache_spec(), 1, tokens + 1), "cache");
@@ -262,6 +267,7 @@ PrefillRow Prefill(CudaBackend& gpu, engine::model::Model& model,
     }
   };
   run(std::min<int64_t>(chunk, tokens));  // warm-up
+  if (after_warmup) after_warmup();
   const Clock::time_point t0 = Clock::now();
   run(tokens);
   row.seconds = Seconds(t0, Clock::now());
@@ -340,7 +346,7 @@ int Main(int argc, char** argv) {
                "bytes and FLOPs they need, at the copy bandwidth and GEMM peaks measured here"};
   std::string batches = "1,8,32", contexts = "4096,65536", prefills = "8192,65536", json;
   int steps = 8, chunk = 8192, engram_vocab = 400000;
-  bool precise = false, describe = false;
+  bool precise = false, describe = false, profile = false;
   app.add_option("--batch", batches, "decode batch sizes (comma-separated)");
   app.add_option("--context", contexts, "decode contexts in tokens");
   app.add_option("--prefill", prefills, "prefill lengths in tokens (0: none)");
@@ -350,6 +356,9 @@ int Main(int argc, char** argv) {
                  "engram_vocab_size of the bench model (its tables' rows follow: ~24 x this)");
   app.add_flag("--precise", precise, "CudaBackend precise_quant (activations at fp32 accuracy)");
   app.add_option("--json", json, "write the figures here");
+  app.add_flag("--profile", profile,
+               "time every op of one decode step per --batch (first --context) and one prefill "
+               "chunk (GPU time, waiting after each op), print the tables, then exit");
   app.add_flag("--describe", describe,
                "print the bench model and the bytes each decode step must read (the bench "
                "schedule and the released 40-layer one), then exit: no GPU needed");
@@ -395,8 +404,13 @@ int Main(int argc, char** argv) {
   const dsv41::EngramTable engram_table = weights.engram.front().table;
   const double build_s = Seconds(t0, Clock::now());
   t0 = Clock::now();
+  engine::bench::TimingBackend timing(*gpu);
+  engine::bench::TimingDeepseekOps timed_ops(*gpu->deepseek_ops(), timing);
+  timing.set_deepseek_ops(&timed_ops);
+  engine::backend::Backend& backend = profile ? static_cast<engine::backend::Backend&>(timing)
+                                              : static_cast<engine::backend::Backend&>(*gpu);
   dsv41::DeepseekV41Model model(config, nullptr, std::move(weights), std::move(hashing),
-                                token_map, *gpu, nullptr);
+                                token_map, backend, nullptr);
   Check(gpu->Synchronize(), "upload");
   const double upload_s = Seconds(t0, Clock::now());
   const size_t weight_bytes = gpu->bytes_in_use();
@@ -405,6 +419,19 @@ int Main(int argc, char** argv) {
               schedule.size(), weight_bytes / double(1 << 30), build_s, upload_s,
               2 * model.kv_cache_spec().kv_width);
 
+  if (profile) {
+    for (int b : ParseList(batches)) {
+      const DecodeRow r = Decode(*gpu, model, schedule, b, ParseList(contexts).front(), 1,
+                                 [&] { timing.Clear(); });
+      std::printf("\n== decode step, batch %d, context %d (%.3f ms with a wait after each op)\n",
+                  b, ParseList(contexts).front(), r.ms_step);
+      timing.Print(ceil.copy_gbs);
+    }
+    const PrefillRow p = Prefill(*gpu, model, schedule, chunk, chunk, [&] { timing.Clear(); });
+    std::printf("\n== prefill of %d tokens (one chunk, %.3f s)\n", chunk, p.seconds);
+    timing.Print(ceil.copy_gbs);
+    return 0;
+  }
   j["gpu"] = prop.name;
   j["copy_bandwidth_gbs"] = ceil.copy_gbs;
   j["bf16_gemm_peak_tflops"] = ceil.bf16_tflops;

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/thread_pool.h"
 #include "engine/backend/backend_types.h"
 #include "engine/model/model_family.h"
 
@@ -204,6 +205,7 @@ Result<engine::core::ModelConfig> BenchConfig(int engram_vocab_size) {
 Result<dsv41::Weights> BenchWeights(const engine::core::ModelConfig& c,
                                     const dsv41::EngramHashing& hashing, EngramTables* tables) {
   const Tiles t(41);
+  ThreadPool pool(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
   const int64_t hidden = c.hidden_size, hd = c.head_dim, heads = c.num_heads;
   const int64_t ql = c.dsv4.q_lora_rank, ol = c.dsv4.o_lora_rank, groups = c.dsv4.o_groups;
   const int64_t n = c.residual_streams, mix = (n + 2) * n, e = c.moe.num_experts;
@@ -256,10 +258,16 @@ Result<dsv41::Weights> BenchWeights(const engine::core::ModelConfig& c,
     x.router_bias_vl = Floats(e, 0.01f, 20 + i);
     l.shared_gate_up = Fp8(t, 2 * inter, hidden, salt += 7);
     l.shared_down = Fp8(t, hidden, inter, salt += 7);
-    for (int64_t k = 0; k < e; ++k) {
-      l.expert_gate_up.push_back(Fp4(t, 2 * inter, hidden, salt += 7));
-      l.expert_down.push_back(Fp4(t, hidden, inter, salt += 7));
-    }
+    l.expert_gate_up.resize(e);
+    l.expert_down.resize(e);
+    const size_t base = salt;
+    salt += 14 * e;
+    pool.ParallelFor(e, 4, [&](int64_t begin, int64_t end) {
+      for (int64_t k = begin; k < end; ++k) {
+        l.expert_gate_up[k] = Fp4(t, 2 * inter, hidden, base + 14 * k);
+        l.expert_down[k] = Fp4(t, hidden, inter, base + 14 * k + 7);
+      }
+    });
     const int engram = s.EngramIndex(i);
     if (engram < 0) continue;
     x.engram = static_cast<int>(w.engram.size());

@@ -15,6 +15,7 @@
 #include "bench/engine/decode_bench_check.h"
 #include "engine/backend/backend.h"
 #include "engine/backend/cuda/cuda_backend.h"
+#include "engine/backend/deepseek_ops.h"
 
 namespace spark::engine::bench {
 
@@ -39,6 +40,15 @@ class TimingBackend : public backend::Backend {
     inner_.UploadWeights(host, dst);
   }
   void Download(const float* src, std::span<float> host) override { inner_.Download(src, host); }
+  Status status() const override { return inner_.status(); }
+  bool HoldsWeights(DType dtype) const override { return inner_.HoldsWeights(dtype); }
+  Status UploadWeightBytes(const WeightBytes& src, Buffer& dst, size_t dst_offset) override {
+    return inner_.UploadWeightBytes(src, dst, dst_offset);
+  }
+  Status FinishWeightUploads() override { return inner_.FinishWeightUploads(); }
+  // The inner backend's DeepseekOps, each op timed like the Backend ops (set_deepseek_ops).
+  backend::DeepseekOps* deepseek_ops() override { return deepseek_; }
+  void set_deepseek_ops(backend::DeepseekOps* ops) { deepseek_ = ops; }
   void Embedding(const float* table, int64_t row_begin, int64_t rows, int hidden,
                  std::span<const int32_t> ids, float* out) override {
     Time("Embedding", 0, [&] { inner_.Embedding(table, row_begin, rows, hidden, ids, out); });
@@ -164,11 +174,7 @@ class TimingBackend : public backend::Backend {
   }
   void Clear() { entries_.clear(); }
 
- private:
-  struct Entry {
-    int calls = 0;
-    double ms = 0, bytes = 0;
-  };
+  // Runs fn (ops enqueued on the inner backend's stream) and adds its GPU time under `name`.
   template <typename Fn>
   void Time(const std::string& name, double bytes, Fn&& fn) {
     Cuda(cudaEventRecord(a_, inner_.stream()), "record");
@@ -182,7 +188,14 @@ class TimingBackend : public backend::Backend {
     e.ms += ms;
     e.bytes += bytes;
   }
+
+ private:
+  struct Entry {
+    int calls = 0;
+    double ms = 0, bytes = 0;
+  };
   CudaBackend& inner_;
+  backend::DeepseekOps* deepseek_ = nullptr;
   cudaEvent_t a_, b_;
   std::map<std::string, Entry> entries_;
 };

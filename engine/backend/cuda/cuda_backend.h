@@ -64,10 +64,10 @@ class CudaBackend : public Backend {
     // AllReduceAddRmsNorm over the peer all-reduce as one kernel; off: the sum and the norm as
     // two kernels, for comparisons.
     bool fuse_all_reduce_norm = true;
-    // Linear over the quantised weight types with activations at fp32 accuracy: the register-
-    // decoding products take them as two bf16 parts (about 2^-16 relative; one more tensor-core
-    // instruction per step) and GEMMs of many rows widen the weights to fp32. Off: activations
-    // rounded to bf16 into the products, as serving engines run. For comparisons with the fp32
+    // Linear over the quantised and bf16 weight types with activations at fp32 accuracy: the
+    // register-decoding products take them as two bf16 parts (about 2^-16 relative; one more
+    // tensor-core instruction per step) and GEMMs of many rows widen the weights to fp32. Off:
+    // activations rounded to bf16 into the products, as serving engines run. For comparisons with the fp32
     // reference, whose tiny random models turn bf16 rounding into different quantiser codes,
     // top-k entries and experts.
     bool precise_quant = false;

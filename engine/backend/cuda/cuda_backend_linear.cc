@@ -40,6 +40,16 @@ Status CudaBackend::LinearImpl(Input x, int64_t rows, int in_features, WeightRef
   if (ByGemv(rows, out_features, in_features, w.dtype)) {
     return Gemv(x.data, rows, in_features, w, out_features, out, /*accumulate=*/false);
   }
+  if (options_.precise_quant) {
+    // fp32 activations: the bf16 weights widened (exactly) for the fp32 GEMM.
+    const size_t count = static_cast<size_t>(out_features) * in_features;
+    SPARK_ASSIGN_OR_RETURN(Buffer wide, Scratch(count * 4));
+    if (!launching()) return Status::Ok();
+    SPARK_RETURN_IF_ERROR(kernels::CastBf16ToF32(static_cast<const __nv_bfloat16*>(w.data), count,
+                                                 wide.data(), stream_));
+    return gemm_->Run(GemmType::kF32, GemmType::kF32, x.data, rows, in_features, wide.data(),
+                      out_features, out, stream_);
+  }
   // Tensor cores: the activations rounded to bf16 (by the op that wrote them, or here), fp32
   // accumulation and output.
   const auto* wb = static_cast<const __nv_bfloat16*>(w.data);
