@@ -1,6 +1,8 @@
 // DeepSeek MoE routing, expert lists and combine (moe_grouped.h).
 #include <algorithm>
 
+#include <cub/block/block_scan.cuh>
+
 #include "kernels/cuda_check.h"
 #include "kernels/device_math.cuh"
 #include "kernels/moe_grouped.h"
@@ -81,17 +83,29 @@ __global__ void __launch_bounds__(kListThreads) ListKernel(MoeListArgs a) {
     if (e >= 0 && e < a.local) atomicAdd(&count[e], 1);
   }
   __syncthreads();
-  if (threadIdx.x == 0) {
-    int32_t offset = 0, items = 0;
-    for (int e = 0; e < a.local; ++e) {
-      cursor[e] = offset;
-      for (int32_t f = 0; f < count[e]; f += a.tile) {
-        a.work[items++] = {e, offset + f, min(a.tile, count[e] - f)};
-      }
-      offset += count[e];
-    }
-    *a.work_count = items;
+  // Each thread its experts (kPerThread consecutive ones): list offsets and work items from two
+  // exclusive scans over the block, in expert order.
+  constexpr int kPerThread = kMaxLocal / kListThreads;
+  const int first = threadIdx.x * kPerThread;
+  int32_t my_count = 0, my_items = 0;
+  for (int e = first; e < first + kPerThread && e < a.local; ++e) {
+    my_count += count[e];
+    my_items += (count[e] + a.tile - 1) / a.tile;
   }
+  using Scan = cub::BlockScan<int32_t, kListThreads>;
+  __shared__ typename Scan::TempStorage scan_storage;
+  int32_t offset = 0, item = 0, total_items = 0;
+  Scan(scan_storage).ExclusiveSum(my_count, offset);
+  __syncthreads();
+  Scan(scan_storage).ExclusiveSum(my_items, item, total_items);
+  for (int e = first; e < first + kPerThread && e < a.local; ++e) {
+    cursor[e] = offset;
+    for (int32_t f = 0; f < count[e]; f += a.tile) {
+      a.work[item++] = {e, offset + f, min(a.tile, count[e] - f)};
+    }
+    offset += count[e];
+  }
+  if (threadIdx.x == 0) *a.work_count = total_items;
   __syncthreads();
   for (int64_t i = threadIdx.x; i < a.assignments; i += blockDim.x) {
     const int e = static_cast<int>(a.ids[i]) - a.expert_begin;

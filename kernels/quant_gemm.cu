@@ -169,9 +169,11 @@ __global__ void __launch_bounds__(WarpsFor(kTiles) * 32)
     }
   };
   uint4 cur[kSets][2], next[kSets][2];
-  load(warp, cur);
-  for (int c = warp; c < chunks; c += kWarps) {
-    load(c + kWarps, next);  // in flight while this chunk computes
+  const int first_chunk = static_cast<int>(blockIdx.z) * kWarps + warp;
+  const int chunk_step = kWarps * static_cast<int>(gridDim.z);
+  load(first_chunk, cur);
+  for (int c = first_chunk; c < chunks; c += chunk_step) {
+    load(c + chunk_step, next);  // in flight while this chunk computes
     const int kc = c * kChunk + t * kLaneK;
     const bool k_ok = kc < k;
     uint32_t wa[kSets][2][2 * kSteps];
@@ -254,6 +256,10 @@ __global__ void __launch_bounds__(WarpsFor(kTiles) * 32)
       } else {
         if (a.epilogue == QuantGemmArgs::Epilogue::kScale) v *= a.row_scale[orow];
       }
+      if (gridDim.z > 1) {  // a partial sum: QuantGemmSplitReduce adds them
+        a.split_out[(int64_t{blockIdx.z} * a.tokens + orow) * a.ldo + col] = v;
+        continue;
+      }
       const int64_t at = orow * a.ldo + col;
       if (a.out_bf16 != nullptr) {
         a.out_bf16[at] = __float2bfloat16_rn(v);
@@ -266,6 +272,16 @@ __global__ void __launch_bounds__(WarpsFor(kTiles) * 32)
   }
 }
 
+__global__ void SplitReduceKernel(const float* __restrict__ parts, int splits, int64_t tokens,
+                                  int n, int64_t ldo, bool accumulate, float* __restrict__ out) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i >= tokens * n) return;
+  const int64_t at = (i / n) * ldo + i % n;
+  float v = 0.0f;
+  for (int z = 0; z < splits; ++z) v += parts[z * tokens * ldo + at];
+  out[at] = accumulate ? out[at] + v : v;
+}
+
 template <QuantFormat F, int kTiles>
 Status Launch(const QuantGemmArgs& a, cudaStream_t stream) {
   const bool swiglu = a.epilogue == QuantGemmArgs::Epilogue::kSwiGlu;
@@ -273,7 +289,8 @@ Status Launch(const QuantGemmArgs& a, cudaStream_t stream) {
   const int64_t items =
       a.work != nullptr ? a.max_work : (a.tokens + kTiles * 8 - 1) / (kTiles * 8);
   if (items <= 0 || rows <= 0) return Status::Ok();
-  const dim3 grid(static_cast<unsigned>(items), static_cast<unsigned>((rows + 15) / 16));
+  const dim3 grid(static_cast<unsigned>(items), static_cast<unsigned>((rows + 15) / 16),
+                  static_cast<unsigned>(std::max(1, a.k_splits)));
   const int kThreads = WarpsFor(kTiles) * 32;
   const bool split = a.x_lo != nullptr;
   if (swiglu && split) {
@@ -286,7 +303,25 @@ Status Launch(const QuantGemmArgs& a, cudaStream_t stream) {
     QuantGemmKernel<F, kTiles, false, false><<<grid, kThreads, 0, stream>>>(a);
   }
   SPARK_CUDA_RETURN_IF_LAUNCH_FAILED();
+  if (a.k_splits > 1) {
+    const int64_t count = a.tokens * a.single.n;
+    SplitReduceKernel<<<detail::CeilDiv(count, 256), 256, 0, stream>>>(
+        a.split_out, a.k_splits, a.tokens, a.single.n, a.ldo, a.accumulate, a.out);
+    SPARK_CUDA_RETURN_IF_LAUNCH_FAILED();
+  }
   return Status::Ok();
+}
+
+// Streaming multiprocessors of the current device (asked once per device).
+int SmCount() {
+  static int cached[64] = {};
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return 132;
+  int& c = cached[device % 64];
+  if (c == 0 && cudaDeviceGetAttribute(&c, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+    c = 132;
+  }
+  return c;
 }
 
 template <QuantFormat F>
@@ -389,6 +424,17 @@ Status Dequant(const QuantMatrix& w, T* out, cudaStream_t stream) {
 
 }  // namespace
 
+int QuantGemmKSplits(const QuantMatrix& w, int64_t tokens) {
+  const int tile = QuantGemmTileTokens(tokens);
+  const int warps = WarpsFor(tile / 8);
+  const int64_t blocks = (tokens + tile - 1) / tile * ((w.n + 15) / 16);
+  const int64_t chunks = (w.k + 4 * LaneK(w.format) - 1) / (4 * LaneK(w.format));
+  // Two blocks per SM, at least two chunks a warp in each split, at most eight splits.
+  const int64_t want = (2 * SmCount() + blocks - 1) / blocks;
+  const int64_t most = std::max<int64_t>(1, chunks / (2 * warps));
+  return static_cast<int>(std::clamp<int64_t>(std::min(want, most), 1, 8));
+}
+
 int QuantGemmTileTokens(int64_t tokens) {
   if (tokens <= 8) return 8;
   if (tokens <= 16) return 16;
@@ -417,6 +463,10 @@ Status QuantGemm(const QuantGemmArgs& a, cudaStream_t stream) {
   }
   if ((a.out == nullptr) == (a.out_bf16 == nullptr)) {
     return InvalidArgumentError("quant gemm: exactly one of out and out_bf16");
+  }
+  if (a.k_splits > 1 && (a.work != nullptr || a.epilogue != QuantGemmArgs::Epilogue::kStore ||
+                         a.out == nullptr || a.split_out == nullptr)) {
+    return InvalidArgumentError("quant gemm: k splits take a dense store into fp32 with scratch");
   }
   if (a.epilogue == QuantGemmArgs::Epilogue::kScale && a.row_scale == nullptr) {
     return InvalidArgumentError("quant gemm: the scale epilogue needs row_scale");

@@ -94,7 +94,15 @@ struct QuantGemmArgs {
   float limit = 0.0f;
   float* out = nullptr;             // fp32 output, or
   __nv_bfloat16* out_bf16 = nullptr;  // bf16 output (one of the two)
+  // Split-k over blocks (dense kStore only): k_splits partial sums into split_out [k_splits,
+  // tokens, ldo], then added in split order (deterministic). QuantGemmKSplits says how many
+  // pay (a matrix of few rows leaves SMs idle otherwise).
+  int k_splits = 1;
+  float* split_out = nullptr;
 };
+
+// The k splits that fill the GPU for a dense product of `tokens` tokens through `w` (1: none).
+int QuantGemmKSplits(const QuantMatrix& w, int64_t tokens);
 
 // The tokens one block takes at once (8, 16, 32 or 64) when a matrix gets up to `tokens`.
 int QuantGemmTileTokens(int64_t tokens);

@@ -105,8 +105,8 @@ TEST(QuantGemmTest, DenseMatchesDecodedProductAtEveryTileSize) {
   for (QuantFormat f : kFormats) {
     const Weight w(f, n, k, 11);
     for (int64_t tokens : {1, 5, 8, 13, 31, 64, 100}) {
-      for (int mode = 0; mode < 3; ++mode) {  // plain, accumulate, split activations
-        const bool accumulate = mode == 1, split = mode == 2;
+      for (int mode = 0; mode < 4; ++mode) {  // plain, accumulate, split activations, split k
+        const bool accumulate = mode == 1 || mode == 3, split = mode == 2;
         const Activations x(tokens, k, 12);
         const std::vector<float> init = Random(size_t(tokens) * n, 13);
         DeviceArray<float> out(init);
@@ -119,6 +119,11 @@ TEST(QuantGemmTest, DenseMatchesDecodedProductAtEveryTileSize) {
         a.ldo = n;
         a.out = out.get();
         a.accumulate = accumulate;
+        DeviceArray<float> parts(size_t(3) * tokens * n);
+        if (mode == 3) {
+          a.k_splits = 3;
+          a.split_out = parts.get();
+        }
         SPARK_ASSERT_OK(QuantGemm(a, nullptr));
         const std::vector<float>& xs = split ? x.exact : x.host;
         std::vector<double> want(init.size());
@@ -131,6 +136,13 @@ TEST(QuantGemmTest, DenseMatchesDecodedProductAtEveryTileSize) {
       }
     }
   }
+}
+
+TEST(QuantGemmTest, KSplitsFillTheGpuForFewRows) {
+  SPARK_SKIP_WITHOUT_GPU();
+  const Weight small(QuantFormat::kE4M3B32, 512, 5120, 3), large(QuantFormat::kE4M3B32, 8192, 1280, 4);
+  EXPECT_GT(QuantGemmKSplits(small.matrix(), 1), 1) << "32 row tiles leave SMs idle";
+  EXPECT_EQ(QuantGemmKSplits(large.matrix(), 1), 1) << "512 row tiles fill the GPU";
 }
 
 TEST(QuantGemmTest, GroupedRowsReadTheirOwnColumns) {

@@ -48,11 +48,17 @@ Result<WeightRef> CudaBackend::WidenQuant(WeightRef w, int n, int k, Buffer* scr
 Status CudaBackend::LinearQuant(Input x, int64_t rows, int in_features, WeightRef w,
                                 int out_features, float* out, bool accumulate) {
   if (rows <= kernels::kQuantGemmMaxRows) {
-    Buffer xb_scratch;
+    Buffer xb_scratch, split_scratch;
     SPARK_ASSIGN_OR_RETURN(const Bf16Parts xb, Bf16Rows(x, rows, in_features, &xb_scratch));
-    if (!launching()) return Status::Ok();
     kernels::QuantGemmArgs a;
     a.single = internal::QuantView(w, out_features, in_features);
+    a.k_splits = kernels::QuantGemmKSplits(a.single, rows);
+    if (a.k_splits > 1) {
+      SPARK_ASSIGN_OR_RETURN(split_scratch,
+                             Scratch(static_cast<size_t>(a.k_splits) * rows * out_features * 4));
+      a.split_out = split_scratch.data();
+    }
+    if (!launching()) return Status::Ok();
     a.tokens = rows;
     a.x = xb.hi;
     a.x_lo = xb.lo;
