@@ -47,7 +47,9 @@ Result<Buffer> CpuBackend::Allocate(size_t count) {
                                   " bytes; use a smaller model, fewer KV blocks or more ranks");
   }
   std::memset(p, 0, bytes);
-  *in_use_ += count * sizeof(float);
+  const size_t now = (*in_use_ += count * sizeof(float));
+  for (size_t peak = *peak_; now > peak && !peak_->compare_exchange_weak(peak, now);) {
+  }
   return Buffer(static_cast<float*>(p), count,
                 [in_use = in_use_, n = count * sizeof(float)](float* f) {
                   *in_use -= n;
