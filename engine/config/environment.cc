@@ -49,6 +49,11 @@ Result<Environment> ReadEnvironment() {
   return env;
 }
 
+NcclBufferSettings ReadNcclBufferSettings() {
+  return {Get("NCCL_BUFFSIZE").value_or(""), Get("NCCL_PROTO").value_or(""),
+          Get("NCCL_MAX_NCHANNELS").value_or("")};
+}
+
 void ApplyKernelSettings(const Environment& env) {
 #if SPARK_HAVE_KERNELS
   kernels::SetLaunchSettings({.dependent_launch = env.dependent_launch,

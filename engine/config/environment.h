@@ -35,6 +35,14 @@ std::span<const std::string_view> LibraryEnvironmentPrefixes();
 // InvalidArgument naming the variable for a value that is not one of the documented ones.
 Result<Environment> ReadEnvironment();
 
+// The NCCL settings that decide how much pinned memory NCCL takes per rank (NCCL reads them
+// itself; the memory plan counts them): NCCL_BUFFSIZE, NCCL_PROTO, NCCL_MAX_NCHANNELS, each ""
+// when unset. Reads the environment only; safe while other threads run (none sets it).
+struct NcclBufferSettings {
+  std::string buffsize, proto, max_nchannels;
+};
+NcclBufferSettings ReadNcclBufferSettings();
+
 // Applies the kernel settings (a no-op in builds without CUDA). Call before the first kernel.
 void ApplyKernelSettings(const Environment& env);
 

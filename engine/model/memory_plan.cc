@@ -191,8 +191,8 @@ NodeFit FitNode(const RankPlan& rank, const PlanRequest& r, const std::string& n
       "node " + node + ": " + Gib(f.headroom_bytes) + " GiB would stay available, below the " +
       Gib(r.floors.startup) + " GiB floor (" + Gib(available) + " GiB available, " +
       std::to_string(f.ranks) + " rank(s) of " + Gib(rank.fixed_bytes + f.kv_bytes) +
-      " GiB: " + Gib(rank.fixed_bytes) + " weights, activations and buffers, " + Gib(f.kv_bytes) +
-      " KV cache)";
+      " GiB: " + Gib(rank.fixed_bytes) + " GiB of weights, activations and buffers, " +
+      Gib(f.kv_bytes) + " GiB of KV cache)";
   if (room <= per_seq) {
     f.knob = Knob::kTp;
     f.knob_value = r.tp * 2;

@@ -102,6 +102,12 @@ void EngineService::Loop() {
     ApplyCancels(cancelled);
     if (engine_->HasUnfinished()) RunStep();
     RefreshStats();
+    if (engine_->stalled()) {
+      // Admission is held (memory guard): look again shortly, or at once on news.
+      std::unique_lock lock(mu_);
+      cv_.wait_for(lock, std::chrono::milliseconds(50),
+                   [&] { return stop_ || !inbox_.empty() || !cancels_.empty(); });
+    }
   }
   for (auto& [id, cb] : std::map(callbacks_)) FinishOne(id, FinishReason::kAbort, Status::Ok());
   std::vector<Pending> left;
@@ -148,7 +154,7 @@ void EngineService::RunStep() {
     auto it = callbacks_.find(o.seq_id);
     if (it == callbacks_.end()) continue;
     GenerationEvent e{o.seq_id, o.has_token, o.token,         o.logprob, std::move(o.top_logprobs),
-                      0,        o.finished,  o.finish_reason, {}};
+                      0,        o.finished,  o.finish_reason, o.error};
     if (!first_token_sent_[o.seq_id]) {  // Prefix-cache hits (0 if it finished in this step).
       const runtime::Sequence* seq = engine_->Find(o.seq_id);
       e.cached_prompt_tokens = seq != nullptr ? seq->num_cached_tokens() : 0;
@@ -189,6 +195,11 @@ void EngineService::RefreshStats() {
   stats_.prefix_queries = s.prefix_queries;
   stats_.prefix_hits = s.prefix_hits;
   stats_.decode_steps = s.decode_steps;
+  stats_.num_steps = s.num_steps;
+  stats_.prompt_tokens_computed = s.prompt_tokens_computed;
+  if (const runtime::MemoryGuard* guard = engine_->memory_guard()) {
+    stats_.memory_guard = guard->status();
+  }
 }
 
 }  // namespace spark::engine::server

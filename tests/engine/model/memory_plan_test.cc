@@ -49,8 +49,8 @@ TEST_P(StepMemoryTest, RowEqualsThePeakOfAForward) {
     options.moe_sharding = c.moe;
     options.tokenizer_dir = FixtureDir(c.fixture);
     before[rank] = backend.bytes_in_use();
-    auto model = LoadModel(FixtureDir(c.fixture), backend,
-                           c.tp > 1 ? group[rank].get() : nullptr, options);
+    auto model =
+        LoadModel(FixtureDir(c.fixture), backend, c.tp > 1 ? group[rank].get() : nullptr, options);
     if (!model.ok()) {
       results[rank] = model.status();
       return;
@@ -82,11 +82,11 @@ TEST_P(StepMemoryTest, RowEqualsThePeakOfAForward) {
   const MemoryQuery query{{0, c.tp}, c.moe, DType::kF32, DType::kF32};
   auto memory = family->memory(*config, query);
   ASSERT_TRUE(memory.ok()) << memory.status().message();
-  auto step = family->step_memory(*config, query, {/*tokens=*/23, /*logit_rows=*/2,
-                                                   /*context=*/14});
+  auto step = family->step_memory(*config, query,
+                                  {/*tokens=*/23, /*logit_rows=*/2,
+                                   /*context=*/14});
   ASSERT_TRUE(step.ok()) << step.status().message();
-  EXPECT_EQ(static_cast<int64_t>(peak[0] - before[0]),
-            memory->weight_bytes + kv_bytes[0] + *step);
+  EXPECT_EQ(static_cast<int64_t>(peak[0] - before[0]), memory->weight_bytes + kv_bytes[0] + *step);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -171,7 +171,8 @@ TEST(MemoryPlanTest, TwoRanksOnANodeShareIt) {
 
 TEST(MemoryPlanTest, FloorsMustBeOrdered) {
   EXPECT_TRUE(MemoryFloors{}.Validate().ok());
-  EXPECT_FALSE((MemoryFloors{.startup = 2 * kGiB, .admit = 3 * kGiB, .hard = kGiB}).Validate().ok());
+  EXPECT_FALSE(
+      (MemoryFloors{.startup = 2 * kGiB, .admit = 3 * kGiB, .hard = kGiB}).Validate().ok());
 }
 
 // The plan of a real row: Qwen3 on cuda at TP=2 counts NCCL's default buffers, the graph arena
