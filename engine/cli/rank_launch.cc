@@ -1,6 +1,9 @@
 #include "engine/cli/rank_launch.h"
 
 #include <arpa/inet.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -285,10 +288,17 @@ void RankSession::StartStatusTicker() {
   RankStatus* status = options_.status;
   if (status == nullptr) return;
   status->StartTicker(std::chrono::seconds(1), [this, status] {
-    Result<runtime::HostMemorySample> s = memory_->Read();
-    std::string guard;
-    if (guard_) guard = std::string(runtime::GuardStateName(guard_->status().state));
-    status->SetMemory(s.ok() ? s->available_bytes : -1, guard);
+    RankMemoryReport r;
+    if (Result<runtime::HostMemorySample> s = memory_->Read(); s.ok()) {
+      r.available_bytes = s->available_bytes;
+    }
+    if (guard_) r.guard = std::string(runtime::GuardStateName(guard_->status().state));
+    if (Result<runtime::ProcessMemory> p = runtime::ReadProcessMemory(); p.ok()) {
+      r.resident_bytes = p->resident_bytes;
+      r.peak_resident_bytes = p->peak_resident_bytes;
+    }
+    r.baseline_resident_bytes = baseline_resident_;
+    status->SetMemory(r);
   });
 }
 
@@ -466,6 +476,14 @@ Result<std::unique_ptr<RankSession>> StartRank(const RankOptions& options) {
   if (status && memory.ok()) {
     status->Set(RankPhase::kLoading, "reading weights from " + options.model_dir).IgnoreError();
     mo.on_progress = [status](double fraction) { status->SetProgress(fraction); };
+  }
+  // Memory freed since start (the tokenizer's parse) goes back to the system first, so the
+  // weights and the cache get pages of their own and the baseline is what the process holds.
+#if defined(__GLIBC__)
+  malloc_trim(0);
+#endif
+  if (Result<runtime::ProcessMemory> p = runtime::ReadProcessMemory(); p.ok()) {
+    s->baseline_resident_ = p->resident_bytes;
   }
   const auto load_start = std::chrono::steady_clock::now();
   Result<std::unique_ptr<model::Model>> loaded =

@@ -186,6 +186,7 @@ class RankSession {
   runtime::HostMemory* memory_ = nullptr;
   model::MemoryFloors floors_;
   std::unique_ptr<runtime::MemoryGuard> guard_;
+  int64_t baseline_resident_ = -1;  // VmRSS just before loading (the status file reports it)
   bool shut_down_ = false;
   std::mutex heartbeat_mu_;
   std::condition_variable heartbeat_cv_;

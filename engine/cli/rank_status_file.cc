@@ -69,12 +69,13 @@ std::string RankStatusJson(const RankStatusRecord& r) {
                               {"tokens", r.tokens},
                               {"busy", r.busy},
                               {"progressed", IsoUtc(r.progressed)}};
-  if (r.memory_available_bytes >= 0 || !r.memory_guard.empty()) {
-    nlohmann::ordered_json m = nlohmann::ordered_json::object();
-    if (r.memory_available_bytes >= 0) m["available_bytes"] = r.memory_available_bytes;
-    if (!r.memory_guard.empty()) m["guard"] = r.memory_guard;
-    j["memory"] = m;
-  }
+  nlohmann::ordered_json m = nlohmann::ordered_json::object();
+  if (r.memory_available_bytes >= 0) m["available_bytes"] = r.memory_available_bytes;
+  if (!r.memory_guard.empty()) m["guard"] = r.memory_guard;
+  if (r.resident_bytes >= 0) m["resident_bytes"] = r.resident_bytes;
+  if (r.peak_resident_bytes >= 0) m["peak_resident_bytes"] = r.peak_resident_bytes;
+  if (r.baseline_resident_bytes >= 0) m["baseline_resident_bytes"] = r.baseline_resident_bytes;
+  if (!m.empty()) j["memory"] = m;
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
@@ -120,10 +121,13 @@ void RankStatus::StepFinished() {
   record_.progressed = std::chrono::system_clock::now();
 }
 
-void RankStatus::SetMemory(int64_t available_bytes, std::string guard) {
+void RankStatus::SetMemory(const RankMemoryReport& report) {
   std::lock_guard lock(mu_);
-  record_.memory_available_bytes = available_bytes;
-  record_.memory_guard = std::move(guard);
+  record_.memory_available_bytes = report.available_bytes;
+  record_.memory_guard = report.guard;
+  record_.resident_bytes = report.resident_bytes;
+  record_.peak_resident_bytes = report.peak_resident_bytes;
+  record_.baseline_resident_bytes = report.baseline_resident_bytes;
 }
 
 void RankStatus::StartTicker(std::chrono::milliseconds period, std::function<void()> sample) {

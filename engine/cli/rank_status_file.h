@@ -6,7 +6,8 @@
 //   {"rank":1,"world_size":2,"pid":4242,"phase":"loading","progress":0.42,
 //    "message":"reading weights","updated":"2026-11-29T22:10:05.123Z",
 //    "steps":0,"tokens":0,"busy":false,"progressed":"2026-11-29T22:10:05.123Z",
-//    "memory":{"available_bytes":125829120000,"guard":"ok"}}
+//    "memory":{"available_bytes":125829120000,"guard":"ok","resident_bytes":...,
+//              "peak_resident_bytes":...,"baseline_resident_bytes":...}}
 //
 // phase: starting | connecting | loading | warming | ready | failed | stopped. progress: 0 while
 // starting and connecting, the fraction of this rank's weight bytes read while loading, 1 once
@@ -14,8 +15,10 @@
 // whether a step is running now (busy), and when the counters last advanced (progressed); a
 // ticker rewrites the file every second while ready, from its own thread, so a supervisor tells
 // "busy and progressing" (fresh file, counters moving) from "hung" (busy, counters still) and a
-// frozen process (stale file). memory: this node's available bytes at the last reading, and on
-// rank 0 the memory guard's state (memory_guard.h). docs/engine.md documents the shape.
+// frozen process (stale file). memory: this node's available bytes at the last reading, on
+// rank 0 the memory guard's state (memory_guard.h), and the process's resident memory now, at
+// its peak and just before the weights were loaded (what the memory plan is checked against).
+// docs/engine.md documents the shape.
 // Thread-safety: every method may be called from any thread.
 #pragma once
 
@@ -51,6 +54,18 @@ struct RankStatusRecord {
   std::chrono::system_clock::time_point progressed;  // when steps last advanced (or started)
   int64_t memory_available_bytes = -1;  // -1: not read
   std::string memory_guard;             // "" on ranks without the guard
+  int64_t resident_bytes = -1;           // VmRSS; -1: not read
+  int64_t peak_resident_bytes = -1;      // VmHWM
+  int64_t baseline_resident_bytes = -1;  // VmRSS before the weights were loaded
+};
+
+// What the ticker samples for the "memory" object (-1: unknown, "": no guard).
+struct RankMemoryReport {
+  int64_t available_bytes = -1;
+  std::string guard;
+  int64_t resident_bytes = -1;
+  int64_t peak_resident_bytes = -1;
+  int64_t baseline_resident_bytes = -1;
 };
 
 // The record as the file holds it (one JSON object, no newline inside, "updated" in ISO-8601
@@ -80,7 +95,7 @@ class RankStatus {
   // writes).
   void StepStarted(int64_t tokens);
   void StepFinished();
-  void SetMemory(int64_t available_bytes, std::string guard);
+  void SetMemory(const RankMemoryReport& report);
   // Rewrites the file every `period` while ready, from a thread of its own, first calling
   // `sample` (may be empty) to refresh the memory fields. Stops when the object is destroyed
   // or StopTicker is called. Once only.

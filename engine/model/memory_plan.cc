@@ -117,15 +117,17 @@ Result<RankPlan> PlanRank(const core::ModelConfig& config, const ModelFamily& fa
   const bool bf16_inputs = cuda && r.weight_dtype != backend::DType::kF32;
   // The largest step: a full prefill chunk beside every other running sequence's decode token.
   const int64_t tokens = std::max<int64_t>(r.max_batched_tokens, r.max_num_seqs);
+  const int moe_copies = cuda ? std::max(1, config.moe.top_k) : 1;
   const StepShape prefill{tokens, std::min<int64_t>(r.max_num_seqs, tokens), r.max_model_len,
-                          bf16_inputs};
+                          bf16_inputs, moe_copies};
   SPARK_ASSIGN_OR_RETURN(int64_t step, family.step_memory(config, query, prefill));
   plan.fixed.push_back({"activations", step,
                         "one step of " + std::to_string(tokens) + " tokens (the prefill chunk" +
                             (plan.serving_layout ? "; the reference backend's fp32 widths" : "") +
                             ")"});
   if (cuda && r.cuda_graphs) {
-    const StepShape decode{r.max_num_seqs, r.max_num_seqs, r.max_model_len, bf16_inputs};
+    const StepShape decode{r.max_num_seqs, r.max_num_seqs, r.max_model_len, bf16_inputs,
+                           moe_copies};
     SPARK_ASSIGN_OR_RETURN(int64_t graph, family.step_memory(config, query, decode));
     plan.fixed.push_back(
         {"cuda graph arena", CeilDiv(graph, kGraphArenaChunk) * kGraphArenaChunk,

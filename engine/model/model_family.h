@@ -48,6 +48,9 @@ struct StepShape {
   // The backend keeps bf16 copies of Linear inputs (Backend::Bf16InputsPay: cuda with bf16 or
   // fp8 weights).
   bool bf16_inputs = false;
+  // Copies of each token the Moe op's scratch holds at once: 1 on the cpu backend (one expert at
+  // a time), top_k on cuda (every routed copy, plus its routing weight).
+  int moe_copies = 1;
 };
 
 struct ModelFamily {

@@ -133,6 +133,24 @@ Result<Meminfo> ParseMeminfo(std::string_view text, const std::string& source) {
   return m;
 }
 
+Result<ProcessMemory> ReadProcessMemory(const std::string& status_path) {
+  std::optional<std::string> text = ReadText(status_path);
+  if (!text) return NotFoundError("cannot read " + status_path);
+  ProcessMemory m;
+  bool rss = false, hwm = false;
+  for (const std::string& line : Split(*text, '\n', true)) {
+    std::istringstream fields(line);
+    std::string key, unit;
+    long long kib = -1;
+    fields >> key >> kib >> unit;
+    if (kib < 0 || unit != "kB") continue;
+    if (key == "VmRSS:") m.resident_bytes = kib * 1024, rss = true;
+    if (key == "VmHWM:") m.peak_resident_bytes = kib * 1024, hwm = true;
+  }
+  if (!rss || !hwm) return InvalidArgumentError(status_path + ": no VmRSS and VmHWM lines");
+  return m;
+}
+
 Result<HostMemorySample> ProcHostMemory::Read() {
   std::optional<std::string> text = ReadText(paths_.meminfo);
   if (!text) return NotFoundError("cannot read " + paths_.meminfo);

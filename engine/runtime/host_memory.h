@@ -52,6 +52,14 @@ class ProcHostMemory : public HostMemory {
   Paths paths_;
 };
 
+// This process's resident memory now and at its peak (VmRSS, VmHWM of /proc/self/status), in
+// bytes. NotFound / InvalidArgument as for meminfo.
+struct ProcessMemory {
+  int64_t resident_bytes = 0;
+  int64_t peak_resident_bytes = 0;
+};
+Result<ProcessMemory> ReadProcessMemory(const std::string& status_path = "/proc/self/status");
+
 // MemTotal and MemAvailable of a meminfo text, in bytes. InvalidArgument naming `source` when
 // either line is missing.
 struct Meminfo {

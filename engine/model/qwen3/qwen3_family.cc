@@ -93,11 +93,19 @@ Result<int64_t> Qwen3StepMemory(const core::ModelConfig& c, const MemoryQuery& q
   int64_t floats = world * Qwen3Model::kMaxLaunchRows * 2;
   floats += n * w.FloatsPerToken();
   if (shape.bf16_inputs) floats += (n * c.hidden_size + 1) / 2 + (n * w.inter + 1) / 2;
-  // Logits: the rows of the padded shard and this rank's part (Logits), or the part and the
-  // ArgMax pairs gathered over the ranks (ForwardArgMax), whichever is larger.
+  // Then the larger of the MoE op's scratch (inside a layer) and the logits: the rows of the
+  // padded shard and this rank's part (Logits), or the part and the ArgMax pairs gathered over
+  // the ranks (ForwardArgMax).
   const int64_t sampled = rows * padded + rows * vocab;
   const int64_t greedy = rows * vocab + (world > 1 ? rows * 2 : 0) + world * rows * 2;
-  floats += std::max(sampled, greedy);
+  const bool has_moe = std::any_of(c.layers.begin(), c.layers.end(), [](const core::LayerSpec& l) {
+    return l.mlp == core::MlpType::kMoe;
+  });
+  const int64_t copies = n * shape.moe_copies;
+  const int64_t moe = !has_moe ? 0
+                               : copies * (2 * c.hidden_size + 3 * w.expert_inter) +
+                                     (shape.moe_copies > 1 ? copies : 0);
+  floats += std::max({sampled, greedy, moe});
   return 4 * floats;
 }
 

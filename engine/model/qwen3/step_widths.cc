@@ -27,7 +27,10 @@ StepWidths PlannedStepWidths(const core::ModelConfig& c, const TpShard& shard, M
   const int64_t expert = !has_moe                        ? 0
                          : moe == MoeSharding::kByExpert ? c.moe.intermediate_size
                                                          : shard.Even(c.moe.intermediate_size).size;
-  return MakeStepWidths(c, shard.Heads(c).size, shard.KvHeads(c).size, std::max(dense, expert));
+  StepWidths w =
+      MakeStepWidths(c, shard.Heads(c).size, shard.KvHeads(c).size, std::max(dense, expert));
+  w.expert_inter = expert;
+  return w;
 }
 
 }  // namespace spark::engine::model::qwen3

@@ -19,6 +19,7 @@ struct StepWidths {
   int64_t gate_up = 0, act = 0;   // 2 x and 1 x the widest MLP's channels on this rank
   int64_t router = 0;             // router logits (every expert; 0 for dense models)
   int64_t inter = 0;              // the widest MLP's channels on this rank (bf16 act copy)
+  int64_t expert_inter = 0;       // an expert's channels on this rank (0 for dense models)
 
   int64_t FloatsPerToken() const {
     return h + x + tmp + qkv + q + attn + k + v + gate_up + act + router;

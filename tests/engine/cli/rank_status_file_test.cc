@@ -152,7 +152,7 @@ TEST_F(RankStatusTest, TickerWritesCountersWhileAStepRuns) {
   int samples = 0;
   status.StartTicker(std::chrono::milliseconds(100), [&] {
     ++samples;
-    status.SetMemory(int64_t{7} << 30, "ok");
+    status.SetMemory({.available_bytes = int64_t{7} << 30, .guard = "ok", .resident_bytes = 5});
   });
   const std::string before = ReadJson(path)["updated"];
   std::this_thread::sleep_for(std::chrono::milliseconds(450));
@@ -165,6 +165,8 @@ TEST_F(RankStatusTest, TickerWritesCountersWhileAStepRuns) {
   EXPECT_EQ(j["busy"], true);
   EXPECT_EQ(j["memory"]["available_bytes"], int64_t{7} << 30);
   EXPECT_EQ(j["memory"]["guard"], "ok");
+  EXPECT_EQ(j["memory"]["resident_bytes"], 5);
+  EXPECT_FALSE(j["memory"].contains("peak_resident_bytes"));
   const std::string stopped = ReadJson(path)["updated"];
   std::this_thread::sleep_for(std::chrono::milliseconds(250));
   EXPECT_EQ(ReadJson(path)["updated"], stopped) << "no writes after StopTicker";
