@@ -56,12 +56,14 @@ class ExitingRunner : public runtime::ModelRunner {
 
 // Counts a step with entries in the rank's status file: busy while it runs, then the step
 // and token counters (a long prefill advances them every chunk).
+// With `delay` (testing), the step takes that much longer.
 Result<std::vector<float>> RunCounted(runtime::ModelRunner& inner, const runtime::StepPlan& plan,
-                                      RankStatus* status) {
-  if (status == nullptr || plan.entries.empty()) return inner.Run(plan);
-  status->StepStarted(plan.num_tokens());
+                                      RankStatus* status, std::chrono::milliseconds delay) {
+  if (plan.entries.empty()) return inner.Run(plan);
+  if (status) status->StepStarted(plan.num_tokens());
+  if (delay.count() > 0) std::this_thread::sleep_for(delay);
   Result<std::vector<float>> out = inner.Run(plan);
-  status->StepFinished();
+  if (status) status->StepFinished();
   return out;
 }
 
@@ -70,18 +72,20 @@ Result<std::vector<float>> RunCounted(runtime::ModelRunner& inner, const runtime
 // Each plan, heartbeat or not, also refreshes the rank's status file (a live worker).
 class HeartbeatAwareRunner : public runtime::ModelRunner {
  public:
-  HeartbeatAwareRunner(runtime::ModelRunner* inner, RankStatus* status)
-      : inner_(inner), status_(status) {}
+  HeartbeatAwareRunner(runtime::ModelRunner* inner, RankStatus* status,
+                       std::chrono::milliseconds delay)
+      : inner_(inner), status_(status), delay_(delay) {}
   int vocab_size() const override { return inner_->vocab_size(); }
   Result<std::vector<float>> Run(const runtime::StepPlan& plan) override {
     if (status_) status_->Touch();
     if (plan.entries.empty()) return std::vector<float>();
-    return RunCounted(*inner_, plan, status_);
+    return RunCounted(*inner_, plan, status_, delay_);
   }
 
  private:
   runtime::ModelRunner* inner_;
   RankStatus* status_;
+  std::chrono::milliseconds delay_;
 };
 
 // Every rank learns which ranks failed to load, so a bad shard on one machine stops the whole
@@ -213,17 +217,18 @@ class RankSession::GroupRunner : public runtime::ModelRunner {
 // Rank 0's runner with a status file: counts each step there (RunCounted).
 class RankSession::ProgressRunner : public runtime::ModelRunner {
  public:
-  ProgressRunner(runtime::ModelRunner* inner, RankStatus* status)
-      : inner_(inner), status_(status) {}
+  ProgressRunner(runtime::ModelRunner* inner, RankStatus* status, std::chrono::milliseconds delay)
+      : inner_(inner), status_(status), delay_(delay) {}
   int vocab_size() const override { return inner_->vocab_size(); }
   runtime::DecodeStepCounts decode_steps() const override { return inner_->decode_steps(); }
   Result<std::vector<float>> Run(const runtime::StepPlan& plan) override {
-    return RunCounted(*inner_, plan, status_);
+    return RunCounted(*inner_, plan, status_, delay_);
   }
 
  private:
   runtime::ModelRunner* inner_;
   RankStatus* status_;
+  std::chrono::milliseconds delay_;
 };
 
 Status RankOptions::Validate() const {
@@ -345,7 +350,7 @@ Status RankSession::RunWorker() {
     runner = exiting.get();
   }
   RankStatus* status = options_.status;
-  HeartbeatAwareRunner skipping(runner, status);
+  HeartbeatAwareRunner skipping(runner, status, options_.test_step_delay);
   if (status) status->Set(RankPhase::kReady, "running rank 0's plans").IgnoreError();
   Status s = runtime::RunWorkerLoop(*comm_, skipping, memory_);
   if (s.ok()) {
@@ -518,9 +523,10 @@ Result<std::unique_ptr<RankSession>> StartRank(const RankOptions& options) {
                                                            options.on_group_error);
     s->StartHeartbeat();
   }
-  if (status && options.rank == 0) {
+  if ((status || options.test_step_delay.count() > 0) && options.rank == 0) {
     s->progress_ = std::make_unique<RankSession::ProgressRunner>(
-        s->group_ ? static_cast<runtime::ModelRunner*>(s->group_.get()) : s->local_.get(), status);
+        s->group_ ? static_cast<runtime::ModelRunner*>(s->group_.get()) : s->local_.get(), status,
+        options.test_step_delay);
   }
   s->StartStatusTicker();
   const model::KvCacheSpec kv = s->model_->kv_cache_spec();

@@ -102,6 +102,8 @@ struct RankOptions {
   // this many plans, to exercise the launcher's failure path. -1 = off.
   int test_exit_rank = -1;
   int test_exit_after_plans = 1;
+  // Testing only (SPARK_TEST_STEP_DELAY_MS): sleep this long inside each step with work.
+  std::chrono::milliseconds test_step_delay{0};
   // Where the phases connecting and loading (with progress) are reported, and, for workers,
   // ready / stopped / failed around RunWorker. Not owned; may be null.
   RankStatus* status = nullptr;

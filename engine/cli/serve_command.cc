@@ -28,6 +28,7 @@
 #include "engine/cli/rank_launch.h"
 #include "engine/cli/rank_status_file.h"
 #include "engine/cli/serve_control.h"
+#include "engine/config/environment.h"
 #include "engine/model/memory_plan.h"
 #include "engine/model/model_family.h"
 #include "engine/runtime/engine.h"
@@ -240,6 +241,9 @@ cli::RankOptions MakeRankOptions(const ServeOptions& o, int rank, int port, int6
   r.max_num_seqs = o.max_num_seqs;
   r.max_batched_tokens = StepTokens(o, r.max_model_len);
   r.ranks_on_host = RanksPerNode(o);
+  if (Result<config::Environment> env = config::ReadEnvironment(); env.ok()) {
+    r.test_step_delay = std::chrono::milliseconds(env->test_step_delay_ms);
+  }
   return r;
 }
 

@@ -53,7 +53,12 @@ void EngineService::Cancel(uint64_t id) {
 
 ServiceStats EngineService::Stats() const {
   std::lock_guard lock(mu_);
-  return stats_;
+  ServiceStats s = stats_;
+  if (in_step_) {
+    s.step_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - step_started_).count();
+  }
+  return s;
 }
 
 uint64_t EngineService::num_steps() const {
@@ -144,7 +149,16 @@ void EngineService::ApplyCancels(const std::vector<uint64_t>& cancelled) {
 }
 
 void EngineService::RunStep() {
+  {
+    std::lock_guard lock(mu_);
+    in_step_ = true;
+    step_started_ = std::chrono::steady_clock::now();
+  }
   Result<std::vector<runtime::TokenOutput>> outputs = engine_->Step();
+  {
+    std::lock_guard lock(mu_);
+    in_step_ = false;
+  }
   if (!outputs.ok()) return FailAll(outputs.status());
   {
     std::lock_guard lock(mu_);

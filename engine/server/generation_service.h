@@ -55,6 +55,7 @@ struct ServiceStats {
   // chunk; /ready tells a busy engine from a stalled one by them).
   uint64_t num_steps = 0;
   uint64_t prompt_tokens_computed = 0;
+  double step_seconds = -1;  // how long the step running now has run; -1: none is running
   std::optional<runtime::MemoryGuardStatus> memory_guard;  // when the engine has a guard
 };
 

@@ -386,8 +386,12 @@ void OpenAIServer::WatchCanary() {
       progress_mark_ = p;
       progress_at_ = now;
     }
-    // Behind running work that moves: busy, not hung.
-    const bool progressing = stats.num_running > 0 && now - progress_at_ < options_.ready_timeout;
+    // Behind running work that moves, or inside a step that has not run too long: busy, not hung.
+    const bool in_step =
+        stats.step_seconds >= 0 &&
+        stats.step_seconds * 1000 < static_cast<double>(options_.ready_step_timeout.count());
+    const bool progressing =
+        in_step || (stats.num_running > 0 && now - progress_at_ < options_.ready_timeout);
     if (progressing && !canary_busy_ && now - canary_started_ >= options_.ready_busy_after) {
       AnswerBusy(lock);
       lock.lock();

@@ -44,6 +44,9 @@ struct OpenAIServerOptions {
   // A canary queued behind running work answers "busy" (200) after this long while the engine's
   // step and prefill counters advance; it fails only once they stand still for ready_timeout.
   std::chrono::milliseconds ready_busy_after{1000};
+  // A step may run this long before a canary waiting on it counts as stalled (one long prefill
+  // chunk is busy, not hung; sparkctl's monitor uses the same figure). Default: 120 s.
+  std::chrono::milliseconds ready_step_timeout{120'000};
 };
 
 // True for 127.0.0.0/8, ::1 and "localhost".
