@@ -297,9 +297,8 @@ void OpenAIServer::HandleReady(std::shared_ptr<ResponseWriter> writer) {
   canary_running_ = true;
   canary_id_ = context_->next_id.fetch_add(1);
   canary_deadline_ = Clock::now() + options_.ready_timeout;
-  canary_started_ = progress_at_ = Clock::now();
+  canary_started_ = Clock::now();
   canary_busy_ = false;
-  progress_mark_ = Progress();
   lock.unlock();
   StartCanary();
 }
@@ -353,11 +352,6 @@ void OpenAIServer::FinishCanary(uint64_t id, Status result) {
   }
 }
 
-uint64_t OpenAIServer::Progress() const {
-  const ServiceStats stats = context_->service->Stats();
-  return stats.num_steps + stats.prompt_tokens_computed;
-}
-
 void OpenAIServer::AnswerBusy(std::unique_lock<std::mutex>& lock) {
   canary_busy_ = true;
   std::vector<std::shared_ptr<ResponseWriter>> waiters;
@@ -372,6 +366,13 @@ void OpenAIServer::WatchCanary() {
   std::unique_lock lock(ready_mu_);
   while (!stopping_) {
     ready_cv_.wait_for(lock, std::chrono::milliseconds(50));
+    // When the engine's counters last moved, followed whether or not a canary runs.
+    const Clock::time_point now = Clock::now();
+    const ServiceStats stats = context_->service->Stats();
+    if (const uint64_t p = stats.num_steps + stats.prompt_tokens_computed; p != progress_mark_) {
+      progress_mark_ = p;
+      progress_at_ = now;
+    }
     if (!canary_running_) continue;
     const uint64_t id = canary_id_;
     if (Status broken = context_->service->broken(); !broken.ok()) {
@@ -380,18 +381,13 @@ void OpenAIServer::WatchCanary() {
       lock.lock();
       continue;
     }
-    const Clock::time_point now = Clock::now();
-    const ServiceStats stats = context_->service->Stats();
-    if (const uint64_t p = stats.num_steps + stats.prompt_tokens_computed; p != progress_mark_) {
-      progress_mark_ = p;
-      progress_at_ = now;
-    }
     // Behind running work that moves, or inside a step that has not run too long: busy, not hung.
     const bool in_step =
         stats.step_seconds >= 0 &&
         stats.step_seconds * 1000 < static_cast<double>(options_.ready_step_timeout.count());
     const bool progressing =
         in_step || (stats.num_running > 0 && now - progress_at_ < options_.ready_timeout);
+    if (!progressing) canary_busy_ = false;  // new waiters wait for the canary's verdict again
     if (progressing && !canary_busy_ && now - canary_started_ >= options_.ready_busy_after) {
       AnswerBusy(lock);
       lock.lock();

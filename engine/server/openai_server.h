@@ -86,8 +86,6 @@ class OpenAIServer {
     OpenAIServer* server = nullptr;
   };
   void WatchCanary();
-  // Engine steps plus prefilled tokens: moves while the engine makes progress.
-  uint64_t Progress() const;
   // Tells the waiters "busy" (ready_mu_ held on entry, released on return).
   void AnswerBusy(std::unique_lock<std::mutex>& lock);
 
@@ -107,7 +105,7 @@ class OpenAIServer {
   std::optional<Status> canary_result_;
   std::chrono::steady_clock::time_point canary_started_;
   bool canary_busy_ = false;       // waiters were told "busy": the engine progresses
-  uint64_t progress_mark_ = 0;     // steps + prefilled tokens at the last change
+  uint64_t progress_mark_ = 0;     // engine steps + prefilled tokens when they last moved
   std::chrono::steady_clock::time_point progress_at_;
   std::chrono::steady_clock::time_point canary_time_;
   std::vector<std::shared_ptr<ResponseWriter>> ready_waiters_;

@@ -235,6 +235,25 @@ TEST_P(MemoryPlanE2eTest, ResidentMemoryIsWithinFivePercentOfThePlan) {
   fs::remove_all(dir);
 }
 
+// The start-up guard: a floor this machine cannot keep is refused before anything loads, naming
+// the numbers and the setting to change.
+TEST(MemoryGuardE2eTest, ServeRefusesToStartBelowTheFloor) {
+  const fs::path dir = fs::path(testing::TempDir()) / ("memory_guard_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  const std::string out =
+      RunEngine({"serve", "--model", kFixtures + "qwen3-tiny", "--tokenizer", kTokenizers + "qwen3",
+                 "--port", "0", "--memory-floor-gib", "100000", "--admit-floor-gib", "3",
+                 "--status-file", (dir / "status.json").string()});
+  const auto status = nlohmann::json::parse(ReadFile(dir / "status.json"), nullptr, false);
+  ASSERT_TRUE(status.is_object()) << out;
+  EXPECT_EQ(status.value("phase", ""), "failed");
+  const std::string message = status.value("message", "");
+  EXPECT_NE(message.find("start-up memory guard: node "), std::string::npos) << message;
+  EXPECT_NE(message.find("below the 100000 GiB floor"), std::string::npos) << message;
+  EXPECT_NE(message.find("spark-engine plan shows every item"), std::string::npos) << message;
+  fs::remove_all(dir);
+}
+
 INSTANTIATE_TEST_SUITE_P(Tiny, MemoryPlanE2eTest,
                          testing::Values(Case{"qwen3-tiny", "qwen3", 301, 8192},
                                          Case{"qwen3-moe-tiny", "qwen3", 256, 8192},
