@@ -9,8 +9,9 @@ namespace spark::engine::model {
 namespace {
 
 // The engine process around the model: code, the tokenizer's tables, thread stacks, HTTP
-// buffers. Measured: 78 MiB VmRSS for `serve` with the Qwen3 tokenizer and a tiny model on the
-// CPU backend (docs/memory.md); planned with room to spare.
+// buffers. Measured: 45 MiB VmRSS for `serve` with the Qwen3 tokenizer on the CPU backend before
+// it loads the weights, and ~4 MiB more while serving (bench/memory/NOTES.md); planned with room
+// to spare.
 constexpr int64_t kEngineProcessBytes = 256 * kMiB;
 // The CUDA context, loaded kernel modules and cuBLASLt's workspace: an estimate, not measured on
 // a GB10 yet (bench/memory/ measures it on the lead's H200).
@@ -142,7 +143,7 @@ Result<RankPlan> PlanRank(const core::ModelConfig& config, const ModelFamily& fa
   }
   if (cuda) plan.fixed.push_back({"cuda runtime", kCudaRuntimeBytes, "estimate, not measured"});
   plan.fixed.push_back({"engine process", kEngineProcessBytes,
-                        "code, tokenizer, threads (measured 78 MiB on the cpu backend)"});
+                        "code, tokenizer, threads, HTTP (an allowance; ~50 MiB measured on cpu)"});
   for (const PlanItem& item : plan.fixed) plan.fixed_bytes += item.bytes;
 
   if (!r.kv_memory_fraction) {
