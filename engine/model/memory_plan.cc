@@ -138,7 +138,11 @@ Result<RankPlan> PlanRank(const core::ModelConfig& config, const ModelFamily& fa
     if (cuda) {
       plan.fixed.push_back(NcclBuffers(r));
     } else {
-      plan.fixed.push_back({"gloo buffers", 0, "Gloo reduces in the callers' buffers"});
+      // Gloo stages at most one reduced tensor: a step's hidden states or its gathered logits.
+      const int64_t gloo = 4 * std::max(tokens * config.hidden_size,
+                                         prefill.logit_rows * int64_t{config.vocab_size});
+      plan.fixed.push_back({"gloo buffers", gloo,
+                            "estimate: one step's largest collective (hidden states or logits)"});
     }
   }
   if (cuda) plan.fixed.push_back({"cuda runtime", kCudaRuntimeBytes, "estimate, not measured"});
