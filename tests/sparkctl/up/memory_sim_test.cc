@@ -81,6 +81,7 @@ class Pair {
   }
   bool created() const { return created_; }
   std::string seed() const { return "/run/sparkctl-sim/" + name_ + "/cluster.yaml"; }
+  std::string ProfilePath() const { return root_ + "/profile.yaml"; }
   std::string Flags() const { return "-c " + seed() + " --state-root " + root_ + "/state"; }
   Output Sparkctl(const std::string& args) const { return Sh(kSparkctl + " " + args); }
   Output Fault(const std::string& args) const {
@@ -187,6 +188,18 @@ TEST_F(MemorySimTest, UpRefusesAPlanThatDoesNotFitThenGuardsAShrinkingNode) {
   // 1 M tokens of KV (~0.4 GiB a rank) on a node that has 5.5 GiB: below the 5 GiB floor.
   p.WriteProfile({.kv_tokens = 1000000});
   ASSERT_EQ(p.Fault("memory spark-1 5767168").exit_code, 0);
+  // sparkctl plan -c reads each node's MemAvailable over SSH: spark-0 fits, spark-1 does not.
+  const Output plan = p.Sparkctl("plan -p " + p.ProfilePath() + " -c " + p.seed() + " --json");
+  EXPECT_EQ(plan.exit_code, 2) << plan.out;
+  const nlohmann::json planned = Json(plan.out);
+  ASSERT_TRUE(planned.contains("engine_plan")) << plan.out;
+  const nlohmann::json& nodes = planned["engine_plan"]["nodes"];
+  ASSERT_EQ(nodes.size(), 2u) << plan.out;
+  EXPECT_EQ(nodes[0]["name"], "spark-0");
+  EXPECT_EQ(nodes[0]["ok"], true);
+  EXPECT_EQ(nodes[1]["available_bytes"], int64_t{5767168} * 1024);
+  EXPECT_EQ(nodes[1]["ok"], false);
+  EXPECT_EQ(planned["problems"][0]["key"], "engine.kv_cache.tokens") << plan.out;
   const Output refused = p.Up();
   EXPECT_EQ(refused.exit_code, 2) << refused.out;
   EXPECT_NE(refused.out.find("the memory plan does not fit; nothing was started"),
