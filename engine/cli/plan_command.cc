@@ -262,7 +262,7 @@ void PrintTable(const ordered_json& doc) {
   }
 }
 
-Result<ordered_json> MakePlan(const PlanOptions& o) {
+Status CheckOptions(const PlanOptions& o) {
   if (o.model_dir.empty() == o.config_file.empty()) {
     return InvalidArgumentError("give --model DIR or --config FILE (config.json), one of them");
   }
@@ -283,6 +283,11 @@ Result<ordered_json> MakePlan(const PlanOptions& o) {
   if (o.kv_memory_fraction < 0 || o.kv_memory_fraction > 0.9) {
     return InvalidArgumentError("--kv-memory-fraction must be in (0, 0.9]");
   }
+  return Status::Ok();
+}
+
+// config.json's text, from --config or --model's directory.
+Result<std::pair<std::string, std::string>> ReadConfigText(const PlanOptions& o) {
   const std::string path = o.config_file.empty()
                                ? (std::filesystem::path(o.model_dir) / "config.json").string()
                                : o.config_file;
@@ -290,69 +295,83 @@ Result<ordered_json> MakePlan(const PlanOptions& o) {
   if (!in) return NotFoundError(path + ": cannot read (--model DIR or --config FILE)");
   std::stringstream text;
   text << in.rdbuf();
-  SPARK_ASSIGN_OR_RETURN(core::ModelConfig config, model::ParseModelConfig(text.str(), path));
+  return std::pair{path, text.str()};
+}
+
+ordered_json SettingsJson(const PlanOptions& o, const ComputeChoice& c,
+                          const model::PlanRequest& r) {
+  ordered_json s = {{"backend", o.backend},
+                    {"weight_dtype", backend::DTypeName(c.weights)},
+                    {"kv_dtype", backend::DTypeName(c.kv)},
+                    {"cuda_graphs", c.cuda_graphs},
+                    {"tp", o.tp},
+                    {"ranks_per_node", o.ranks_per_node},
+                    {"max_model_len", r.max_model_len},
+                    {"max_num_seqs", o.max_num_seqs},
+                    {"max_batched_tokens", r.max_batched_tokens},
+                    {"block_size", o.block_size}};
+  s["kv_tokens"] = r.kv_tokens ? ordered_json(*r.kv_tokens) : nullptr;
+  s["kv_memory_fraction"] = r.kv_memory_fraction ? ordered_json(*r.kv_memory_fraction) : nullptr;
+  return s;
+}
+
+// The same settings at TP = 1, 2, 4, 8 on a node of `available` bytes.
+ordered_json TpSweep(const core::ModelConfig& config, const model::ModelFamily& family,
+                     const model::PlanRequest& request, int64_t available, int ranks_per_node) {
+  ordered_json sweep = ordered_json::array();
+  for (int tp : {1, 2, 4, 8}) {
+    model::PlanRequest r = request;
+    r.tp = tp;
+    Result<model::RankPlan> p = model::PlanRank(config, family, r);
+    if (!p.ok()) {
+      sweep.push_back({{"tp", tp}, {"problem", p.status().message()}});
+      continue;
+    }
+    const model::NodeFit f = model::FitNode(*p, r, "smallest", available, ranks_per_node);
+    sweep.push_back({{"tp", tp},
+                     {"used_bytes", p->fixed_bytes + f.kv_bytes},
+                     {"headroom_bytes", f.headroom_bytes},
+                     {"max_context", f.max_context},
+                     {"max_concurrency", f.max_concurrency},
+                     {"ok", f.ok}});
+  }
+  return sweep;
+}
+
+Result<ordered_json> MakePlan(const PlanOptions& o) {
+  SPARK_RETURN_IF_ERROR(CheckOptions(o));
+  SPARK_ASSIGN_OR_RETURN(auto text, ReadConfigText(o));
+  SPARK_ASSIGN_OR_RETURN(core::ModelConfig config,
+                         model::ParseModelConfig(text.second, text.first));
   const model::ModelFamily* family = model::FindModelFamily(config.model_type);
-  SPARK_ASSIGN_OR_RETURN(ComputeChoice choice, Choose(o, text.str(), *family));
+  SPARK_ASSIGN_OR_RETURN(ComputeChoice choice, Choose(o, text.second, *family));
   const int64_t max_len =
       o.max_model_len > 0 ? o.max_model_len : std::min(8192, config.max_position_embeddings);
-  model::PlanRequest request = MakeRequest(o, choice, max_len);
+  const model::PlanRequest request = MakeRequest(o, choice, max_len);
   SPARK_RETURN_IF_ERROR(request.floors.Validate());
   SPARK_ASSIGN_OR_RETURN(std::vector<Node> nodes, ParseNodes(o.nodes));
   SPARK_ASSIGN_OR_RETURN(model::RankPlan rank, model::PlanRank(config, *family, request));
-
   ordered_json doc = {{"schema", kSchema}};
   doc["model"] = {{"source", o.config_file.empty() ? o.model_dir : o.config_file},
                   {"model_type", config.model_type},
                   {"family", std::string(family->name)},
                   {"max_position_embeddings", config.max_position_embeddings}};
-  ordered_json settings = {{"backend", o.backend},
-                           {"weight_dtype", backend::DTypeName(choice.weights)},
-                           {"kv_dtype", backend::DTypeName(choice.kv)},
-                           {"cuda_graphs", choice.cuda_graphs},
-                           {"tp", o.tp},
-                           {"ranks_per_node", o.ranks_per_node},
-                           {"max_model_len", max_len},
-                           {"max_num_seqs", o.max_num_seqs},
-                           {"max_batched_tokens", request.max_batched_tokens},
-                           {"block_size", o.block_size}};
-  settings["kv_tokens"] = request.kv_tokens ? ordered_json(*request.kv_tokens) : nullptr;
-  settings["kv_memory_fraction"] =
-      request.kv_memory_fraction ? ordered_json(*request.kv_memory_fraction) : nullptr;
-  doc["settings"] = settings;
+  doc["settings"] = SettingsJson(o, choice, request);
   doc["floors"] = {{"startup_bytes", request.floors.startup},
                    {"admit_bytes", request.floors.admit},
                    {"hard_bytes", request.floors.hard}};
   doc["rank"] = RankJson(rank);
-  ordered_json fits = ordered_json::array();
+  doc["nodes"] = ordered_json::array();
   bool ok = true;
   int64_t smallest = nodes.front().available;
   for (const Node& n : nodes) {
     const model::NodeFit f = model::FitNode(rank, request, n.name, n.available, o.ranks_per_node);
     ok = ok && f.ok;
     smallest = std::min(smallest, n.available);
-    fits.push_back(FitJson(f));
+    doc["nodes"].push_back(FitJson(f));
   }
-  doc["nodes"] = fits;
-  if (!o.no_tp_sweep) {
-    ordered_json sweep = ordered_json::array();
-    for (int tp : {1, 2, 4, 8}) {
-      model::PlanRequest r = request;
-      r.tp = tp;
-      Result<model::RankPlan> p = model::PlanRank(config, *family, r);
-      if (!p.ok()) {
-        sweep.push_back({{"tp", tp}, {"problem", p.status().message()}});
-        continue;
-      }
-      const model::NodeFit f = model::FitNode(*p, r, "smallest", smallest, o.ranks_per_node);
-      sweep.push_back({{"tp", tp},
-                       {"used_bytes", p->fixed_bytes + f.kv_bytes},
-                       {"headroom_bytes", f.headroom_bytes},
-                       {"max_context", f.max_context},
-                       {"max_concurrency", f.max_concurrency},
-                       {"ok", f.ok}});
-    }
-    doc["tp_sweep"] = sweep;
-  }
+  if (!o.no_tp_sweep)
+    doc["tp_sweep"] = TpSweep(config, *family, request, smallest, o.ranks_per_node);
   doc["ok"] = ok;
   return doc;
 }

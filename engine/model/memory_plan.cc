@@ -84,35 +84,62 @@ std::string_view KnobName(Knob knob) {
   return "?";
 }
 
+namespace {
+
+// The weights and KV cache per token: the element types held on a backend that runs the family,
+// else the family's serving layout (projected). Sets the layout fields of `plan`.
+Result<MemoryFootprint> Footprint(const core::ModelConfig& config, const ModelFamily& family,
+                                  const PlanRequest& r, const MemoryQuery& query, RankPlan* plan) {
+  const bool runs =
+      std::find(family.backends.begin(), family.backends.end(), r.backend) != family.backends.end();
+  if (runs) {
+    plan->layout_note = std::string("held: weights ") + backend::DTypeName(r.weight_dtype) +
+                        ", KV cache " + backend::DTypeName(r.kv_dtype) + " on " + r.backend;
+    return family.memory(config, query);
+  }
+  if (family.serving_memory == nullptr) {
+    return UnimplementedError(std::string(family.name) + " does not run on the " + r.backend +
+                              " backend and has no serving layout to plan with");
+  }
+  plan->serving_layout = true;
+  plan->layout_note = "projected: this build runs " + std::string(family.name) + " on " +
+                      std::string(family.backends.front()) +
+                      " only; weights and KV cache in the released checkpoint's storage types "
+                      "(the serving layout)";
+  return family.serving_memory(config, query);
+}
+
+// What the serving process adds around the model: the transport's buffers, the CUDA runtime and
+// the engine process.
+void AddProcessItems(const core::ModelConfig& config, const PlanRequest& r, const StepShape& step,
+                     RankPlan* plan) {
+  const bool cuda = r.backend == "cuda";
+  if (r.tp > 1 && cuda) plan->fixed.push_back(NcclBuffers(r));
+  if (r.tp > 1 && !cuda) {
+    // Gloo stages at most one reduced tensor: a step's hidden states or its gathered logits.
+    const int64_t gloo = 4 * std::max(step.tokens * config.hidden_size,
+                                      step.logit_rows * int64_t{config.vocab_size});
+    plan->fixed.push_back({"gloo buffers", gloo,
+                           "estimate: one step's largest collective (hidden states or logits)"});
+  }
+  if (cuda) plan->fixed.push_back({"cuda runtime", kCudaRuntimeBytes, "estimate, not measured"});
+  plan->fixed.push_back({"engine process", kEngineProcessBytes,
+                         "code, tokenizer, threads, HTTP (an allowance; ~50 MiB measured on cpu)"});
+}
+
+}  // namespace
+
 Result<RankPlan> PlanRank(const core::ModelConfig& config, const ModelFamily& family,
                           const PlanRequest& r) {
   RankPlan plan;
   plan.tp = r.tp;
   plan.max_position_embeddings = config.max_position_embeddings;
   const MemoryQuery query{{0, r.tp}, r.moe, r.weight_dtype, r.kv_dtype};
-  const bool runs =
-      std::find(family.backends.begin(), family.backends.end(), r.backend) != family.backends.end();
-  Result<MemoryFootprint> footprint = MemoryFootprint{};
-  if (runs) {
-    footprint = family.memory(config, query);
-    plan.layout_note = std::string("held: weights ") + backend::DTypeName(r.weight_dtype) +
-                       ", KV cache " + backend::DTypeName(r.kv_dtype) + " on " + r.backend;
-  } else if (family.serving_memory != nullptr) {
-    footprint = family.serving_memory(config, query);
-    plan.serving_layout = true;
-    plan.layout_note = "projected: this build runs " + std::string(family.name) + " on " +
-                       std::string(family.backends.front()) +
-                       " only; weights and KV cache in "
-                       "the released checkpoint's storage types (the serving layout)";
-  } else {
-    return UnimplementedError(std::string(family.name) + " does not run on the " + r.backend +
-                              " backend and has no serving layout to plan with");
-  }
-  SPARK_RETURN_IF_ERROR(footprint.status());
-  plan.kv_bytes_per_token = footprint->kv_bytes_per_token;
-  plan.kv_bytes_per_sequence = footprint->kv_bytes_per_sequence;
-  plan.mapped_bytes = footprint->mapped_bytes;
-  plan.fixed.push_back({"weights", footprint->weight_bytes, plan.layout_note});
+  SPARK_ASSIGN_OR_RETURN(MemoryFootprint footprint, Footprint(config, family, r, query, &plan));
+  plan.kv_bytes_per_token = footprint.kv_bytes_per_token;
+  plan.kv_bytes_per_sequence = footprint.kv_bytes_per_sequence;
+  plan.mapped_bytes = footprint.mapped_bytes;
+  plan.fixed.push_back({"weights", footprint.weight_bytes, plan.layout_note});
 
   const bool cuda = r.backend == "cuda";
   const bool bf16_inputs = cuda && r.weight_dtype != backend::DType::kF32;
@@ -134,22 +161,8 @@ Result<RankPlan> PlanRank(const core::ModelConfig& config, const ModelFamily& fa
         {"cuda graph arena", CeilDiv(graph, kGraphArenaChunk) * kGraphArenaChunk,
          "decode steps of " + std::to_string(r.max_num_seqs) + " sequences, in 64 MiB chunks"});
   }
-  if (r.tp > 1) {
-    if (cuda) {
-      plan.fixed.push_back(NcclBuffers(r));
-    } else {
-      // Gloo stages at most one reduced tensor: a step's hidden states or its gathered logits.
-      const int64_t gloo = 4 * std::max(tokens * config.hidden_size,
-                                         prefill.logit_rows * int64_t{config.vocab_size});
-      plan.fixed.push_back({"gloo buffers", gloo,
-                            "estimate: one step's largest collective (hidden states or logits)"});
-    }
-  }
-  if (cuda) plan.fixed.push_back({"cuda runtime", kCudaRuntimeBytes, "estimate, not measured"});
-  plan.fixed.push_back({"engine process", kEngineProcessBytes,
-                        "code, tokenizer, threads, HTTP (an allowance; ~50 MiB measured on cpu)"});
+  AddProcessItems(config, r, prefill, &plan);
   for (const PlanItem& item : plan.fixed) plan.fixed_bytes += item.bytes;
-
   if (!r.kv_memory_fraction) {
     const int64_t blocks = r.kv_tokens
                                ? CeilDiv(*r.kv_tokens, r.block_size)
