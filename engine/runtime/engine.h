@@ -81,6 +81,11 @@ class Engine {
   // admission): the caller may sleep a little before the next Step.
   bool stalled() const { return stalled_; }
   const MemoryGuard* memory_guard() const { return options_.memory_guard; }
+  // Lets the memory guard take a reading while nothing runs, so its state (and /metrics) stays
+  // current on an idle engine. No-op without a guard.
+  void CheckMemory() {
+    if (options_.memory_guard != nullptr) options_.memory_guard->Check();
+  }
   const Sequence* Find(uint64_t id) const;
   EngineStats stats() const;
 

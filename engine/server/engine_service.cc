@@ -86,10 +86,16 @@ void EngineService::Loop() {
     Status broken;
     {
       std::unique_lock lock(mu_);
-      cv_.wait(lock, [&] {
+      const bool woken = cv_.wait_for(lock, std::chrono::seconds(1), [&] {
         return stop_ || !inbox_.empty() || !cancels_.empty() || engine_->HasUnfinished();
       });
       if (stop_) break;
+      if (!woken) {  // idle: keep the memory guard's reading current
+        lock.unlock();
+        engine_->CheckMemory();
+        RefreshStats();
+        continue;
+      }
       submitted.swap(inbox_);
       cancelled.swap(cancels_);
       broken = broken_;
