@@ -8,6 +8,7 @@ void RegisterDetokenizeCommand(CLI::App& parent, CommandContext& context);
 void RegisterRenderChatCommand(CLI::App& parent, CommandContext& context);
 void RegisterGenerateCommand(CLI::App& parent, CommandContext& context);
 void RegisterServeCommand(CLI::App& parent, CommandContext& context);
+void RegisterPlanCommand(CLI::App& parent, CommandContext& context);
 
 std::span<const CommandEntry> EngineCommandTable() {
   // One row per subcommand, in the order --help lists them.
@@ -18,6 +19,7 @@ std::span<const CommandEntry> EngineCommandTable() {
       {"render-chat", RegisterRenderChatCommand},
       {"generate", RegisterGenerateCommand},
       {"serve", RegisterServeCommand},
+      {"plan", RegisterPlanCommand},
   };
   return kTable;
 }

@@ -135,6 +135,7 @@ cli::RankOptions MakeRankOptions(const GenerateOptions& o, int rank, int64_t num
   if (r.threads <= 0) r.threads = static_cast<int>(std::thread::hardware_concurrency());
   r.num_kv_blocks = num_blocks;
   r.block_size = o.block_size;
+  r.max_batched_tokens = o.max_batched_tokens;
   r.test_exit_rank = o.test_exit_rank;
   return r;
 }
@@ -225,7 +226,13 @@ Status RunRankZero(const GenerateOptions& o) {
       blocks += (static_cast<int64_t>(p.size()) + o.max_tokens + o.block_size - 1) / o.block_size;
     }
   }
-  SPARK_ASSIGN_OR_RETURN(auto rank, cli::StartRank(MakeRankOptions(o, 0, blocks)));
+  cli::RankOptions ro = MakeRankOptions(o, 0, blocks);
+  // The memory plan counts the step at this run's sizes (broadcast to the other ranks).
+  int64_t longest = 1;
+  for (const auto& p : set.prompts) longest = std::max<int64_t>(longest, p.size());
+  ro.max_model_len = longest + o.max_tokens;
+  ro.max_num_seqs = std::max<int>(1, static_cast<int>(set.prompts.size()));
+  SPARK_ASSIGN_OR_RETURN(auto rank, cli::StartRank(ro));
   const core::ModelConfig& config = rank->config();
   SPARK_ASSIGN_OR_RETURN(
       auto engine,

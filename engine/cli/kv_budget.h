@@ -3,8 +3,9 @@
 // still has available becomes KV blocks. On DGX Spark the GPU allocates from the node's unified
 // memory, so /proc/meminfo's MemAvailable is what is left for the cache on either backend.
 // The ranks of a group take the smallest count any of them can hold (rank 0's BlockManager hands
-// out the same block ids to all).
-// Thread-safety: pure functions (ReadMemAvailable reads a file).
+// out the same block ids to all). The cache never takes the memory the start-up floor keeps
+// (memory_plan.h), whatever the fraction.
+// Thread-safety: pure functions.
 #pragma once
 
 #include <cstdint>
@@ -15,13 +16,11 @@
 namespace spark::engine::cli {
 
 // Blocks of `block_size` tokens that `fraction` of `available_bytes` holds at
-// `bytes_per_token`. InvalidArgument for a fraction outside (0, 0.9] or non-positive sizes;
+// `bytes_per_token`, leaving at least `keep_bytes` of it (the floor and what the rank has still
+// to allocate). InvalidArgument for a fraction outside (0, 0.9] or non-positive sizes;
 // ResourceExhausted when not even one block fits (naming the memory found and the fix).
 Result<int64_t> KvBlocksFromMemory(double fraction, int64_t available_bytes,
-                                   int64_t bytes_per_token, int block_size);
-
-// MemAvailable of a meminfo file in bytes. NotFound when the file cannot be read,
-// InvalidArgument when it has no MemAvailable line.
-Result<int64_t> ReadMemAvailable(const std::string& meminfo_path = "/proc/meminfo");
+                                   int64_t bytes_per_token, int block_size,
+                                   int64_t keep_bytes = 0);
 
 }  // namespace spark::engine::cli

@@ -1,6 +1,9 @@
 #include "engine/cli/rank_launch.h"
 
 #include <arpa/inet.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -18,6 +21,9 @@
 #include "base/logging.h"
 #include "engine/cli/compute_choice.h"
 #include "engine/cli/kv_budget.h"
+#include "engine/cli/startup_memory.h"
+#include "engine/config/environment.h"
+#include "engine/model/model_family.h"
 #include "base/strings.h"
 #include "engine/backend/backend_factory.h"
 #include "engine/backend/cpu/cpu_backend.h"
@@ -48,28 +54,43 @@ class ExitingRunner : public runtime::ModelRunner {
   int left_;
 };
 
+// Counts a step with entries in the rank's status file: busy while it runs, then the step
+// and token counters (a long prefill advances them every chunk).
+// With `delay` (testing), the step takes that much longer.
+Result<std::vector<float>> RunCounted(runtime::ModelRunner& inner, const runtime::StepPlan& plan,
+                                      RankStatus* status, std::chrono::milliseconds delay) {
+  if (plan.entries.empty()) return inner.Run(plan);
+  if (status) status->StepStarted(plan.num_tokens());
+  if (delay.count() > 0) std::this_thread::sleep_for(delay);
+  Result<std::vector<float>> out = inner.Run(plan);
+  if (status) status->StepFinished();
+  return out;
+}
+
 // A worker's runner: empty plans are rank 0's heartbeats and run nothing (rank 0 does not run
 // them either, so the forwards' collectives stay paired).
 // Each plan, heartbeat or not, also refreshes the rank's status file (a live worker).
 class HeartbeatAwareRunner : public runtime::ModelRunner {
  public:
-  HeartbeatAwareRunner(runtime::ModelRunner* inner, RankStatus* status)
-      : inner_(inner), status_(status) {}
+  HeartbeatAwareRunner(runtime::ModelRunner* inner, RankStatus* status,
+                       std::chrono::milliseconds delay)
+      : inner_(inner), status_(status), delay_(delay) {}
   int vocab_size() const override { return inner_->vocab_size(); }
   Result<std::vector<float>> Run(const runtime::StepPlan& plan) override {
     if (status_) status_->Touch();
     if (plan.entries.empty()) return std::vector<float>();
-    return inner_->Run(plan);
+    return RunCounted(*inner_, plan, status_, delay_);
   }
 
  private:
   runtime::ModelRunner* inner_;
   RankStatus* status_;
+  std::chrono::milliseconds delay_;
 };
 
 // Every rank learns which ranks failed to load, so a bad shard on one machine stops the whole
 // group at start-up with that rank named instead of a collective timing out later.
-Status AgreeLoaded(comm::Communicator& comm, const Status& mine) {
+Status AgreeLoaded(comm::Communicator& comm, const Status& mine, const std::string& what) {
   const int world = comm.world_size();
   float ok = mine.ok() ? 1.0f : 0.0f;
   std::vector<float> all(world);
@@ -80,7 +101,8 @@ Status AgreeLoaded(comm::Communicator& comm, const Status& mine) {
     if (all[r] == 0.0f) failed += (failed.empty() ? "" : ", ") + std::to_string(r);
   }
   if (failed.empty()) return Status::Ok();
-  return FailedPreconditionError("rank(s) " + failed + " failed to load the model");
+  return FailedPreconditionError("rank(s) " + failed + " failed to " + what +
+                                 " (their logs and status files say why)");
 }
 
 std::string DescribeExit(int rank, int wstatus) {
@@ -152,6 +174,16 @@ class RankSession::GroupRunner : public runtime::ModelRunner {
     if (!s.ok()) Broke(s).IgnoreError();  // The next step reports it.
   }
 
+  // Every rank's available memory through the group (runtime::PollGroupMemory).
+  Result<runtime::GroupMemoryReading> PollMemory(runtime::HostMemory& memory) {
+    std::lock_guard lock(mu_);
+    if (!broken_.ok()) return broken_;
+    Result<runtime::GroupMemoryReading> out = runtime::PollGroupMemory(*comm_, memory);
+    last_sent_ = std::chrono::steady_clock::now();
+    if (!out.ok() && out.status().code() != StatusCode::kUnavailable) return Broke(out.status());
+    return out;
+  }
+
   Status Shutdown() {
     std::lock_guard lock(mu_);
     if (!broken_.ok()) return broken_;
@@ -180,6 +212,23 @@ class RankSession::GroupRunner : public runtime::ModelRunner {
   mutable std::mutex mu_;
   Status broken_;
   std::chrono::steady_clock::time_point last_sent_ = std::chrono::steady_clock::now();
+};
+
+// Rank 0's runner with a status file: counts each step there (RunCounted).
+class RankSession::ProgressRunner : public runtime::ModelRunner {
+ public:
+  ProgressRunner(runtime::ModelRunner* inner, RankStatus* status, std::chrono::milliseconds delay)
+      : inner_(inner), status_(status), delay_(delay) {}
+  int vocab_size() const override { return inner_->vocab_size(); }
+  runtime::DecodeStepCounts decode_steps() const override { return inner_->decode_steps(); }
+  Result<std::vector<float>> Run(const runtime::StepPlan& plan) override {
+    return RunCounted(*inner_, plan, status_, delay_);
+  }
+
+ private:
+  runtime::ModelRunner* inner_;
+  RankStatus* status_;
+  std::chrono::milliseconds delay_;
 };
 
 Status RankOptions::Validate() const {
@@ -212,13 +261,50 @@ Status RankOptions::Validate() const {
 RankSession::RankSession(const RankOptions& options) : options_(options) {}
 
 RankSession::~RankSession() {
+  if (options_.status) options_.status->StopTicker();  // it reads this session's members
   Shutdown().IgnoreError();
   StopHeartbeat();
 }
 
 runtime::ModelRunner* RankSession::runner() {
+  if (progress_) return progress_.get();
   if (group_) return group_.get();
   return local_.get();
+}
+
+Result<runtime::GroupMemoryReading> RankSession::GroupMemory() {
+  // Ranks on one machine share its memory: one reading is the group's.
+  if (group_ && options_.ranks_on_host < options_.tp) return group_->PollMemory(*memory_);
+  SPARK_ASSIGN_OR_RETURN(runtime::HostMemorySample s, memory_->Read());
+  return runtime::GroupMemoryReading{s.available_bytes, options_.rank};
+}
+
+runtime::MemoryGuard* RankSession::memory_guard() {
+  if (!guard_) {
+    runtime::MemoryGuardOptions o;
+    o.admit_floor_bytes = floors_.admit;
+    o.hard_floor_bytes = floors_.hard;
+    guard_ = std::make_unique<runtime::MemoryGuard>(o, [this] { return GroupMemory(); });
+  }
+  return guard_.get();
+}
+
+void RankSession::StartStatusTicker() {
+  RankStatus* status = options_.status;
+  if (status == nullptr) return;
+  status->StartTicker(std::chrono::seconds(1), [this, status] {
+    RankMemoryReport r;
+    if (Result<runtime::HostMemorySample> s = memory_->Read(); s.ok()) {
+      r.available_bytes = s->available_bytes;
+    }
+    if (guard_) r.guard = std::string(runtime::GuardStateName(guard_->status().state));
+    if (Result<runtime::ProcessMemory> p = runtime::ReadProcessMemory(); p.ok()) {
+      r.resident_bytes = p->resident_bytes;
+      r.peak_resident_bytes = p->peak_resident_bytes;
+    }
+    r.baseline_resident_bytes = baseline_resident_;
+    status->SetMemory(r);
+  });
 }
 
 void RankSession::StartHeartbeat() {
@@ -264,9 +350,9 @@ Status RankSession::RunWorker() {
     runner = exiting.get();
   }
   RankStatus* status = options_.status;
-  HeartbeatAwareRunner skipping(runner, status);
+  HeartbeatAwareRunner skipping(runner, status, options_.test_step_delay);
   if (status) status->Set(RankPhase::kReady, "running rank 0's plans").IgnoreError();
-  Status s = runtime::RunWorkerLoop(*comm_, skipping);
+  Status s = runtime::RunWorkerLoop(*comm_, skipping, memory_);
   if (s.ok()) {
     if (status) status->Set(RankPhase::kStopped, "rank 0 shut the group down").IgnoreError();
     return s;
@@ -373,38 +459,63 @@ Result<std::unique_ptr<RankSession>> StartRank(const RankOptions& options) {
                               .step_timeout = options.comm_timeout,
                               .bf16_attention = weight_dtype != backend::DType::kF32}));
   if (options.tp > 1) SPARK_RETURN_IF_ERROR(s->ConnectGroup());
-  // Rank 0 decides the KV cache shape: its BlockManager hands out the block ids in the plans.
-  // A fraction (in millionths) instead of a block count: sized after the weights, below.
-  int64_t shape[3] = {options.num_kv_blocks, options.block_size,
-                      static_cast<int64_t>(options.kv_memory_fraction * 1e6 + 0.5)};
+  // Rank 0 decides the KV cache shape (its BlockManager hands out the block ids in the plans)
+  // and the serve settings the memory plans count at: blocks, block size, a fraction (in
+  // millionths) instead of a block count (sized after the weights, below), max model length,
+  // running sequences, tokens per step.
+  int64_t shape[6] = {options.num_kv_blocks,
+                      options.block_size,
+                      static_cast<int64_t>(options.kv_memory_fraction * 1e6 + 0.5),
+                      options.max_model_len,
+                      options.max_num_seqs,
+                      options.max_batched_tokens};
   if (s->comm_) SPARK_RETURN_IF_ERROR(s->comm_->Broadcast(shape, sizeof(shape), 0));
+  // The start-up memory guard, before anything is loaded; every rank learns who refused.
+  Result<StartupCheck> memory = s->PlanMemory(choice, shape);
   model::ModelOptions mo;
   mo.shard = {options.rank, options.tp};
   mo.moe_sharding = options.moe_sharding;
   mo.weight_dtype = weight_dtype;
   mo.kv_dtype = choice.kv;
   mo.tokenizer_dir = options.tokenizer_dir;
-  if (status) {
+  if (status && memory.ok()) {
     status->Set(RankPhase::kLoading, "reading weights from " + options.model_dir).IgnoreError();
     mo.on_progress = [status](double fraction) { status->SetProgress(fraction); };
   }
+  // Memory freed since start (the tokenizer's parse) goes back to the system first, so the
+  // weights and the cache get pages of their own and the baseline is what the process holds.
+#if defined(__GLIBC__)
+  malloc_trim(0);
+#endif
+  if (Result<runtime::ProcessMemory> p = runtime::ReadProcessMemory(); p.ok()) {
+    s->baseline_resident_ = p->resident_bytes;
+  }
   const auto load_start = std::chrono::steady_clock::now();
   Result<std::unique_ptr<model::Model>> loaded =
-      model::LoadModel(options.model_dir, *s->backend_, s->comm_.get(), mo);
+      memory.ok() ? model::LoadModel(options.model_dir, *s->backend_, s->comm_.get(), mo)
+                  : Result<std::unique_ptr<model::Model>>(memory.status());
   const double load_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
-  if (s->comm_) SPARK_RETURN_IF_ERROR(AgreeLoaded(*s->comm_, loaded.status()));
+  if (s->comm_) SPARK_RETURN_IF_ERROR(AgreeLoaded(*s->comm_, loaded.status(), "load the model"));
   SPARK_RETURN_IF_ERROR(loaded.status());
   if (status) status->SetProgress(1.0);
   s->model_ = std::move(*loaded);
+  const int64_t keep =
+      s->floors_.startup + int64_t{options.ranks_on_host} * StillToAllocate(memory->plan);
   if (shape[2] > 0) {
     SPARK_ASSIGN_OR_RETURN(shape[0], s->KvBlocksFromMemory(static_cast<double>(shape[2]) / 1e6,
-                                                           static_cast<int>(shape[1])));
+                                                           static_cast<int>(shape[1]), keep));
   }
   SPARK_ASSIGN_OR_RETURN(
       s->local_, model::ModelStepRunner::Create(s->model_.get(), *s->backend_, shape[0],
                                                 static_cast<int>(shape[1]), options.rank == 0,
                                                 choice.cuda_graphs));
+  // Again with the weights and the cache in: what the node really has left.
+  Status after = CheckLoadedMemory(memory->plan, s->floors_, *s->memory_);
+  if (s->comm_) {
+    SPARK_RETURN_IF_ERROR(AgreeLoaded(*s->comm_, after, "keep the memory floor after loading"));
+  }
+  SPARK_RETURN_IF_ERROR(after);
   if (s->comm_ && options.rank == 0) {
     s->broadcast_ =
         std::make_unique<runtime::BroadcastingModelRunner>(s->comm_.get(), s->local_.get());
@@ -412,6 +523,12 @@ Result<std::unique_ptr<RankSession>> StartRank(const RankOptions& options) {
                                                            options.on_group_error);
     s->StartHeartbeat();
   }
+  if ((status || options.test_step_delay.count() > 0) && options.rank == 0) {
+    s->progress_ = std::make_unique<RankSession::ProgressRunner>(
+        s->group_ ? static_cast<runtime::ModelRunner*>(s->group_.get()) : s->local_.get(), status,
+        options.test_step_delay);
+  }
+  s->StartStatusTicker();
   const model::KvCacheSpec kv = s->model_->kv_cache_spec();
   const double kv_gib = static_cast<double>(shape[0]) * static_cast<double>(shape[1]) *
                         static_cast<double>(kv.bytes_per_token()) / (1024.0 * 1024.0 * 1024.0);
@@ -423,17 +540,54 @@ Result<std::unique_ptr<RankSession>> StartRank(const RankOptions& options) {
   return s;
 }
 
-Result<int64_t> RankSession::KvBlocksFromMemory(double fraction, int block_size) {
+Result<StartupCheck> RankSession::PlanMemory(const ComputeChoice& choice, const int64_t shape[6]) {
+  if (options_.host_memory != nullptr) {
+    memory_ = options_.host_memory;
+  } else {
+    own_memory_ = std::make_unique<runtime::ProcHostMemory>();
+    memory_ = own_memory_.get();
+  }
+  SPARK_ASSIGN_OR_RETURN(core::ModelConfig config, model::LoadModelConfig(options_.model_dir));
+  SPARK_ASSIGN_OR_RETURN(runtime::HostMemorySample sample, memory_->Read());
+  floors_ = options_.floors.value_or(ScaledFloors(sample.total_bytes));
+  SPARK_RETURN_IF_ERROR(floors_.Validate());
+  model::PlanRequest r;
+  r.backend = options_.backend;
+  r.weight_dtype = choice.weights;
+  r.kv_dtype = choice.kv;
+  r.cuda_graphs = choice.cuda_graphs;
+  r.tp = options_.tp;
+  r.moe = options_.moe_sharding;
+  r.block_size = static_cast<int>(shape[1]);
+  if (shape[2] > 0) {
+    r.kv_memory_fraction = static_cast<double>(shape[2]) / 1e6;
+  } else {
+    r.kv_tokens = shape[0] * shape[1];
+  }
+  r.max_model_len = shape[3];
+  r.max_num_seqs = static_cast<int>(shape[4]);
+  r.max_batched_tokens = static_cast<int>(shape[5]);
+  const config::NcclBufferSettings nccl = config::ReadNcclBufferSettings();
+  r.nccl_buffsize = nccl.buffsize;
+  r.nccl_proto = nccl.proto;
+  r.nccl_max_nchannels = nccl.max_nchannels;
+  r.floors = floors_;
+  return CheckStartupMemory(config, r, *memory_, options_.ranks_on_host);
+}
+
+Result<int64_t> RankSession::KvBlocksFromMemory(double fraction, int block_size,
+                                                int64_t keep_bytes) {
   const int64_t per_token = model_->kv_cache_spec().bytes_per_token();
-  Result<int64_t> available = ReadMemAvailable();
-  Result<int64_t> mine = available.ok()
-                             ? cli::KvBlocksFromMemory(fraction, *available, per_token, block_size)
-                             : Result<int64_t>(available.status());
+  Result<runtime::HostMemorySample> available = memory_->Read();
+  Result<int64_t> mine =
+      available.ok() ? cli::KvBlocksFromMemory(fraction, available->available_bytes, per_token,
+                                               block_size, keep_bytes)
+                     : Result<int64_t>(available.status());
   if (mine.ok()) {
     Logger("engine.rank")
-        ->info("rank {}: KV cache from {} of the {} available after the weights: {} blocks",
-               options_.rank, FormatNumber(fraction), HumanBytes(static_cast<uint64_t>(*available)),
-               *mine);
+        ->info("rank {}: KV cache from {} of the {} after the weights ({} kept free): {} blocks",
+               options_.rank, FormatNumber(fraction), available->Describe(),
+               HumanBytes(static_cast<uint64_t>(keep_bytes)), *mine);
   }
   if (!comm_) return mine;
   // Every rank learns every count (0: that rank failed) and takes the smallest, so the group

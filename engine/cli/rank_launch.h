@@ -33,13 +33,18 @@
 #include <vector>
 
 #include "base/status.h"
+#include "engine/cli/compute_choice.h"
 #include "engine/cli/rank_status_file.h"
+#include "engine/cli/startup_memory.h"
 #include "engine/backend/backend.h"
 #include "comm/communicator.h"
 #include "comm/rendezvous.h"
 #include "engine/core/model_config.h"
+#include "engine/model/memory_plan.h"
 #include "engine/model/model.h"
 #include "engine/model/step_runner.h"
+#include "engine/runtime/host_memory.h"
+#include "engine/runtime/memory_guard.h"
 #include "engine/runtime/model_runner.h"
 #include "engine/runtime/plan_broadcast.h"
 
@@ -82,10 +87,23 @@ struct RankOptions {
   // 0 = off.
   double kv_memory_fraction = 0;
   model::MoeSharding moe_sharding = model::MoeSharding::kInsideExperts;
+  // Memory (memory_plan.h, startup_memory.h). The floors: unset = ScaledFloors of this node's
+  // memory (a Spark's 5 / 3 / 1 GiB). The serve settings the plan counts the step's activations
+  // at (rank 0's are broadcast with the KV shape). The ranks of the group on this machine (serve
+  // starting local children: all of them). Where memory is read: null = /proc/meminfo and the
+  // cgroup (ProcHostMemory); not owned.
+  std::optional<model::MemoryFloors> floors;
+  int64_t max_model_len = 8192;
+  int max_num_seqs = 64;
+  int max_batched_tokens = 2048;
+  int ranks_on_host = 1;
+  runtime::HostMemory* host_memory = nullptr;
   // Testing only: a worker rank (> 0) that equals this exits with status 3 after running
   // this many plans, to exercise the launcher's failure path. -1 = off.
   int test_exit_rank = -1;
   int test_exit_after_plans = 1;
+  // Testing only (SPARK_TEST_STEP_DELAY_MS): sleep this long inside each step with work.
+  std::chrono::milliseconds test_step_delay{0};
   // Where the phases connecting and loading (with progress) are reported, and, for workers,
   // ready / stopped / failed around RunWorker. Not owned; may be null.
   RankStatus* status = nullptr;
@@ -125,6 +143,11 @@ class RankSession {
   // Rank 0: gives up on a broken group: no more heartbeats, and Shutdown() and the destructor
   // send nothing (a collective with a dead peer would only wait for the deadline).
   void Abandon();
+  // Rank 0: the steady-state memory guard over the group's nodes (the smallest available memory
+  // of any rank, polled through the group when its ranks are on several machines), made once
+  // with the session's floors and owned by it; the status file's ticker reports its state.
+  runtime::MemoryGuard* memory_guard();
+  const model::MemoryFloors& floors() const { return floors_; }
 
  private:
   class GroupRunner;
@@ -138,7 +161,15 @@ class RankSession {
   void StopHeartbeat();
   // KV blocks from `fraction` of the memory free after the weights, agreed by the group
   // (kv_budget.h): ResourceExhausted when a rank cannot hold one block.
-  Result<int64_t> KvBlocksFromMemory(double fraction, int block_size);
+  Result<int64_t> KvBlocksFromMemory(double fraction, int block_size, int64_t keep_bytes);
+  // Sets memory_ and floors_, then the start-up memory guard (startup_memory.h) over the rank's
+  // plan for `choice` and rank 0's `shape` (StartRank's broadcast).
+  Result<StartupCheck> PlanMemory(const ComputeChoice& choice, const int64_t shape[6]);
+  // The group's least available memory (GroupRunner::PollMemory across machines, else this one).
+  Result<runtime::GroupMemoryReading> GroupMemory();
+  // Rewrites the status file every second while ready, with this node's memory (and on rank 0
+  // the guard's state).
+  void StartStatusTicker();
 
   RankOptions options_;
   // Declared so that each member outlives those built on it (destroyed in reverse order).
@@ -151,6 +182,13 @@ class RankSession {
   std::unique_ptr<model::ModelStepRunner> local_;
   std::unique_ptr<runtime::BroadcastingModelRunner> broadcast_;
   std::unique_ptr<GroupRunner> group_;  // rank 0 of tp > 1: broadcast_ under a lock
+  class ProgressRunner;
+  std::unique_ptr<ProgressRunner> progress_;  // rank 0 with a status: counts steps
+  std::unique_ptr<runtime::HostMemory> own_memory_;  // when options.host_memory is null
+  runtime::HostMemory* memory_ = nullptr;
+  model::MemoryFloors floors_;
+  std::unique_ptr<runtime::MemoryGuard> guard_;
+  int64_t baseline_resident_ = -1;  // VmRSS just before loading (the status file reports it)
   bool shut_down_ = false;
   std::mutex heartbeat_mu_;
   std::condition_variable heartbeat_cv_;

@@ -64,7 +64,18 @@ std::string RankStatusJson(const RankStatusRecord& r) {
                               {"phase", std::string(RankPhaseName(r.phase))},
                               {"progress", progress},
                               {"message", r.message},
-                              {"updated", IsoUtc(r.updated)}};
+                              {"updated", IsoUtc(r.updated)},
+                              {"steps", r.steps},
+                              {"tokens", r.tokens},
+                              {"busy", r.busy},
+                              {"progressed", IsoUtc(r.progressed)}};
+  nlohmann::ordered_json m = nlohmann::ordered_json::object();
+  if (r.memory_available_bytes >= 0) m["available_bytes"] = r.memory_available_bytes;
+  if (!r.memory_guard.empty()) m["guard"] = r.memory_guard;
+  if (r.resident_bytes >= 0) m["resident_bytes"] = r.resident_bytes;
+  if (r.peak_resident_bytes >= 0) m["peak_resident_bytes"] = r.peak_resident_bytes;
+  if (r.baseline_resident_bytes >= 0) m["baseline_resident_bytes"] = r.baseline_resident_bytes;
+  if (!m.empty()) j["memory"] = m;
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
@@ -91,7 +102,56 @@ RankStatus::RankStatus(int rank, int world_size, std::string path) : path_(std::
   record_.rank = rank;
   record_.world_size = world_size;
   record_.pid = getpid();
-  record_.updated = std::chrono::system_clock::now();
+  record_.updated = record_.progressed = std::chrono::system_clock::now();
+}
+
+RankStatus::~RankStatus() { StopTicker(); }
+
+void RankStatus::StepStarted(int64_t tokens) {
+  std::lock_guard lock(mu_);
+  record_.busy = true;
+  record_.tokens += static_cast<uint64_t>(std::max<int64_t>(0, tokens));
+  record_.progressed = std::chrono::system_clock::now();
+}
+
+void RankStatus::StepFinished() {
+  std::lock_guard lock(mu_);
+  record_.busy = false;
+  ++record_.steps;
+  record_.progressed = std::chrono::system_clock::now();
+}
+
+void RankStatus::SetMemory(const RankMemoryReport& report) {
+  std::lock_guard lock(mu_);
+  record_.memory_available_bytes = report.available_bytes;
+  record_.memory_guard = report.guard;
+  record_.resident_bytes = report.resident_bytes;
+  record_.peak_resident_bytes = report.peak_resident_bytes;
+  record_.baseline_resident_bytes = report.baseline_resident_bytes;
+}
+
+void RankStatus::StartTicker(std::chrono::milliseconds period, std::function<void()> sample) {
+  std::lock_guard lock(mu_);
+  if (ticker_.joinable()) return;
+  ticker_ = std::thread([this, period, sample = std::move(sample)] {
+    std::unique_lock lock(mu_);
+    while (!ticker_cv_.wait_for(lock, period, [this] { return ticker_stop_; })) {
+      if (record_.phase != RankPhase::kReady) continue;
+      lock.unlock();
+      if (sample) sample();
+      lock.lock();
+      if (record_.phase == RankPhase::kReady) WriteLocked().IgnoreError();  // Logged inside.
+    }
+  });
+}
+
+void RankStatus::StopTicker() {
+  {
+    std::lock_guard lock(mu_);
+    ticker_stop_ = true;
+  }
+  ticker_cv_.notify_all();
+  if (ticker_.joinable() && ticker_.get_id() != std::this_thread::get_id()) ticker_.join();
 }
 
 Status RankStatus::Set(RankPhase phase, std::string message) {

@@ -28,6 +28,8 @@
 #include "engine/cli/rank_launch.h"
 #include "engine/cli/rank_status_file.h"
 #include "engine/cli/serve_control.h"
+#include "engine/config/environment.h"
+#include "engine/model/memory_plan.h"
 #include "engine/model/model_family.h"
 #include "engine/runtime/engine.h"
 #include "engine/server/engine_service.h"
@@ -79,10 +81,32 @@ struct ServeOptions {
   std::string tool_parser;
   int max_pending = 256;
   int drain_timeout_s = 30;
+  // Memory floors in GiB (memory_plan.h): < 0 = not given. None given: scaled to the node
+  // (startup_memory.h ScaledFloors: a Spark's 5 / 3 / 1).
+  double startup_floor_gib = -1, admit_floor_gib = -1, hard_floor_gib = -1;
+  int ranks_per_node = 0;  // 0: --tp when this process starts the ranks, else 1
   std::string log_level = "info";  // a server logs its phases unless told otherwise
 };
 
 bool LaunchesChildren(const ServeOptions& o) { return o.tp > 1 && !o.rank_given; }
+
+// The floors asked for: a Spark's, with the ones given replaced; nullopt when none is given.
+std::optional<model::MemoryFloors> Floors(const ServeOptions& o) {
+  if (o.startup_floor_gib < 0 && o.admit_floor_gib < 0 && o.hard_floor_gib < 0) {
+    return std::nullopt;
+  }
+  model::MemoryFloors f;
+  const auto bytes = [](double gib) { return static_cast<int64_t>(gib * model::kGiB); };
+  if (o.startup_floor_gib >= 0) f.startup = bytes(o.startup_floor_gib);
+  if (o.admit_floor_gib >= 0) f.admit = bytes(o.admit_floor_gib);
+  if (o.hard_floor_gib >= 0) f.hard = bytes(o.hard_floor_gib);
+  return f;
+}
+
+int RanksPerNode(const ServeOptions& o) {
+  if (o.ranks_per_node > 0) return o.ranks_per_node;
+  return LaunchesChildren(o) ? o.tp : 1;
+}
 
 Status ValidateFlags(const ServeOptions& o) {
   if (o.tp < 1) return InvalidArgumentError("--tp " + std::to_string(o.tp) + ": must be >= 1");
@@ -120,6 +144,11 @@ Status ValidateFlags(const ServeOptions& o) {
         "--kv-memory-fraction and --num-kv-blocks both size the KV cache: give one");
   }
   if (o.max_batched_tokens < 1) return InvalidArgumentError("--max-batched-tokens must be >= 1");
+  if (o.ranks_per_node < 0 || o.ranks_per_node > o.tp) {
+    return InvalidArgumentError("--ranks-per-node " + std::to_string(o.ranks_per_node) +
+                                ": must be in [1, --tp]");
+  }
+  if (std::optional<model::MemoryFloors> f = Floors(o)) SPARK_RETURN_IF_ERROR(f->Validate());
   if (o.no_chunked_prefill && o.max_batched_tokens_given && o.max_model_len > 0 &&
       o.max_batched_tokens < o.max_model_len) {
     return InvalidArgumentError("--no-chunked-prefill: a whole prompt must fit one step, so "
@@ -169,10 +198,31 @@ std::vector<std::string> ChildArgv(const ServeOptions& o, int rank, int port) {
   a.insert(a.end(), compute.begin(), compute.end());
   if (!o.tokenizer_dir.empty()) a.insert(a.end(), {"--tokenizer", o.tokenizer_dir});
   if (!o.status_file.empty()) a.insert(a.end(), {"--status-file", StatusPath(o, rank)});
+  a.insert(a.end(), {"--ranks-per-node", std::to_string(RanksPerNode(o))});
+  for (auto [flag, gib] : {std::pair{"--memory-floor-gib", o.startup_floor_gib},
+                           std::pair{"--admit-floor-gib", o.admit_floor_gib},
+                           std::pair{"--hard-floor-gib", o.hard_floor_gib}}) {
+    if (gib >= 0) a.insert(a.end(), {flag, FormatNumber(gib)});
+  }
   return a;
 }
 
-cli::RankOptions MakeRankOptions(const ServeOptions& o, int rank, int port, int64_t blocks) {
+// --max-model-len, else the model's, at most 8192 (0 when the config is unknown: a worker takes
+// rank 0's).
+int MaxModelLen(const ServeOptions& o, const core::ModelConfig* config) {
+  if (o.max_model_len > 0) return o.max_model_len;
+  return config ? std::min(8192, config->max_position_embeddings) : 0;
+}
+
+// Tokens per step: without chunked prefill a whole prompt runs in one step.
+int StepTokens(const ServeOptions& o, int max_len) {
+  return o.no_chunked_prefill && !o.max_batched_tokens_given
+             ? std::max(o.max_batched_tokens, max_len)
+             : o.max_batched_tokens;
+}
+
+cli::RankOptions MakeRankOptions(const ServeOptions& o, int rank, int port, int64_t blocks,
+                                 const core::ModelConfig* config = nullptr) {
   cli::RankOptions r;
   r.model_dir = o.model_dir;
   r.tokenizer_dir = o.tokenizer_dir;
@@ -186,6 +236,14 @@ cli::RankOptions MakeRankOptions(const ServeOptions& o, int rank, int port, int6
   r.num_kv_blocks = blocks;
   r.kv_memory_fraction = rank == 0 ? o.kv_memory_fraction : 0;
   r.block_size = o.block_size;
+  r.floors = Floors(o);
+  r.max_model_len = MaxModelLen(o, config);
+  r.max_num_seqs = o.max_num_seqs;
+  r.max_batched_tokens = StepTokens(o, r.max_model_len);
+  r.ranks_on_host = RanksPerNode(o);
+  if (Result<config::Environment> env = config::ReadEnvironment(); env.ok()) {
+    r.test_step_delay = std::chrono::milliseconds(env->test_step_delay_ms);
+  }
   return r;
 }
 
@@ -289,9 +347,7 @@ runtime::EngineOptions MakeEngineOptions(const ServeOptions& o, const core::Mode
   eo.scheduler.max_num_seqs = o.max_num_seqs;
   eo.scheduler.enable_chunked_prefill = !o.no_chunked_prefill;
   // Without chunks a whole prompt runs in one step.
-  eo.scheduler.max_num_batched_tokens =
-      o.no_chunked_prefill && !o.max_batched_tokens_given ? std::max(o.max_batched_tokens, max_len)
-                                                          : o.max_batched_tokens;
+  eo.scheduler.max_num_batched_tokens = StepTokens(o, max_len);
   eo.blocks.num_blocks = blocks;
   eo.blocks.block_size = o.block_size;
   eo.blocks.enable_prefix_caching = !o.no_prefix_caching;
@@ -353,14 +409,13 @@ Status RunRankZero(const ServeOptions& o, std::shared_ptr<cli::ServeControl> con
                       o.tokenizer_dir.empty() ? o.model_dir : o.tokenizer_dir, o.chat_format,
                       std::string(family->chat_format)));
   SPARK_RETURN_IF_ERROR(CheckParsers(o, codec->format_name()));
-  const int max_len =
-      o.max_model_len > 0 ? o.max_model_len : std::min(8192, config.max_position_embeddings);
+  const int max_len = MaxModelLen(o, &config);
   // With --kv-memory-fraction the session sizes the cache once the weights are in.
   const int blocks =
       o.num_kv_blocks > 0        ? o.num_kv_blocks
       : o.kv_memory_fraction > 0 ? 0
-                                 : std::min(4096, o.max_num_seqs *
-                                                      ((max_len + o.block_size - 1) / o.block_size));
+                                 : static_cast<int>(model::DefaultKvBlocks(o.max_num_seqs, max_len,
+                                                                           o.block_size));
   int port = o.master_port > 0 ? o.master_port : (o.tp > 1 && !LaunchesChildren(o) ? 29500 : 0);
   std::unique_ptr<cli::LocalRanks> children;
   if (LaunchesChildren(o)) {
@@ -374,7 +429,7 @@ Status RunRankZero(const ServeOptions& o, std::shared_ptr<cli::ServeControl> con
     SPARK_ASSIGN_OR_RETURN(children, cli::StartLocalRanks(argvs, 1));
   }
   ChildWatch watch(children.get(), control);
-  cli::RankOptions ro = MakeRankOptions(o, 0, port, blocks);
+  cli::RankOptions ro = MakeRankOptions(o, 0, port, blocks, &config);
   ro.status = &status;
   // A dead child usually shows first as a reset connection; its exit, seen by the watch within
   // 50 ms, names it: report that one when it comes.
@@ -389,11 +444,11 @@ Status RunRankZero(const ServeOptions& o, std::shared_ptr<cli::ServeControl> con
     return f.ok() ? s : f;
   };
   SPARK_ASSIGN_OR_RETURN(auto session, cli::StartRank(ro));
-  SPARK_ASSIGN_OR_RETURN(
-      auto engine,
-      runtime::Engine::Create(
-          MakeEngineOptions(o, config, max_len, static_cast<int>(session->num_kv_blocks())),
-          session->runner()));
+  runtime::EngineOptions engine_options =
+      MakeEngineOptions(o, config, max_len, static_cast<int>(session->num_kv_blocks()));
+  engine_options.memory_guard = session->memory_guard();
+  SPARK_ASSIGN_OR_RETURN(auto engine,
+                         runtime::Engine::Create(engine_options, session->runner()));
   Status result;
   {
     server::EngineService service(std::move(engine), max_len, config.vocab_size);
@@ -510,6 +565,18 @@ void RegisterServeCommand(CLI::App& parent, CommandContext& context) {
   cmd->add_option("--tool-parser", o->tool_parser,
                   "Refuse to start unless tool calls are parsed with this format's markers (the "
                   "chat format's)");
+  cmd->add_option("--memory-floor-gib", o->startup_floor_gib,
+                  "Refuse to start when a node would keep less memory available once loaded "
+                  "(default: 5 on a Spark, scaled down on smaller machines; memory_plan.h)");
+  cmd->add_option("--admit-floor-gib", o->admit_floor_gib,
+                  "Stop admitting new sequences while a node has less available (default 3 on "
+                  "a Spark)");
+  cmd->add_option("--hard-floor-gib", o->hard_floor_gib,
+                  "Below this, fail waiting requests and the newest running one with 503 "
+                  "(default 1 on a Spark)");
+  cmd->add_option("--ranks-per-node", o->ranks_per_node,
+                  "Ranks of the group that share this machine's memory, for the memory plan "
+                  "(default: --tp when this process starts the ranks, else 1)");
   cmd->add_option("--max-pending", o->max_pending, "Sequences in flight before 429 (default 256)");
   cmd->add_option("--drain-timeout", o->drain_timeout_s,
                   "Seconds to let requests finish on SIGTERM (default 30)");

@@ -2,6 +2,8 @@
 
 #include <cstdlib>
 
+#include "base/strings.h"
+
 #if SPARK_HAVE_KERNELS
 #include "kernels/launch_settings.h"
 #endif
@@ -16,7 +18,7 @@ std::optional<std::string> Get(const char* name) {
 }
 
 constexpr std::string_view kNames[] = {"SPARK_LOG_LEVEL", "SPARK_PDL", "SPARK_PREFILL_STAGES",
-                                        "SPARK_GEMM_TUNE_LOG"};
+                                        "SPARK_GEMM_TUNE_LOG", "SPARK_TEST_STEP_DELAY_MS"};
 constexpr std::string_view kLibraryPrefixes[] = {"NCCL_", "CUDA_", "GLOO_"};
 
 }  // namespace
@@ -46,7 +48,20 @@ Result<Environment> ReadEnvironment() {
     }
     env.log_gemm_tuning = *v == "1";
   }
+  if (auto v = Get("SPARK_TEST_STEP_DELAY_MS")) {
+    const std::optional<int64_t> ms = ParseInt(*v);
+    if (!ms || *ms < 0 || *ms > 600000) {
+      return InvalidArgumentError("SPARK_TEST_STEP_DELAY_MS='" + *v +
+                                  "': want milliseconds in [0, 600000]");
+    }
+    env.test_step_delay_ms = static_cast<int>(*ms);
+  }
   return env;
+}
+
+NcclBufferSettings ReadNcclBufferSettings() {
+  return {Get("NCCL_BUFFSIZE").value_or(""), Get("NCCL_PROTO").value_or(""),
+          Get("NCCL_MAX_NCHANNELS").value_or("")};
 }
 
 void ApplyKernelSettings(const Environment& env) {

@@ -6,6 +6,8 @@
 //   SPARK_PDL=0           no programmatic dependent launch (kernels::LaunchSettings)
 //   SPARK_PREFILL_STAGES  1 or 2: force the prefill attention's pipeline depth
 //   SPARK_GEMM_TUNE_LOG=1 print the GEMM autotune's candidates
+//   SPARK_TEST_STEP_DELAY_MS  testing: every rank sleeps this long inside each step with work
+//                             (a slow step, for the liveness tests of the simulator)
 // Thread-safety: call from main before other threads start.
 #pragma once
 
@@ -23,6 +25,7 @@ struct Environment {
   bool dependent_launch = true;
   int prefill_stages = 0;  // 0: by device
   bool log_gemm_tuning = false;
+  int test_step_delay_ms = 0;
 };
 
 // The variables above, for `spark-engine info --json` (sparkctl refuses a profile's env entry
@@ -34,6 +37,14 @@ std::span<const std::string_view> LibraryEnvironmentPrefixes();
 
 // InvalidArgument naming the variable for a value that is not one of the documented ones.
 Result<Environment> ReadEnvironment();
+
+// The NCCL settings that decide how much pinned memory NCCL takes per rank (NCCL reads them
+// itself; the memory plan counts them): NCCL_BUFFSIZE, NCCL_PROTO, NCCL_MAX_NCHANNELS, each ""
+// when unset. Reads the environment only; safe while other threads run (none sets it).
+struct NcclBufferSettings {
+  std::string buffsize, proto, max_nchannels;
+};
+NcclBufferSettings ReadNcclBufferSettings();
 
 // Applies the kernel settings (a no-op in builds without CUDA). Call before the first kernel.
 void ApplyKernelSettings(const Environment& env);

@@ -35,6 +35,22 @@ struct MemoryFootprint {
   int64_t weight_bytes = 0;          // the rank's weights in backend memory
   int64_t kv_bytes_per_token = 0;    // KV cache bytes each cached token takes (all layers)
   int64_t kv_bytes_per_sequence = 0; // state a running sequence holds whatever its length
+  // Tables read by row from the mapped checkpoint instead of held (DeepSeek-V4.1's Engram): page
+  // cache the kernel may evict, so not counted against a node's memory.
+  int64_t mapped_bytes = 0;
+};
+
+// The size of one forward step, for the activations it allocates.
+struct StepShape {
+  int64_t tokens = 1;      // tokens the step runs (a prefill chunk plus decodes)
+  int64_t logit_rows = 1;  // rows whose logits come back (sequences that sample)
+  int64_t context = 1;     // the longest context a query of the step attends
+  // The backend keeps bf16 copies of Linear inputs (Backend::Bf16InputsPay: cuda with bf16 or
+  // fp8 weights).
+  bool bf16_inputs = false;
+  // Copies of each token the Moe op's scratch holds at once: 1 on the cpu backend (one expert at
+  // a time), top_k on cuda (every routed copy, plus its routing weight).
+  int moe_copies = 1;
 };
 
 struct ModelFamily {
@@ -51,6 +67,16 @@ struct ModelFamily {
   // Bytes a rank holds (weights, KV per token, state per sequence) under `query`, from the
   // config alone; InvalidArgument when the shard does not fit the model (TpShard::CheckFits).
   Result<MemoryFootprint> (*memory)(const core::ModelConfig& config, const MemoryQuery& query);
+  // Bytes of backend memory a rank's model works in at the peak of one step of `shape`: the
+  // step's activations and logits, plus any workspace the model keeps between steps, from the
+  // same widths the model allocates. InvalidArgument as `memory`.
+  Result<int64_t> (*step_memory)(const core::ModelConfig& config, const MemoryQuery& query,
+                                 const StepShape& shape);
+  // The serving layout, for backends this build does not run the family on: the weights and
+  // cache in the released checkpoint's storage types (DeepSeek's footprint.h). nullptr: `memory`
+  // is the only layout (the held element types are the served ones).
+  Result<MemoryFootprint> (*serving_memory)(const core::ModelConfig& config,
+                                            const MemoryQuery& query) = nullptr;
   std::span<const std::string_view> backends;     // backend names it runs on ("cpu", "cuda")
   std::span<const backend::DType> weight_dtypes;  // ModelOptions::weight_dtype it accepts
   std::span<const backend::DType> kv_dtypes;      // ModelOptions::kv_dtype it accepts

@@ -66,9 +66,37 @@ const Sequence* Engine::Find(uint64_t id) const {
   return it == sequences_.end() ? nullptr : it->second.get();
 }
 
+void Engine::Shed(Sequence* seq, const std::string& why, std::vector<TokenOutput>* outputs) {
+  scheduler_.Finish(seq, FinishReason::kAbort);
+  TokenOutput o{seq->id(), false, 0, 0.0f, {}, true, FinishReason::kAbort};
+  o.error = UnavailableError(why);
+  outputs->push_back(std::move(o));
+}
+
+void Engine::ApplyMemoryGuard(std::vector<TokenOutput>* outputs) {
+  if (options_.memory_guard == nullptr) return;
+  const GuardState state = options_.memory_guard->Check();
+  scheduler_.set_admit(state == GuardState::kOk);
+  if (state != GuardState::kShed) return;
+  const std::string low = "host memory is low (" + options_.memory_guard->Describe() + ")";
+  std::vector<Sequence*> waiting = scheduler_.waiting();
+  for (Sequence* seq : waiting) {
+    Shed(seq, low + ": the request was not started; retry later", outputs);
+  }
+  options_.memory_guard->CountShed(waiting.size());
+  Sequence* newest = scheduler_.newest_running();
+  if (newest != nullptr && options_.memory_guard->TakeShed()) {
+    Shed(newest, low + ": the newest running request was stopped to protect the host; retry "
+                       "later", outputs);
+  }
+}
+
 Result<std::vector<TokenOutput>> Engine::Step() {
   std::vector<TokenOutput> outputs;
+  ApplyMemoryGuard(&outputs);
   SchedulerOutput out = scheduler_.Schedule();
+  stalled_ = out.plan.entries.empty() && out.out_of_memory.empty() && outputs.empty() &&
+             scheduler_.HasWork();
   for (Sequence* seq : out.out_of_memory) {
     outputs.push_back({seq->id(), false, 0, 0.0f, {}, true, seq->finish_reason()});
   }

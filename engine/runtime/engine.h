@@ -13,6 +13,7 @@
 
 #include "base/status.h"
 #include "engine/runtime/block_manager.h"
+#include "engine/runtime/memory_guard.h"
 #include "engine/runtime/model_runner.h"
 #include "engine/runtime/sampler.h"
 #include "engine/runtime/scheduler.h"
@@ -31,6 +32,10 @@ struct EngineOptions {
   // logprobs) go out as kRunArgMax plans: the model picks the ids where the logits are (on the
   // GPU) instead of returning whole rows. Only for runners that answer such plans.
   bool argmax_plans = false;
+  // The steady-state memory guard (memory_guard.h), consulted before every step: admission
+  // waits while it says no-admit, and waiting requests and the newest running one are failed
+  // (Unavailable) while it sheds. Not owned; null: no guard.
+  MemoryGuard* memory_guard = nullptr;
 };
 
 // One new token of one sequence, or the news that it finished without one.
@@ -42,6 +47,8 @@ struct TokenOutput {
   std::vector<TokenLogprob> top_logprobs;
   bool finished = false;
   FinishReason finish_reason = FinishReason::kNone;
+  // Set when the engine ended the request itself (the memory guard shed it): Unavailable.
+  Status error;
 };
 
 struct EngineStats {
@@ -70,6 +77,15 @@ class Engine {
   Result<std::vector<TokenOutput>> Step();
 
   bool HasUnfinished() const { return scheduler_.HasWork(); }
+  // The last Step ran nothing and finished nothing while requests wait (the memory guard holds
+  // admission): the caller may sleep a little before the next Step.
+  bool stalled() const { return stalled_; }
+  const MemoryGuard* memory_guard() const { return options_.memory_guard; }
+  // Lets the memory guard take a reading while nothing runs, so its state (and /metrics) stays
+  // current on an idle engine. No-op without a guard.
+  void CheckMemory() {
+    if (options_.memory_guard != nullptr) options_.memory_guard->Check();
+  }
   const Sequence* Find(uint64_t id) const;
   EngineStats stats() const;
 
@@ -85,6 +101,10 @@ class Engine {
   // kNone, or why `seq` stops after its last token.
   FinishReason CheckStop(const Sequence& seq) const;
   void DropFinished();
+  // The guard's verdict for this step: admission on or off, and while shedding, waiting
+  // requests and the newest running one finished with an error in `outputs`.
+  void ApplyMemoryGuard(std::vector<TokenOutput>* outputs);
+  void Shed(Sequence* seq, const std::string& why, std::vector<TokenOutput>* outputs);
 
   const EngineOptions options_;
   ModelRunner* runner_;
@@ -93,6 +113,7 @@ class Engine {
   std::map<uint64_t, std::unique_ptr<Sequence>> sequences_;
   uint64_t num_steps_ = 0;
   uint64_t prompt_tokens_computed_ = 0;
+  bool stalled_ = false;
 };
 
 }  // namespace spark::engine::runtime

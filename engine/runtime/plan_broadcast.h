@@ -7,6 +7,8 @@
 
 #include "base/status.h"
 #include "comm/communicator.h"
+#include "engine/runtime/host_memory.h"
+#include "engine/runtime/memory_guard.h"
 #include "engine/runtime/model_runner.h"
 
 namespace spark::engine::runtime {
@@ -32,6 +34,12 @@ class BroadcastingModelRunner : public ModelRunner {
 };
 
 // Runs plans from rank 0 until a shutdown plan. Returns the first error (the rank stops).
-Status RunWorkerLoop(comm::Communicator& comm, ModelRunner& runner);
+// A memory poll plan is answered from `memory` (null: this rank reports nothing, -1).
+Status RunWorkerLoop(comm::Communicator& comm, ModelRunner& runner, HostMemory* memory = nullptr);
+
+// Rank 0: sends a memory poll plan and gathers every rank's available memory (each from its
+// own node, in MiB); returns the smallest and its rank (ranks that could not read theirs are
+// skipped). Unavailable when no rank could read its memory; communicator errors pass through.
+Result<GroupMemoryReading> PollGroupMemory(comm::Communicator& comm, HostMemory& memory);
 
 }  // namespace spark::engine::runtime

@@ -31,7 +31,7 @@ void Scheduler::Add(Sequence* seq) {
 SchedulerOutput Scheduler::Schedule() {
   SchedulerOutput out;
   int budget = ScheduleRunning(options_.max_num_batched_tokens, &out);
-  if (out.preempted.empty()) budget = AdmitWaiting(budget, &out);
+  if (out.preempted.empty() && admit_) budget = AdmitWaiting(budget, &out);
   out.plan = MakePlan(out.scheduled);
   return out;
 }

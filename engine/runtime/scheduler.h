@@ -60,6 +60,11 @@ class Scheduler {
   int num_running() const { return static_cast<int>(running_.size()); }
   bool HasWork() const { return !waiting_.empty() || !running_.empty(); }
   uint64_t num_preemptions() const { return num_preemptions_; }
+  // Off: Schedule admits no waiting sequence (running ones go on). Default on.
+  void set_admit(bool admit) { admit_ = admit; }
+  std::vector<Sequence*> waiting() const { return {waiting_.begin(), waiting_.end()}; }
+  // The last running sequence admitted, or nullptr.
+  Sequence* newest_running() const { return running_.empty() ? nullptr : running_.back(); }
 
  private:
   // Schedules running sequences; returns the budget left.
@@ -77,6 +82,7 @@ class Scheduler {
   std::vector<Sequence*> running_;
   uint64_t step_ = 0;
   uint64_t num_preemptions_ = 0;
+  bool admit_ = true;
 };
 
 }  // namespace spark::engine::runtime

@@ -113,7 +113,7 @@ Result<StepPlan> StepPlan::Deserialize(const std::vector<uint8_t>& bytes) {
   SPARK_RETURN_IF_ERROR(r.Get(&magic));
   if (magic != kMagic) return DataLossError("not a step plan (bad magic)");
   SPARK_RETURN_IF_ERROR(r.Get(&command));
-  if (command > static_cast<uint8_t>(StepCommand::kRunArgMax)) {
+  if (command > static_cast<uint8_t>(StepCommand::kMemoryPoll)) {
     return DataLossError("step plan: unknown command " + std::to_string(command));
   }
   plan.command = static_cast<StepCommand>(command);

@@ -18,6 +18,9 @@ enum class StepCommand : uint8_t {
   kRun = 0,       // Run the entries; rank 0 gets a logits row per needs_logits entry.
   kShutdown = 1,  // Workers leave their loop; no entries.
   kRunArgMax = 2,  // Run the entries; rank 0 gets only the greedy (argmax) id of each row.
+  // No entries: every rank reads its node's available memory and the ranks all-gather it (the
+  // memory guard's reading of the group, plan_broadcast.h).
+  kMemoryPoll = 3,
 };
 
 struct StepPlanEntry {

@@ -53,7 +53,12 @@ void EngineService::Cancel(uint64_t id) {
 
 ServiceStats EngineService::Stats() const {
   std::lock_guard lock(mu_);
-  return stats_;
+  ServiceStats s = stats_;
+  if (in_step_) {
+    s.step_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - step_started_).count();
+  }
+  return s;
 }
 
 uint64_t EngineService::num_steps() const {
@@ -81,10 +86,16 @@ void EngineService::Loop() {
     Status broken;
     {
       std::unique_lock lock(mu_);
-      cv_.wait(lock, [&] {
+      const bool woken = cv_.wait_for(lock, std::chrono::seconds(1), [&] {
         return stop_ || !inbox_.empty() || !cancels_.empty() || engine_->HasUnfinished();
       });
       if (stop_) break;
+      if (!woken) {  // idle: keep the memory guard's reading current
+        lock.unlock();
+        engine_->CheckMemory();
+        RefreshStats();
+        continue;
+      }
       submitted.swap(inbox_);
       cancelled.swap(cancels_);
       broken = broken_;
@@ -102,6 +113,12 @@ void EngineService::Loop() {
     ApplyCancels(cancelled);
     if (engine_->HasUnfinished()) RunStep();
     RefreshStats();
+    if (engine_->stalled()) {
+      // Admission is held (memory guard): look again shortly, or at once on news.
+      std::unique_lock lock(mu_);
+      cv_.wait_for(lock, std::chrono::milliseconds(50),
+                   [&] { return stop_ || !inbox_.empty() || !cancels_.empty(); });
+    }
   }
   for (auto& [id, cb] : std::map(callbacks_)) FinishOne(id, FinishReason::kAbort, Status::Ok());
   std::vector<Pending> left;
@@ -138,7 +155,16 @@ void EngineService::ApplyCancels(const std::vector<uint64_t>& cancelled) {
 }
 
 void EngineService::RunStep() {
+  {
+    std::lock_guard lock(mu_);
+    in_step_ = true;
+    step_started_ = std::chrono::steady_clock::now();
+  }
   Result<std::vector<runtime::TokenOutput>> outputs = engine_->Step();
+  {
+    std::lock_guard lock(mu_);
+    in_step_ = false;
+  }
   if (!outputs.ok()) return FailAll(outputs.status());
   {
     std::lock_guard lock(mu_);
@@ -148,7 +174,7 @@ void EngineService::RunStep() {
     auto it = callbacks_.find(o.seq_id);
     if (it == callbacks_.end()) continue;
     GenerationEvent e{o.seq_id, o.has_token, o.token,         o.logprob, std::move(o.top_logprobs),
-                      0,        o.finished,  o.finish_reason, {}};
+                      0,        o.finished,  o.finish_reason, o.error};
     if (!first_token_sent_[o.seq_id]) {  // Prefix-cache hits (0 if it finished in this step).
       const runtime::Sequence* seq = engine_->Find(o.seq_id);
       e.cached_prompt_tokens = seq != nullptr ? seq->num_cached_tokens() : 0;
@@ -189,6 +215,11 @@ void EngineService::RefreshStats() {
   stats_.prefix_queries = s.prefix_queries;
   stats_.prefix_hits = s.prefix_hits;
   stats_.decode_steps = s.decode_steps;
+  stats_.num_steps = s.num_steps;
+  stats_.prompt_tokens_computed = s.prompt_tokens_computed;
+  if (const runtime::MemoryGuard* guard = engine_->memory_guard()) {
+    stats_.memory_guard = guard->status();
+  }
 }
 
 }  // namespace spark::engine::server

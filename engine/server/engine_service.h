@@ -74,6 +74,8 @@ class EngineService : public GenerationService {
   Status broken_;
   ServiceStats stats_;
   uint64_t num_steps_ = 0;
+  bool in_step_ = false;
+  std::chrono::steady_clock::time_point step_started_;
   std::thread thread_;
 };
 

@@ -8,9 +8,11 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "base/status.h"
+#include "engine/runtime/memory_guard.h"
 #include "engine/runtime/model_runner.h"
 #include "engine/runtime/sampler.h"
 #include "engine/runtime/sampling_params.h"
@@ -49,6 +51,12 @@ struct ServiceStats {
   uint64_t prefix_queries = 0;  // Prompt tokens looked up in the prefix cache.
   uint64_t prefix_hits = 0;     // ... and found.
   runtime::DecodeStepCounts decode_steps;  // replayed as graphs, or eager by reason
+  // Progress: engine steps run and prompt tokens prefilled (a long prefill advances both every
+  // chunk; /ready tells a busy engine from a stalled one by them).
+  uint64_t num_steps = 0;
+  uint64_t prompt_tokens_computed = 0;
+  double step_seconds = -1;  // how long the step running now has run; -1: none is running
+  std::optional<runtime::MemoryGuardStatus> memory_guard;  // when the engine has a guard
 };
 
 class GenerationService {

@@ -167,6 +167,46 @@ void ServerMetrics::CountRejected() {
   ++rejected_;
 }
 
+namespace {
+
+// Progress and the memory guard (docs/memory.md): a supervisor tells a busy engine from a stalled
+// one by the step and prefill counters, and sees the guard's state and trips.
+void RenderProgressAndMemory(std::string& out, const std::string& l, const ServiceStats& stats) {
+  Counter(out, "spark:engine_steps", "Engine steps run.", l, stats.num_steps);
+  Counter(out, "spark:prefill_tokens", "Prompt tokens run through the model (cache hits excluded).",
+          l, stats.prompt_tokens_computed);
+  if (!stats.memory_guard) return;
+  const runtime::MemoryGuardStatus& g = *stats.memory_guard;
+  if (g.known) {
+    Gauge(out, "spark:memory_available_bytes",
+          "The least memory available on any rank's node at the guard's last reading.", l,
+          static_cast<double>(g.available_bytes));
+  }
+  Header(out, "spark:memory_guard_state", "gauge",
+         "The memory guard's state: 1 for the current one (ok, no-admit, shedding).");
+  for (auto state : {runtime::GuardState::kOk, runtime::GuardState::kNoAdmit,
+                     runtime::GuardState::kShed}) {
+    Sample(out, "spark:memory_guard_state",
+           l + ",state=\"" + std::string(runtime::GuardStateName(state)) + "\"",
+           g.state == state ? 1 : 0);
+  }
+  Header(out, "spark:memory_floor_bytes", "gauge", "The memory guard's floors.");
+  Sample(out, "spark:memory_floor_bytes", l + ",floor=\"admit\"",
+         static_cast<double>(g.admit_floor_bytes));
+  Sample(out, "spark:memory_floor_bytes", l + ",floor=\"hard\"",
+         static_cast<double>(g.hard_floor_bytes));
+  Header(out, "spark:memory_guard_trips_total", "counter",
+         "Times memory fell below a floor (admit: admission held; hard: shedding).");
+  Sample(out, "spark:memory_guard_trips_total", l + ",floor=\"admit\"",
+         static_cast<double>(g.no_admit_trips));
+  Sample(out, "spark:memory_guard_trips_total", l + ",floor=\"hard\"",
+         static_cast<double>(g.shed_trips));
+  Counter(out, "spark:requests_shed", "Requests failed with 503 by the memory guard.", l,
+          g.shed_requests);
+}
+
+}  // namespace
+
 std::string ServerMetrics::Render(const ServiceStats& stats) const {
   std::lock_guard lock(mu_);
   std::string out;
@@ -213,6 +253,7 @@ std::string ServerMetrics::Render(const ServiceStats& stats) const {
                  "Histogram of inter-token latency in seconds.", l, itl_);
   HistogramBlock(out, "vllm:e2e_request_latency_seconds",
                  "Histogram of e2e request latency in seconds.", l, e2e_);
+  RenderProgressAndMemory(out, l, stats);
   return out;
 }
 

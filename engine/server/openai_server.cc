@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/logging.h"
+#include "base/strings.h"
 
 namespace spark::engine::server {
 namespace {
@@ -267,7 +268,23 @@ void OpenAIServer::HandleReady(std::shared_ptr<ResponseWriter> writer) {
     return writer->Send(
         JsonResponse(503, {{"status", "unavailable"}, {"error", broken.message()}}));
   }
+  // The memory guard holds admission: a canary would only wait (or be shed); say why at once.
+  if (const ServiceStats stats = context_->service->Stats();
+      stats.memory_guard && stats.memory_guard->state != runtime::GuardState::kOk) {
+    const runtime::MemoryGuardStatus& g = *stats.memory_guard;
+    return writer->Send(JsonResponse(
+        503,
+        {{"status", "unavailable"},
+         {"error", "memory guard " + std::string(runtime::GuardStateName(g.state)) + ": " +
+                       HumanBytes(static_cast<uint64_t>(std::max<int64_t>(0, g.available_bytes))) +
+                       " available on rank " + std::to_string(g.rank) + "'s node (admit floor " +
+                       HumanBytes(static_cast<uint64_t>(g.admit_floor_bytes)) + ")"}}));
+  }
   std::unique_lock lock(ready_mu_);
+  if (canary_running_ && canary_busy_) {
+    lock.unlock();
+    return writer->Send(JsonResponse(200, {{"status", "ready"}, {"busy", true}}));
+  }
   const bool fresh = canary_result_ && Clock::now() - canary_time_ < options_.ready_cache;
   if (fresh && !canary_running_) {
     const Status s = *canary_result_;
@@ -280,6 +297,8 @@ void OpenAIServer::HandleReady(std::shared_ptr<ResponseWriter> writer) {
   canary_running_ = true;
   canary_id_ = context_->next_id.fetch_add(1);
   canary_deadline_ = Clock::now() + options_.ready_timeout;
+  canary_started_ = Clock::now();
+  canary_busy_ = false;
   lock.unlock();
   StartCanary();
 }
@@ -319,6 +338,7 @@ void OpenAIServer::FinishCanary(uint64_t id, Status result) {
     std::lock_guard lock(ready_mu_);
     if (!canary_running_ || id != canary_id_) return;
     canary_running_ = false;
+    canary_busy_ = false;
     canary_result_ = result;
     canary_time_ = Clock::now();
     waiters.swap(ready_waiters_);
@@ -332,11 +352,27 @@ void OpenAIServer::FinishCanary(uint64_t id, Status result) {
   }
 }
 
-// Fails a canary that has not produced its token by its deadline (a hung rank never answers).
+void OpenAIServer::AnswerBusy(std::unique_lock<std::mutex>& lock) {
+  canary_busy_ = true;
+  std::vector<std::shared_ptr<ResponseWriter>> waiters;
+  waiters.swap(ready_waiters_);
+  lock.unlock();
+  for (auto& w : waiters) w->Send(JsonResponse(200, {{"status", "ready"}, {"busy", true}}));
+}
+
+// Fails a canary that has not produced its token by its deadline while the engine stands still
+// (a hung rank never answers); behind work that progresses it answers "busy" instead.
 void OpenAIServer::WatchCanary() {
   std::unique_lock lock(ready_mu_);
   while (!stopping_) {
     ready_cv_.wait_for(lock, std::chrono::milliseconds(50));
+    // When the engine's counters last moved, followed whether or not a canary runs.
+    const Clock::time_point now = Clock::now();
+    const ServiceStats stats = context_->service->Stats();
+    if (const uint64_t p = stats.num_steps + stats.prompt_tokens_computed; p != progress_mark_) {
+      progress_mark_ = p;
+      progress_at_ = now;
+    }
     if (!canary_running_) continue;
     const uint64_t id = canary_id_;
     if (Status broken = context_->service->broken(); !broken.ok()) {
@@ -345,7 +381,23 @@ void OpenAIServer::WatchCanary() {
       lock.lock();
       continue;
     }
-    if (Clock::now() < canary_deadline_) continue;
+    // Behind running work that moves, or inside a step that has not run too long: busy, not hung.
+    const bool in_step =
+        stats.step_seconds >= 0 &&
+        stats.step_seconds * 1000 < static_cast<double>(options_.ready_step_timeout.count());
+    const bool progressing =
+        in_step || (stats.num_running > 0 && now - progress_at_ < options_.ready_timeout);
+    if (!progressing) canary_busy_ = false;  // new waiters wait for the canary's verdict again
+    if (progressing && !canary_busy_ && now - canary_started_ >= options_.ready_busy_after) {
+      AnswerBusy(lock);
+      lock.lock();
+      continue;
+    }
+    if (now < canary_deadline_) continue;
+    if (progressing) {
+      canary_deadline_ = now + options_.ready_timeout;
+      continue;
+    }
     lock.unlock();
     FinishCanary(id, DeadlineExceededError("no token within " +
                                            std::to_string(options_.ready_timeout.count()) +

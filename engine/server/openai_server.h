@@ -4,7 +4,9 @@
 //   GET  /v1/models
 //   GET  /health    the process is alive (no model work)
 //   GET  /ready     a real one-token generation through the service (so through every rank),
-//                   cached for a few seconds; 503 naming the error when it fails or hangs
+//                   cached for a few seconds; 503 naming the error when it fails or hangs, or
+//                   while the memory guard holds admission; 200 with "busy": true when the
+//                   canary waits behind work that is progressing (a long prefill is not a hang)
 //   GET  /metrics   Prometheus text, vLLM names (metrics.h)
 // Safety: /v1/* needs a Bearer key when keys are configured, and keys are required when the
 // server binds a non-loopback address; a bounded number of sequences in flight (429 with
@@ -39,6 +41,12 @@ struct OpenAIServerOptions {
   // /ready: how long a canary result is reused, and how long a canary may take.
   std::chrono::milliseconds ready_cache{3000};
   std::chrono::milliseconds ready_timeout{10'000};
+  // A canary queued behind running work answers "busy" (200) after this long while the engine's
+  // step and prefill counters advance; it fails only once they stand still for ready_timeout.
+  std::chrono::milliseconds ready_busy_after{1000};
+  // A step may run this long before a canary waiting on it counts as stalled (one long prefill
+  // chunk is busy, not hung; sparkctl's monitor uses the same figure). Default: 120 s.
+  std::chrono::milliseconds ready_step_timeout{120'000};
 };
 
 // True for 127.0.0.0/8, ::1 and "localhost".
@@ -78,6 +86,8 @@ class OpenAIServer {
     OpenAIServer* server = nullptr;
   };
   void WatchCanary();
+  // Tells the waiters "busy" (ready_mu_ held on entry, released on return).
+  void AnswerBusy(std::unique_lock<std::mutex>& lock);
 
   const OpenAIServerOptions options_;
   std::shared_ptr<ServerMetrics> metrics_;
@@ -93,6 +103,10 @@ class OpenAIServer {
   uint64_t canary_id_ = 0;
   std::chrono::steady_clock::time_point canary_deadline_;
   std::optional<Status> canary_result_;
+  std::chrono::steady_clock::time_point canary_started_;
+  bool canary_busy_ = false;       // waiters were told "busy": the engine progresses
+  uint64_t progress_mark_ = 0;     // engine steps + prefilled tokens when they last moved
+  std::chrono::steady_clock::time_point progress_at_;
   std::chrono::steady_clock::time_point canary_time_;
   std::vector<std::shared_ptr<ResponseWriter>> ready_waiters_;
   bool stopping_ = false;

@@ -8,6 +8,7 @@ std::span<const CommandEntry> CommandTable() {
   // One row per command family, in the order --help lists them.
   static constexpr CommandEntry kTable[] = {
       {"profile", RegisterProfileCommands},
+      {"plan", RegisterPlanCommands},
       {"cluster", RegisterClusterCommands},
       {"discover", RegisterDiscoverCommands},
       {"preflight", RegisterPreflightCommands},

@@ -44,6 +44,7 @@ ordered_json NodeJson(const std::string& dir, const sim::NodeState& n) {
           {"memlock", n.facts.memlock},
           {"machine_id", n.facts.machine_id},
           {"forward_drop", n.facts.forward_drop},
+          {"mem_available_kib", n.facts.mem_available_kib},
           {"dir", dir + "/nodes/" + n.name}};
 }
 

@@ -122,6 +122,14 @@ void ValidateEngine(const EngineSpec& e, const TopologySpec& t, FieldErrors* err
   if (e.chunked_prefill < 0 || e.chunked_prefill > e.context_length) {
     errors->Add("engine.chunked_prefill", "must be 0 (off) or 1..context_length");
   }
+  const MemoryGuardSpec& g = e.memory_guard;
+  if (g.hard_floor_gib < 0 || g.admit_floor_gib < g.hard_floor_gib ||
+      g.startup_floor_gib < g.admit_floor_gib) {
+    errors->Add("engine.memory_guard",
+                "floors must satisfy 0 <= hard_floor_gib (" + FormatNumber(g.hard_floor_gib) +
+                    ") <= admit_floor_gib (" + FormatNumber(g.admit_floor_gib) +
+                    ") <= startup_floor_gib (" + FormatNumber(g.startup_floor_gib) + ")");
+  }
   const std::vector<std::string> methods = {"none", "mtp", "dspark"};
   if (e.speculative.method != "none" && e.speculative.method != "mtp" &&
       e.speculative.method != "dspark") {

@@ -67,6 +67,17 @@ struct SpeculativeSpec {
   int num_tokens = 0;           // draft tokens per step (method != none)
 };
 
+// The engine's memory guards (docs/memory.md), in GiB of memory a node keeps available: below
+// startup_floor the engine refuses to start (and `up` / `profile check` refuse the profile's
+// plan), below admit_floor it admits no new sequence, below hard_floor it fails waiting
+// requests and the newest running one with 503. Defaults: a DGX Spark's (field practice: refuse
+// to start below ~5 GiB, stop admitting below ~3 GiB).
+struct MemoryGuardSpec {
+  double startup_floor_gib = 5;
+  double admit_floor_gib = 3;
+  double hard_floor_gib = 1;
+};
+
 struct EngineSpec {
   std::string backend = "auto";  // auto (cuda when a GPU is present), cuda, cpu
   // Linear weights in memory: auto (the engine's choice: the checkpoint's type on cuda), fp32,
@@ -84,6 +95,7 @@ struct EngineSpec {
   SpeculativeSpec speculative;
   std::string reasoning_parser;  // "" or a parser of the engine (spark-engine info)
   std::string tool_parser;       // "" or a parser of the engine (spark-engine info)
+  MemoryGuardSpec memory_guard;
 };
 
 struct ApiSpec {

@@ -37,6 +37,10 @@ nlohmann::ordered_json EngineJson(const EngineSpec& e) {
       {"speculative", {{"method", e.speculative.method}, {"num_tokens", e.speculative.num_tokens}}},
       {"reasoning_parser", e.reasoning_parser},
       {"tool_parser", e.tool_parser},
+      {"memory_guard",
+       {{"startup_floor_gib", e.memory_guard.startup_floor_gib},
+        {"admit_floor_gib", e.memory_guard.admit_floor_gib},
+        {"hard_floor_gib", e.memory_guard.hard_floor_gib}}},
   };
 }
 

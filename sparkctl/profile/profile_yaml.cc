@@ -5,6 +5,7 @@
 
 #include "base/strings.h"
 #include "base/yaml_reader.h"
+#include "sparkctl/profile/memory_plan.h"
 
 namespace spark::profile {
 namespace {
@@ -105,6 +106,14 @@ void ReadEngine(YamlReader* r, const YAML::Node& node, EngineSpec* e) {
   }
   map.Optional("reasoning_parser", &e->reasoning_parser);
   map.Optional("tool_parser", &e->tool_parser);
+  YAML::Node guard = map.ChildMap("memory_guard", false);
+  if (guard.IsDefined()) {
+    YamlMap g(r, guard, "engine.memory_guard");
+    g.Optional("startup_floor_gib", &e->memory_guard.startup_floor_gib);
+    g.Optional("admit_floor_gib", &e->memory_guard.admit_floor_gib);
+    g.Optional("hard_floor_gib", &e->memory_guard.hard_floor_gib);
+    g.RejectUnknown();
+  }
   map.RejectUnknown();
 }
 
@@ -151,6 +160,14 @@ void CheckModel(const Profile& p, const EngineCapabilities& caps, FieldErrors* e
     return;
   }
   ValidateAgainstModel(p, *model, errors);
+  if (!model->problems.empty()) return;
+  // The memory plan on a DGX Spark (each node's real memory: `sparkctl plan -c`, and `up`).
+  Result<EnginePlan> plan = QueryPlan(caps.source, PlanArgs(p, p.model.path, {}));
+  if (!plan.ok()) {
+    notes->push_back("memory plan not checked: " + plan.status().message());
+    return;
+  }
+  ValidateAgainstPlan(p, *plan, errors);
 }
 
 std::optional<Profile> ReadAll(YamlReader& reader, const EngineCapabilities* caps,

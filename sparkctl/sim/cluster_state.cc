@@ -44,7 +44,8 @@ json NodeToJson(const NodeState& n) {
             {"memlock", n.facts.memlock},
             {"machine_id", n.facts.machine_id},
             {"sshd_running", n.facts.sshd_running},
-            {"forward_drop", n.facts.forward_drop}}}};
+            {"forward_drop", n.facts.forward_drop},
+            {"mem_available_kib", n.facts.mem_available_kib}}}};
 }
 
 NodeState NodeFromJson(const json& j) {
@@ -58,7 +59,8 @@ NodeState NodeFromJson(const json& j) {
   n.default_machine_id = j.at("default_machine_id");
   const json& f = j.at("facts");
   n.facts = {f.at("kernel_release"), f.at("cma_kib"),      f.at("memlock"),
-             f.at("machine_id"),     f.at("sshd_running"), f.at("forward_drop")};
+             f.at("machine_id"),     f.at("sshd_running"), f.at("forward_drop"),
+             f.value("mem_available_kib", kDefaultMemAvailableKib)};
   return n;
 }
 

@@ -18,6 +18,8 @@ inline constexpr char kStateSchema[] = "sparkctl-sim-state/v1";
 // DGX OS 7 defaults of a healthy Spark; faults change them per node.
 inline constexpr char kDefaultKernel[] = "6.17.0-1031-nvidia";
 inline constexpr long long kDefaultCmaKib = 1048576;  // 1 GiB
+// MemAvailable of an idle Spark (~118.2 GiB of MemTotal's ~121.7 GiB).
+inline constexpr long long kDefaultMemAvailableKib = 123894660;
 inline constexpr char kDefaultMemlock[] = "unlimited";
 
 // What a node reports about itself; the emulated part of a Spark.
@@ -28,6 +30,7 @@ struct NodeFacts {
   std::string machine_id;                 // 32 hex digits
   bool sshd_running = true;
   bool forward_drop = false;
+  long long mem_available_kib = kDefaultMemAvailableKib;  // MemAvailable (and MemFree)
 };
 
 struct NodeState {

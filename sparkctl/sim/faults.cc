@@ -19,7 +19,7 @@ struct KindInfo {
   const char* help;
 };
 
-constexpr std::array<KindInfo, 13> kKinds = {{
+constexpr std::array<KindInfo, 14> kKinds = {{
     {FaultKind::kUnplug, "unplug", "NODE PORT", "pull the cable at NODE's PORT (0|1)"},
     {FaultKind::kPlug, "plug", "NODE PORT", "plug it back"},
     {FaultKind::kSwap, "swap", "NODE PORT", "cross the cable's twins at NODE's PORT (again: undo)"},
@@ -32,6 +32,7 @@ constexpr std::array<KindInfo, 13> kKinds = {{
     {FaultKind::kForwardDrop, "forward-drop", "NODE", "iptables FORWARD policy DROP"},
     {FaultKind::kForwardAccept, "forward-accept", "NODE", "FORWARD policy ACCEPT again"},
     {FaultKind::kKill, "kill", "NODE PATTERN", "SIGKILL the node's processes matching PATTERN"},
+    {FaultKind::kMemory, "memory", "NODE KIB", "set MemAvailable to KIB (default: undo)"},
     {FaultKind::kClear, "clear", "", "undo every fault"},
 }};
 
@@ -52,6 +53,11 @@ Status CheckValue(const Fault& f) {
       return Status::Ok();
     case FaultKind::kMemlock:
       return MemlockPrlimitArg(f.value).status();
+    case FaultKind::kMemory:
+      if (!ParseInt(f.value) || *ParseInt(f.value) < 0)
+        return InvalidArgumentError("memory wants MemAvailable in KiB (e.g. 2097152), not '" +
+                                    f.value + "'");
+      return Status::Ok();
     case FaultKind::kSshd:
       if (f.value == "stop" || f.value == "start") return Status::Ok();
       return InvalidArgumentError("sshd wants stop or start, not '" + f.value + "'");
@@ -121,6 +127,7 @@ Status SetSshd(Runner& runner, const std::string& dir, NodeState& n, bool run) {
 Status ResetNode(Runner& runner, const std::string& dir, const std::string& memlock, NodeState& n) {
   n.facts.kernel_release = kDefaultKernel;
   n.facts.cma_kib = kDefaultCmaKib;
+  n.facts.mem_available_kib = kDefaultMemAvailableKib;
   n.facts.memlock = memlock;
   n.facts.machine_id = n.default_machine_id;
   SPARK_RETURN_IF_ERROR(WriteNodeFacts(dir, n));
@@ -140,6 +147,9 @@ Status ApplyNodeFault(Runner& runner, const std::string& dir, const ClusterState
       break;
     case FaultKind::kCma:
       facts.cma_kib = reset ? kDefaultCmaKib : *ParseInt(f.value);
+      break;
+    case FaultKind::kMemory:
+      facts.mem_available_kib = reset ? kDefaultMemAvailableKib : *ParseInt(f.value);
       break;
     case FaultKind::kMachineId:
       facts.machine_id = reset ? n.default_machine_id : f.value;

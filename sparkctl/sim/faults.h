@@ -1,6 +1,7 @@
 // Fault injection into a simulated cluster, from outside the nodes, the way things break on real
 // Sparks: cables pulled, swapped or miscabled; a bad kernel, no CMA, a low memlock limit, sshd
-// down, a duplicated machine-id, a FORWARD DROP firewall, a killed process.
+// down, a duplicated machine-id, a FORWARD DROP firewall, a killed process, memory that runs
+// short (MemAvailable in /proc/meminfo).
 //
 // Every fault has an inverse (plug, swap/miscable again, `default` values, sshd start,
 // forward-accept) and `clear` restores the cluster as created. Faults are recorded in the
@@ -19,14 +20,14 @@ namespace spark::sim {
 
 enum class FaultKind {
   kUnplug, kPlug, kSwap, kMiscable, kKernel, kCma, kMemlock, kSshd, kMachineId,
-  kForwardDrop, kForwardAccept, kKill, kClear,
+  kForwardDrop, kForwardAccept, kKill, kMemory, kClear,
 };
 
 struct Fault {
   FaultKind kind = FaultKind::kClear;
   std::string node;   // name or rank, as given
   int port = 0;       // unplug, plug, swap
-  std::string value;  // kernel release, CMA KiB, memlock, stop|start, machine-id, pattern
+  std::string value;  // kernel release, CMA KiB, memlock, stop|start, machine-id, pattern, KiB
 };
 
 // Parses `KIND ARGS...` (e.g. {"unplug", "spark-1", "0"}). InvalidArgument with the usage of

@@ -160,9 +160,11 @@ std::string NodeDir(const std::string& cluster_dir, const NodeState& node) {
   return cluster_dir + "/nodes/" + node.name;
 }
 
-std::string MeminfoText(long long cma_kib) {
+std::string MeminfoText(long long cma_kib, long long mem_available_kib) {
+  // MemFree follows MemAvailable (an idle Spark's gap between them) when a fault shrinks it.
+  const long long free_kib = std::max(0LL, mem_available_kib - (123894660 - 119478212));
   const std::vector<std::pair<std::string, long long>> rows = {
-      {"MemTotal", kMemTotalKib}, {"MemFree", 119478212}, {"MemAvailable", 123894660},
+      {"MemTotal", kMemTotalKib}, {"MemFree", free_kib}, {"MemAvailable", mem_available_kib},
       {"Buffers", 212480},        {"Cached", 3981256},    {"SwapCached", 0},
       {"Active", 2471020},        {"Inactive", 2905524},  {"Active(anon)", 1297812},
       {"Inactive(anon)", 0},      {"Active(file)", 1173208}, {"Inactive(file)", 2905524},
@@ -223,7 +225,8 @@ Status WriteNodeFacts(const std::string& cluster_dir, const NodeState& node) {
   const std::string dir = NodeDir(cluster_dir, node);
   SPARK_RETURN_IF_ERROR(
       WriteFileInPlace(dir + "/proc/osrelease", node.facts.kernel_release + "\n"));
-  SPARK_RETURN_IF_ERROR(WriteFileInPlace(dir + "/proc/meminfo", MeminfoText(node.facts.cma_kib)));
+  SPARK_RETURN_IF_ERROR(WriteFileInPlace(dir + "/proc/meminfo", MeminfoText(node.facts.cma_kib,
+                                                                  node.facts.mem_available_kib)));
   SPARK_RETURN_IF_ERROR(WriteFileInPlace(dir + "/etc/machine-id", node.facts.machine_id + "\n"));
   return WriteFileInPlace(dir + "/etc/security/limits.d/90-sparkctl-sim.conf",
                           LimitsText(node.facts.memlock));

@@ -25,7 +25,7 @@ namespace spark::sim {
 std::string NodeDir(const std::string& cluster_dir, const NodeState& node);
 
 // /proc/meminfo of a GB10 (MemTotal ~121.7 GiB) with the given CmaTotal; CmaFree = CmaTotal.
-std::string MeminfoText(long long cma_kib);
+std::string MeminfoText(long long cma_kib, long long mem_available_kib = kDefaultMemAvailableKib);
 // /etc/security/limits.d entry for memlock ("unlimited" or KiB).
 std::string LimitsText(const std::string& memlock);
 // prlimit's --memlock argument: "unlimited:unlimited" or bytes. InvalidArgument for a bad value.

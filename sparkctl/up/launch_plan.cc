@@ -77,6 +77,12 @@ std::vector<std::string> EngineArgv(const profile::Profile& p, const LaunchOptio
   if (!e.reasoning_parser.empty()) a.insert(a.end(), {"--reasoning-parser", e.reasoning_parser});
   if (!e.tool_parser.empty()) a.insert(a.end(), {"--tool-parser", e.tool_parser});
   if (!p.api.key_file.empty()) a.insert(a.end(), {"--api-key-file", p.api.key_file});
+  a.insert(a.end(), {"--memory-floor-gib", FormatNumber(e.memory_guard.startup_floor_gib),
+                     "--admit-floor-gib", FormatNumber(e.memory_guard.admit_floor_gib),
+                     "--hard-floor-gib", FormatNumber(e.memory_guard.hard_floor_gib)});
+  if (p.topology.gpus_per_node > 1) {
+    a.insert(a.end(), {"--ranks-per-node", std::to_string(p.topology.gpus_per_node)});
+  }
   a.insert(a.end(), {"--status-file", status});
   return a;
 }

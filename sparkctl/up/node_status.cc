@@ -78,6 +78,11 @@ RankVerdict Judge(const RankLaunch& r, const NodeProbe* node, const RankProbe* r
   }
   v.pid = rp->pid;
   v.progress = rp->status.progress;
+  v.steps = rp->status.steps;
+  v.tokens = rp->status.tokens;
+  v.busy = rp->status.busy;
+  v.memory_available_bytes = rp->status.memory_available_bytes;
+  v.memory_guard = rp->status.memory_guard;
   v.phase = rp->status.phase.empty() ? "starting" : rp->status.phase;
   if (!rp->Alive()) {
     v.phase = rp->status.phase == "stopped" ? "stopped" : "exited";
@@ -99,6 +104,16 @@ RankVerdict Judge(const RankLaunch& r, const NodeProbe* node, const RankProbe* r
     char buf[64];
     std::snprintf(buf, sizeof buf, "%.0f", node->now - rp->status.updated);
     v.why = who + ": no heartbeat for " + std::string(buf) + " s" + LastLines(*rp);
+  } else if (rp->status.phase == "ready" && rp->status.busy && rp->status.progressed > 0 &&
+             node->now - rp->status.progressed > o.progress_timeout_s) {
+    v.phase = "hung";
+    v.problem = true;
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "%.0f s in one step with no progress (%llu steps, %llu tokens)",
+                  node->now - rp->status.progressed,
+                  static_cast<unsigned long long>(rp->status.steps),
+                  static_cast<unsigned long long>(rp->status.tokens));
+    v.why = who + ": " + buf + LastLines(*rp);
   }
   return v;
 }
@@ -148,6 +163,19 @@ Result<EngineStatus> ParseEngineStatus(std::string_view text) {
   if (j.contains("message") && j["message"].is_string()) s.message = j["message"];
   if (j.contains("pid") && j["pid"].is_number_integer()) s.pid = j["pid"].get<int>();
   if (j.contains("updated")) s.updated = ParseTime(j["updated"]);
+  if (j.contains("steps") && j["steps"].is_number_unsigned()) s.steps = j["steps"].get<uint64_t>();
+  if (j.contains("tokens") && j["tokens"].is_number_unsigned()) {
+    s.tokens = j["tokens"].get<uint64_t>();
+  }
+  if (j.contains("busy") && j["busy"].is_boolean()) s.busy = j["busy"].get<bool>();
+  if (j.contains("progressed")) s.progressed = ParseTime(j["progressed"]);
+  if (j.contains("memory") && j["memory"].is_object()) {
+    const nlohmann::json& m = j["memory"];
+    if (m.contains("available_bytes") && m["available_bytes"].is_number_integer()) {
+      s.memory_available_bytes = m["available_bytes"].get<int64_t>();
+    }
+    if (m.contains("guard") && m["guard"].is_string()) s.memory_guard = m["guard"];
+  }
   return s;
 }
 
@@ -252,6 +280,7 @@ ClusterHealth Assess(const LaunchPlan& plan, const std::vector<NodeProbe>& probe
     // its peers noticing it, so they only explain a degraded model when nothing else does.
     if (v.problem && v.phase != "failed" && cause.empty()) cause = v.why;
     if (v.problem && h.reason.empty()) h.reason = v.why;
+    if (r.rank == 0) h.memory_guard = v.memory_guard;
     if (r.rank == 0 && node) {
       h.endpoint_ready = node->ready_http.value_or(0) == 200;
       if (node->metrics.size() >= 2) {
@@ -320,6 +349,14 @@ std::string RenderStatus(const LaunchPlan& plan, const std::vector<NodeProbe>& p
     o << buf;
   }
   o << "\n";
+  if (!health.memory_guard.empty()) {
+    o << "memory    guard " << health.memory_guard;
+    for (const auto& v : health.ranks) {
+      if (v.memory_available_bytes < 0) continue;
+      o << "; " << v.node << " " << GiB(v.memory_available_bytes / 1024) << " GiB available";
+    }
+    o << "\n";
+  }
   if (!health.reason.empty()) o << "DEGRADED: " << health.reason << "\n";
   return o.str();
 }
@@ -338,8 +375,12 @@ nlohmann::ordered_json StatusJson(const LaunchPlan& plan, const std::vector<Node
   }
   nlohmann::ordered_json ranks = nlohmann::ordered_json::array();
   for (const auto& v : health.ranks) {
-    ranks.push_back({{"rank", v.rank}, {"node", v.node}, {"phase", v.phase},
-                     {"progress", v.progress}, {"pid", v.pid}, {"problem", v.why}});
+    nlohmann::ordered_json r = {{"rank", v.rank},   {"node", v.node},     {"phase", v.phase},
+                                {"progress", v.progress}, {"pid", v.pid}, {"problem", v.why},
+                                {"steps", v.steps}, {"tokens", v.tokens}, {"busy", v.busy}};
+    r["memory_available_bytes"] =
+        v.memory_available_bytes >= 0 ? nlohmann::ordered_json(v.memory_available_bytes) : nullptr;
+    ranks.push_back(r);
   }
   nlohmann::ordered_json j = {{"schema", "sparkctl-status/v1"},
                               {"health", HealthName(health.health)},
@@ -350,6 +391,9 @@ nlohmann::ordered_json StatusJson(const LaunchPlan& plan, const std::vector<Node
                               {"ready", health.endpoint_ready},
                               {"nodes", nodes},
                               {"ranks", ranks}};
+  j["memory_guard"] =
+      health.memory_guard.empty() ? nlohmann::ordered_json(nullptr)
+                                  : nlohmann::ordered_json(health.memory_guard);
   j["tokens_per_second"] =
       health.tokens_per_second ? nlohmann::ordered_json(*health.tokens_per_second) : nullptr;
   return j;

@@ -6,7 +6,11 @@
 //
 // The engine writes its status file atomically as one JSON object:
 //   {"rank","world_size","pid","phase":"starting|connecting|loading|warming|ready|failed|stopped",
-//    "progress":0..1,"message","updated"}
+//    "progress":0..1,"message","updated","steps","tokens","busy","progressed",
+//    "memory":{"available_bytes","guard"}}
+// and rewrites it every second while ready. A ready rank is hung when the file stops changing
+// (a stopped or frozen process) or when it sits in one step with its counters still for the
+// progress timeout; a rank busy with a long prefill advances its counters every chunk.
 // Thread-safety: values and pure functions.
 #pragma once
 
@@ -29,6 +33,14 @@ struct EngineStatus {
   std::string message;
   double updated = 0;  // seconds since the epoch; 0 when absent
   int pid = 0;
+  // Liveness (absent from older engines: 0 / false).
+  uint64_t steps = 0;
+  uint64_t tokens = 0;
+  bool busy = false;
+  double progressed = 0;  // when the counters last moved, seconds since the epoch
+  // The node's memory as the engine reads it, and rank 0's memory guard ("" when absent).
+  int64_t memory_available_bytes = -1;
+  std::string memory_guard;
 };
 
 struct RankProbe {
@@ -82,6 +94,10 @@ struct RankVerdict {
   int pid = 0;
   bool problem = false;
   std::string why;  // for a problem: what happened, with the last log lines
+  uint64_t steps = 0, tokens = 0;
+  bool busy = false;
+  int64_t memory_available_bytes = -1;
+  std::string memory_guard;
 };
 
 struct ClusterHealth {
@@ -90,6 +106,7 @@ struct ClusterHealth {
   std::string reason;  // for kDegraded: the first problem, naming the rank
   bool endpoint_ready = false;
   std::optional<double> tokens_per_second;
+  std::string memory_guard;  // rank 0's guard state ("" when its engine reports none)
 };
 
 struct AssessOptions {
@@ -97,6 +114,9 @@ struct AssessOptions {
   // once the engine has shown it refreshes the file (heartbeat). Default: 5 s.
   double heartbeat_timeout_s = 5;
   bool heartbeat_seen = false;
+  // A ready rank inside one step whose step and token counters have not moved for this long
+  // counts as hung (a long prefill moves them every chunk). Default: 120 s.
+  double progress_timeout_s = 120;
 };
 
 // Judges the probes of every node against the plan. Any rank that exited, failed, hangs or is

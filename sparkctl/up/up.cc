@@ -1,9 +1,11 @@
 // The steps of `sparkctl up`, each a small function that reports one StepReport.
 #include "sparkctl/up/up.h"
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 
+#include "base/strings.h"
 #include "sparkctl/fabric/apply.h"
 #include "sparkctl/fabric/control_plane.h"
 #include "sparkctl/host/pin.h"
@@ -12,6 +14,7 @@
 #include "sparkctl/ssh/parallel.h"
 #include "sparkctl/ssh/self_copy.h"
 #include "sparkctl/up/launcher.h"
+#include "sparkctl/up/node_memory.h"
 #include "sparkctl/weights/cluster_verify.h"
 #include "sparkctl/weights/sync.h"
 
@@ -230,6 +233,49 @@ Status EngineBinary(ssh::Transport& t, const netplan::ClusterSpec& cluster, cons
   return Status::Ok();
 }
 
+// The memory plan on each node's real MemAvailable (the engine's accounting: spark-engine plan):
+// a node that would keep less than the profile's start-up floor stops `up` before anything runs,
+// naming the profile key to turn. A plan that cannot be made here (no engine that runs on this
+// machine, no readable config.json) is a warning: every rank still checks its own at start-up.
+Status MemoryPlan(ssh::Transport& t, const profile::Profile& profile, const UpOptions& o,
+                  const LaunchPlan& plan, Steps& steps) {
+  steps.Begin();
+  std::vector<std::string> nodes;
+  for (const RankLaunch& r : plan.ranks) {
+    if (std::find(nodes.begin(), nodes.end(), r.node) == nodes.end()) nodes.push_back(r.node);
+  }
+  auto memory = ReadNodeMemory(t, nodes);
+  if (!memory.ok()) return steps.Fail("memory", memory.status());
+  const std::string scratch = o.state_dir + "/plan";
+  auto checkpoint = PlanCheckpoint(profile, "", &t, nodes.empty() ? "" : nodes.front(), scratch);
+  Result<profile::EnginePlan> result =
+      checkpoint.ok() ? profile::QueryPlan(o.engine_binary,
+                                           profile::PlanArgs(profile, *checkpoint, *memory))
+                      : Result<profile::EnginePlan>(checkpoint.status());
+  if (!result.ok()) {
+    steps.Done("memory", "warn", "memory plan not checked: " + result.status().message() + "\n");
+    return Status::Ok();
+  }
+  FieldErrors problems;
+  profile::ValidateAgainstPlan(profile, *result, &problems);
+  std::string detail;
+  for (const profile::PlanNode& n : result->nodes) {
+    detail += "  " + n.name + ": " + HumanBytes(static_cast<uint64_t>(std::max<int64_t>(
+                                          0, n.available_bytes))) +
+              " available, " + HumanBytes(static_cast<uint64_t>(n.used_bytes)) +
+              " planned, " + (n.ok ? "fits" : "DOES NOT FIT") + "\n";
+  }
+  if (!problems.empty()) {
+    std::string why;
+    for (const FieldError& e : problems.errors()) why += "  " + e.path + ": " + e.message + "\n";
+    return steps.Fail("memory", FailedPreconditionError(
+                                    "the memory plan does not fit; nothing was started:\n" + detail +
+                                    why));
+  }
+  steps.Done("memory", "ok", detail);
+  return Status::Ok();
+}
+
 double Now() { return static_cast<double>(std::time(nullptr)); }
 
 // Starts every rank, records the state and waits for /ready. Stops the ranks on failure.
@@ -324,6 +370,7 @@ Status RunUp(ssh::Transport& t, const netplan::ClusterSpec& cluster,
   SPARK_RETURN_IF_ERROR(EngineBinary(t, cluster, o, steps, &launch));
   SPARK_ASSIGN_OR_RETURN(report->plan, PlanLaunch(profile, cluster, launch));
   const LaunchPlan& plan = report->plan;
+  SPARK_RETURN_IF_ERROR(MemoryPlan(t, profile, o, plan, steps));
 
   auto previous = LoadState(o.state_dir);
   if (!previous.ok() && previous.status().code() != StatusCode::kNotFound) {

@@ -2,7 +2,9 @@
 //   preflight (stop on a failed check, with its hint) -> host pin check -> fabric (apply only
 //   when it differs from the plan) -> quick fabric check (net verify) -> weights (verify; sync
 //   with --sync-weights) -> engine binary on every node (same SHA-256, copied when not) ->
-//   launch (one spark-engine per rank, launcher.h) -> wait for rank 0's /ready with progress.
+//   memory plan on each node's MemAvailable (node_memory.h; stop when a node would keep less
+//   than the profile's start-up floor) -> launch (one spark-engine per rank, launcher.h) ->
+//   wait for rank 0's /ready with progress.
 // Idempotent: when the state file records the same launch hash and the ranks run, nothing is
 // touched ("already up"); a different hash (profile, inventory, engine build) stops every rank
 // and starts them all again (a single rank cannot rejoin its group).

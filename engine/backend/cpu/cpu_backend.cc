@@ -1,5 +1,7 @@
 #include "engine/backend/cpu/cpu_backend.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -38,20 +40,46 @@ void RmsNormRow(const float* x, const float* weight, int dim, float eps, float* 
 
 CpuBackend::CpuBackend(int threads) : pool_(threads) {}
 
+namespace {
+
+// Buffers of at least this size are mappings of their own (see Allocate).
+constexpr size_t kMapBytes = size_t{64} << 10;
+
+}  // namespace
+
 Result<Buffer> CpuBackend::Allocate(size_t count) {
   if (count == 0) return Buffer();
   const size_t bytes = (count * sizeof(float) + 63) / 64 * 64;
-  void* p = std::aligned_alloc(64, bytes);
+  // Large buffers (weights, the KV cache, a step's activations) are anonymous mappings committed
+  // at once (MAP_POPULATE: zero pages that are really there, as the memory plan and the start-up
+  // guard count them) and unmapped on release, so a step's activations go back to the system
+  // instead of staying in the allocator's heap. Small ones come from the heap, zeroed by writing.
+  void* p = nullptr;
+  if (bytes >= kMapBytes) {
+    p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
+             -1, 0);
+    if (p == MAP_FAILED) p = nullptr;
+  } else {
+    p = std::aligned_alloc(64, bytes);
+    // Opaque to the compiler, which would otherwise turn aligned_alloc + memset into a calloc.
+    asm volatile("" : "+r"(p));
+    if (p != nullptr) std::memset(p, 0, bytes);
+  }
   if (p == nullptr) {
     return ResourceExhaustedError("cpu backend: cannot allocate " + std::to_string(bytes) +
                                   " bytes; use a smaller model, fewer KV blocks or more ranks");
   }
-  std::memset(p, 0, bytes);
-  *in_use_ += count * sizeof(float);
+  const size_t now = (*in_use_ += count * sizeof(float));
+  for (size_t peak = *peak_; now > peak && !peak_->compare_exchange_weak(peak, now);) {
+  }
   return Buffer(static_cast<float*>(p), count,
-                [in_use = in_use_, n = count * sizeof(float)](float* f) {
+                [in_use = in_use_, n = count * sizeof(float), bytes](float* f) {
                   *in_use -= n;
-                  std::free(f);
+                  if (bytes >= kMapBytes) {
+                    munmap(f, bytes);
+                  } else {
+                    std::free(f);
+                  }
                 });
 }
 
@@ -365,7 +393,15 @@ void CpuBackend::Moe(const float* x, int64_t rows, int hidden, const float* rout
   }
   std::fill(out, out + rows * hidden, 0.0f);
   const int inter = experts.intermediate;
-  std::vector<float> xs, gate_up, act, y;
+  // One expert at a time, at most every row: xs and y [rows, hidden], gate_up [rows, 2 inter],
+  // act [rows, inter], in one backend buffer (what the memory plan counts: model_family.h
+  // StepShape::moe_copies).
+  Result<Buffer> scratch = Allocate(static_cast<size_t>(rows) * (2 * hidden + 3 * inter));
+  if (!scratch.ok()) throw std::bad_alloc();
+  float* const xs = scratch->data();
+  float* const gate_up = xs + rows * hidden;
+  float* const act = gate_up + rows * 2 * inter;
+  float* const y = act + rows * inter;
   for (size_t local = 0; local < experts.gate_up.size(); ++local) {
     const int expert = experts.expert_begin + static_cast<int>(local);
     std::vector<int64_t> picked_rows;
@@ -377,16 +413,12 @@ void CpuBackend::Moe(const float* x, int64_t rows, int hidden, const float* rout
     }
     const int64_t n = static_cast<int64_t>(picked_rows.size());
     if (n == 0) continue;
-    xs.resize(n * hidden);
     for (int64_t i = 0; i < n; ++i) {
       std::memcpy(&xs[i * hidden], x + picked_rows[i] * hidden, hidden * sizeof(float));
     }
-    gate_up.resize(n * 2 * inter);
-    act.resize(n * inter);
-    y.resize(n * hidden);
-    Linear(xs.data(), n, hidden, experts.gate_up[local], 2 * inter, gate_up.data());
-    SiluMul(gate_up.data(), n, inter, act.data());
-    Linear(act.data(), n, inter, experts.down[local], hidden, y.data());
+    Linear(xs, n, hidden, experts.gate_up[local], 2 * inter, gate_up);
+    SiluMul(gate_up, n, inter, act);
+    Linear(act, n, inter, experts.down[local], hidden, y);
     for (int64_t i = 0; i < n; ++i) {
       float* o = out + picked_rows[i] * hidden;
       for (int d = 0; d < hidden; ++d) o[d] += picked_weights[i] * y[i * hidden + d];

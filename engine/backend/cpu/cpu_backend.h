@@ -25,6 +25,10 @@ class CpuBackend : public Backend {
   Result<Buffer> Allocate(size_t count) override;
   // The requested sizes (count x 4 bytes) of live buffers.
   size_t bytes_in_use() const override { return *in_use_; }
+  // The most bytes_in_use() reached since construction or the last ResetPeak() (the memory plan
+  // is tested against it).
+  size_t peak_bytes_in_use() const { return *peak_; }
+  void ResetPeak() { *peak_ = in_use_->load(); }
   void Upload(std::span<const float> host, float* dst) override;
   void Download(const float* src, std::span<float> host) override;
   // bf16 weights are kept for correctness checks (Linear widens them per call; not fast).
@@ -60,6 +64,7 @@ class CpuBackend : public Backend {
   ThreadPool pool_;
   // Shared with the buffers' release functions (a buffer may outlive the backend).
   std::shared_ptr<std::atomic<size_t>> in_use_ = std::make_shared<std::atomic<size_t>>(0);
+  std::shared_ptr<std::atomic<size_t>> peak_ = std::make_shared<std::atomic<size_t>>(0);
   CpuDeepseekOps deepseek_{*this, pool_};
 };
 

@@ -1,6 +1,7 @@
 #include "engine/model/deepseek_v4/deepseek_v4_family.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "engine/model/deepseek_v4/cache_layout.h"
 #include "engine/model/deepseek_v4/deepseek_v4_config.h"
@@ -8,6 +9,7 @@
 #include "engine/model/deepseek_v4/footprint.h"
 #include "engine/model/deepseek_v4/tensor_source.h"
 #include "engine/model/deepseek_v4/weights.h"
+#include "engine/model/deepseek_v4/workspace.h"
 
 namespace spark::engine::model::dsv4 {
 namespace {
@@ -54,6 +56,22 @@ Result<MemoryFootprint> DeepseekV4Memory(const core::ModelConfig& c, const Memor
   return f;
 }
 
+Result<int64_t> DeepseekV4StepMemory(const core::ModelConfig& c, const MemoryQuery& q,
+                                     const StepShape& shape) {
+  SPARK_ASSIGN_OR_RETURN(ShardRanges r, PlanShard(c, q.shard, q.moe));
+  // The step's workspace, then this rank's logits rows (VocabParallelLogits).
+  return 4 * (shape.tokens * WorkspaceFloatsPerToken(c, r) + shape.logit_rows * r.vocab.size);
+}
+
+Result<MemoryFootprint> DeepseekV4ServingMemory(const core::ModelConfig& c, const MemoryQuery& q) {
+  MemoryFootprint f;
+  SPARK_ASSIGN_OR_RETURN(f.weight_bytes, WeightBytesPerRank(c, q.shard, q.moe));
+  const KvFootprint kv = ServingKvFootprint(c);
+  f.kv_bytes_per_token = static_cast<int64_t>(std::ceil(kv.bytes_per_token));
+  f.kv_bytes_per_sequence = kv.bytes_per_sequence;
+  return f;
+}
+
 namespace {
 
 constexpr std::string_view kModelTypes[] = {"deepseek_v4"};
@@ -72,6 +90,8 @@ constinit const ModelFamily kDeepseekV4Family = {
     .parse_config = ParseDeepseekV4Config,
     .load = LoadDeepseekV4,
     .memory = DeepseekV4Memory,
+    .step_memory = DeepseekV4StepMemory,
+    .serving_memory = DeepseekV4ServingMemory,
     .backends = kBackends,
     .weight_dtypes = kWeightTypes,
     .kv_dtypes = kFp32,

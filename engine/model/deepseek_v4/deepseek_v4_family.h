@@ -12,5 +12,10 @@ extern const ModelFamily kDeepseekV4Family;
 // Bytes one rank holds as the CPU reference keeps them (the row's `memory`): fp32 weights
 // (footprint.h's HeldWeightBytesPerRank) and the per-token record of every layer.
 Result<MemoryFootprint> DeepseekV4Memory(const core::ModelConfig& config, const MemoryQuery& query);
+Result<int64_t> DeepseekV4StepMemory(const core::ModelConfig& config, const MemoryQuery& query,
+                                     const StepShape& shape);
+// footprint.h's serving layout (the released FP8/FP4 weights, bf16 compressed cache).
+Result<MemoryFootprint> DeepseekV4ServingMemory(const core::ModelConfig& config,
+                                                const MemoryQuery& query);
 
 }  // namespace spark::engine::model::dsv4

@@ -27,6 +27,9 @@ struct Workspace {
   backend::Buffer router, expert_ids, expert_weights;
 };
 
+// Floats per token of the workspace (what AllocateWorkspace asks the backend for, over tokens).
+int64_t WorkspaceFloatsPerToken(const core::ModelConfig& config, const ShardRanges& ranges);
+
 // ResourceExhausted when the backend cannot hold it.
 Result<Workspace> AllocateWorkspace(backend::Backend& backend, const core::ModelConfig& config,
                                     const ShardRanges& ranges, int64_t tokens);

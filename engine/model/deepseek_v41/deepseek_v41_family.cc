@@ -10,7 +10,9 @@
 #include "engine/model/deepseek_v41/deepseek_v41_model.h"
 #include "engine/model/deepseek_v41/engram_hash.h"
 #include "engine/model/deepseek_v41/engram_token_map.h"
+#include "engine/model/deepseek_v41/footprint.h"
 #include "engine/model/deepseek_v41/weights.h"
+#include "engine/model/deepseek_v41/workspace.h"
 
 namespace spark::engine::model::dsv41 {
 namespace {
@@ -79,6 +81,34 @@ Result<MemoryFootprint> DeepseekV41Memory(const core::ModelConfig& c, const Memo
   return f;
 }
 
+Result<int64_t> DeepseekV41StepMemory(const core::ModelConfig& c, const MemoryQuery& q,
+                                      const StepShape& shape) {
+  SPARK_ASSIGN_OR_RETURN(dsv4::ShardRanges r, dsv4::PlanShard(c, q.shard, q.moe));
+  const core::DeepseekV41Settings& s = c.dsv41;
+  // The step's candidate width (StepPlan::stride): the entries the longest query may see at the
+  // smallest compression ratio of a KV source.
+  int ratio = 0;
+  for (int layer : s.kv_source_layer_ids) {
+    const int r_layer = s.compress_ratios[layer];
+    if (r_layer > 0 && (ratio == 0 || r_layer < ratio)) ratio = r_layer;
+  }
+  const int stride = ratio > 0 ? static_cast<int>(shape.context / ratio) : 0;
+  const int columns =
+      s.engram_layer_ids.empty() ? 0 : (s.engram_max_ngram_size - 1) * s.engram_n_heads;
+  return 4 * (shape.tokens * WorkspaceFloatsPerToken(c, r, stride, columns) +
+              shape.logit_rows * r.vocab.size);
+}
+
+Result<MemoryFootprint> DeepseekV41ServingMemory(const core::ModelConfig& c, const MemoryQuery& q) {
+  SPARK_ASSIGN_OR_RETURN(ServingFootprint s, ServingMemory(c, q.shard, q.moe));
+  MemoryFootprint f;
+  f.weight_bytes = s.weight_bytes;
+  f.kv_bytes_per_token = s.kv_bytes_per_token;
+  f.kv_bytes_per_sequence = s.kv_bytes_per_sequence;
+  f.mapped_bytes = s.engram_table_bytes;
+  return f;
+}
+
 namespace {
 
 constexpr std::string_view kModelTypes[] = {"deepseek_v41", "deepseek_v41_text"};
@@ -97,6 +127,8 @@ constinit const ModelFamily kDeepseekV41Family = {
     .parse_config = ParseDeepseekV41Config,
     .load = LoadDeepseekV41,
     .memory = DeepseekV41Memory,
+    .step_memory = DeepseekV41StepMemory,
+    .serving_memory = DeepseekV41ServingMemory,
     .backends = kBackends,
     .weight_dtypes = kWeightTypes,
     .kv_dtypes = kFp32,

@@ -14,5 +14,10 @@ extern const ModelFamily kDeepseekV41Family;
 // without the Engram tables (they stay in the page cache, mapped) and the per-token record of
 // every layer (nothing per sequence beyond it).
 Result<MemoryFootprint> DeepseekV41Memory(const core::ModelConfig& config, const MemoryQuery& q);
+Result<int64_t> DeepseekV41StepMemory(const core::ModelConfig& config, const MemoryQuery& q,
+                                      const StepShape& shape);
+// footprint.h's serving layout; the Engram tables as mapped bytes.
+Result<MemoryFootprint> DeepseekV41ServingMemory(const core::ModelConfig& config,
+                                                 const MemoryQuery& q);
 
 }  // namespace spark::engine::model::dsv41

@@ -34,6 +34,10 @@ struct Workspace {
   backend::Buffer engram_rows, engram_kv, token_ids;
 };
 
+// Floats per token of the workspace (what AllocateWorkspace asks the backend for, over tokens).
+int64_t WorkspaceFloatsPerToken(const core::ModelConfig& config, const dsv4::ShardRanges& ranges,
+                                int stride, int engram_columns);
+
 // ResourceExhausted when the backend cannot hold it.
 Result<Workspace> AllocateWorkspace(backend::Backend& backend, const core::ModelConfig& config,
                                     const dsv4::ShardRanges& ranges, int64_t tokens, int stride,

@@ -4,6 +4,7 @@
 #include "engine/model/qwen3/qwen3_config.h"
 #include "engine/model/qwen3/qwen3_model.h"
 #include "engine/model/qwen3/qwen3_weights.h"
+#include "engine/model/qwen3/step_widths.h"
 
 namespace spark::engine::model::qwen3 {
 namespace {
@@ -81,12 +82,40 @@ Result<MemoryFootprint> Qwen3Memory(const core::ModelConfig& c, const MemoryQuer
   return f;
 }
 
+Result<int64_t> Qwen3StepMemory(const core::ModelConfig& c, const MemoryQuery& q,
+                                const StepShape& shape) {
+  SPARK_RETURN_IF_ERROR(q.shard.CheckFits(c, q.moe));
+  const StepWidths w = PlannedStepWidths(c, q.shard, q.moe);
+  const int64_t n = shape.tokens, rows = shape.logit_rows, world = q.shard.size;
+  const int64_t vocab = q.shard.Vocab(c.vocab_size).size,
+                padded = q.shard.VocabPadded(c.vocab_size);
+  // The launched-ahead ArgMax pairs, kept with the model (Qwen3Model::feed_).
+  int64_t floats = world * Qwen3Model::kMaxLaunchRows * 2;
+  floats += n * w.FloatsPerToken();
+  if (shape.bf16_inputs) floats += (n * c.hidden_size + 1) / 2 + (n * w.inter + 1) / 2;
+  // Then the larger of the MoE op's scratch (inside a layer) and the logits: the rows of the
+  // padded shard and this rank's part (Logits), or the part and the ArgMax pairs gathered over
+  // the ranks (ForwardArgMax).
+  const int64_t sampled = rows * padded + rows * vocab;
+  const int64_t greedy = rows * vocab + (world > 1 ? rows * 2 : 0) + world * rows * 2;
+  const bool has_moe = std::any_of(c.layers.begin(), c.layers.end(), [](const core::LayerSpec& l) {
+    return l.mlp == core::MlpType::kMoe;
+  });
+  const int64_t copies = n * shape.moe_copies;
+  const int64_t moe = !has_moe ? 0
+                               : copies * (2 * c.hidden_size + 3 * w.expert_inter) +
+                                     (shape.moe_copies > 1 ? copies : 0);
+  floats += std::max({sampled, greedy, moe});
+  return 4 * floats;
+}
+
 constinit const ModelFamily kQwen3Family = {
     .name = "qwen3",
     .model_types = kModelTypes,
     .parse_config = ParseQwen3Config,
     .load = LoadQwen3,
     .memory = Qwen3Memory,
+    .step_memory = Qwen3StepMemory,
     .backends = kBackends,
     .weight_dtypes = kWeightTypes,
     .kv_dtypes = kKvTypes,

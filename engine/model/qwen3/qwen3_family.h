@@ -12,5 +12,7 @@ extern const ModelFamily kQwen3Family;
 // 128 x 128 block scales), embedding, norms and router in fp32, K and V per token in
 // query.kv_dtype. Exactly what LoadModel allocates.
 Result<MemoryFootprint> Qwen3Memory(const core::ModelConfig& config, const MemoryQuery& query);
+Result<int64_t> Qwen3StepMemory(const core::ModelConfig& config, const MemoryQuery& query,
+                                const StepShape& shape);
 
 }  // namespace spark::engine::model::qwen3

@@ -1,5 +1,7 @@
 #include "engine/model/qwen3/qwen3_model.h"
 
+#include "engine/model/qwen3/step_widths.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -140,27 +142,27 @@ Status Qwen3Model::Hidden(const ForwardBatch& batch, PagedKvCache& cache, Worksp
                                 std::to_string(kv_cache_spec().kv_width) + ")");
   }
   const int64_t n = batch.num_tokens();
-  const int64_t hidden = config_.hidden_size, hd = config_.head_dim;
-  const int64_t inter = std::max(w_.dense_inter, w_.expert_inter);
-  const int64_t qkv = (w_.heads.size + 2 * w_.kv_heads.size) * hd;
+  const int64_t hidden = config_.hidden_size;
+  const StepWidths sw = MakeStepWidths(config_, w_.heads.size, w_.kv_heads.size,
+                                       std::max(w_.dense_inter, w_.expert_inter));
   ws.n = n;
-  for (auto [buffer, width] : {std::pair{&ws.h, hidden},
-                               {&ws.x, hidden},
-                               {&ws.tmp, hidden},
-                               {&ws.qkv, qkv},
-                               {&ws.q, w_.heads.size * hd},
-                               {&ws.attn, w_.heads.size * hd},
-                               {&ws.k, w_.kv_heads.size * hd},
-                               {&ws.v, w_.kv_heads.size * hd},
-                               {&ws.gate_up, 2 * inter},
-                               {&ws.act, inter},
-                               {&ws.router, int64_t{config_.moe.num_experts}}}) {
+  for (auto [buffer, width] : {std::pair{&ws.h, sw.h},
+                               {&ws.x, sw.x},
+                               {&ws.tmp, sw.tmp},
+                               {&ws.qkv, sw.qkv},
+                               {&ws.q, sw.q},
+                               {&ws.attn, sw.attn},
+                               {&ws.k, sw.k},
+                               {&ws.v, sw.v},
+                               {&ws.gate_up, sw.gate_up},
+                               {&ws.act, sw.act},
+                               {&ws.router, sw.router}}) {
     SPARK_ASSIGN_OR_RETURN(*buffer, backend_.Allocate(static_cast<size_t>(n * width)));
   }
   if (backend_.Bf16InputsPay(n, options_.weight_dtype)) {
     // Two bf16 values per float of storage.
     SPARK_ASSIGN_OR_RETURN(ws.x16, backend_.Allocate(static_cast<size_t>(n * hidden + 1) / 2));
-    SPARK_ASSIGN_OR_RETURN(ws.act16, backend_.Allocate(static_cast<size_t>(n * inter + 1) / 2));
+    SPARK_ASSIGN_OR_RETURN(ws.act16, backend_.Allocate(static_cast<size_t>(n * sw.inter + 1) / 2));
   }
   if (fed_pairs != nullptr) {
     backend_.EmbeddingOfArgMax(w_.embed.data(), w_.vocab.begin, w_.vocab.size, config_.hidden_size,

@@ -1,11 +1,8 @@
 // The KV cache sized from memory (--kv-memory-fraction): blocks from the fraction of what the
-// node has available, and MemAvailable read from a meminfo file.
+// node has available, never into the memory the start-up floor keeps.
 #include "engine/cli/kv_budget.h"
 
 #include <gtest/gtest.h>
-
-#include <filesystem>
-#include <fstream>
 
 namespace spark::engine::cli {
 namespace {
@@ -39,20 +36,15 @@ TEST(KvBudgetTest, FractionOutsideTheRangeIsRefused) {
   }
 }
 
-TEST(KvBudgetTest, ReadsMemAvailableFromMeminfo) {
-  const std::string path = ::testing::TempDir() + "/kv_budget_meminfo";
-  {
-    std::ofstream out(path);
-    out << "MemTotal:       127601424 kB\nMemFree:         1000 kB\n"
-           "MemAvailable:   98765432 kB\nBuffers:           0 kB\n";
-  }
-  auto bytes = ReadMemAvailable(path);
-  ASSERT_TRUE(bytes.ok()) << bytes.status().message();
-  EXPECT_EQ(*bytes, int64_t{98765432} * 1024);
-  { std::ofstream(path) << "MemTotal: 1 kB\n"; }
-  EXPECT_EQ(ReadMemAvailable(path).status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(ReadMemAvailable(path + ".missing").status().code(), StatusCode::kNotFound);
-  std::filesystem::remove(path);
+TEST(KvBudgetTest, TheFloorStaysFreeWhateverTheFraction) {
+  // 0.9 of 1 GiB would be 921.6 MiB; keeping 512 MiB leaves 512 MiB: 32768 blocks of 16 KiB.
+  auto blocks = KvBlocksFromMemory(0.9, int64_t{1} << 30, 1024, 16, int64_t{512} << 20);
+  ASSERT_TRUE(blocks.ok()) << blocks.status().message();
+  EXPECT_EQ(*blocks, 32768);
+  auto none = KvBlocksFromMemory(0.9, int64_t{1} << 30, 1024, 16, int64_t{1} << 30);
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("kept free (the start-up floor"), std::string::npos)
+      << none.status().message();
 }
 
 }  // namespace

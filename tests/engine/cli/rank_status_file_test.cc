@@ -44,10 +44,21 @@ TEST_F(RankStatusTest, JsonHasExactlyTheDocumentedShape) {
   r.progress = 0.42;
   r.message = "reading \"weights\"";
   r.updated = std::chrono::system_clock::time_point(std::chrono::milliseconds(1764454205123));
+  r.steps = 12;
+  r.tokens = 345;
+  r.busy = true;
+  r.progressed = std::chrono::system_clock::time_point(std::chrono::milliseconds(1764454204000));
+  r.memory_available_bytes = 1234567;
+  r.memory_guard = "no-admit";
   const std::string text = RankStatusJson(r);
   EXPECT_EQ(text.find('\n'), std::string::npos);
   const nlohmann::json j = nlohmann::json::parse(text);
-  EXPECT_EQ(j.size(), 7u) << text;
+  EXPECT_EQ(j.size(), 12u) << text;
+  EXPECT_EQ(j.at("steps"), 12);
+  EXPECT_EQ(j.at("tokens"), 345);
+  EXPECT_EQ(j.at("busy"), true);
+  EXPECT_EQ(j.at("progressed"), "2025-11-29T22:10:04.000Z");
+  EXPECT_EQ(j.at("memory"), (nlohmann::json{{"available_bytes", 1234567}, {"guard", "no-admit"}}));
   EXPECT_EQ(j.at("rank"), 1);
   EXPECT_EQ(j.at("world_size"), 4);
   EXPECT_EQ(j.at("pid"), 4242);
@@ -127,6 +138,48 @@ TEST_F(RankStatusTest, TouchRefreshesUpdatedOnlyWhileReadyAndAtMostOnceASecond) 
   EXPECT_NE(j["updated"], ready);
   EXPECT_EQ(j["phase"], "ready");
   EXPECT_EQ(j["message"], "running");
+}
+
+// A step counts when it ends; the ticker rewrites the file while ready from its own thread, so a
+// rank inside a long step still shows a fresh "updated", "busy" and its counters.
+TEST_F(RankStatusTest, TickerWritesCountersWhileAStepRuns) {
+  const fs::path path = dir_ / "status.json";
+  RankStatus status(0, 1, path.string());
+  ASSERT_TRUE(status.Set(RankPhase::kReady, "serving").ok());
+  status.StepStarted(256);
+  status.StepFinished();
+  status.StepStarted(256);  // a long prefill chunk, still running
+  int samples = 0;
+  status.StartTicker(std::chrono::milliseconds(100), [&] {
+    ++samples;
+    status.SetMemory({.available_bytes = int64_t{7} << 30, .guard = "ok", .resident_bytes = 5});
+  });
+  const std::string before = ReadJson(path)["updated"];
+  std::this_thread::sleep_for(std::chrono::milliseconds(450));
+  nlohmann::json j = ReadJson(path);
+  status.StopTicker();
+  EXPECT_GE(samples, 2);
+  EXPECT_NE(j["updated"], before);
+  EXPECT_EQ(j["steps"], 1);
+  EXPECT_EQ(j["tokens"], 512);
+  EXPECT_EQ(j["busy"], true);
+  EXPECT_EQ(j["memory"]["available_bytes"], int64_t{7} << 30);
+  EXPECT_EQ(j["memory"]["guard"], "ok");
+  EXPECT_EQ(j["memory"]["resident_bytes"], 5);
+  EXPECT_FALSE(j["memory"].contains("peak_resident_bytes"));
+  const std::string stopped = ReadJson(path)["updated"];
+  std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  EXPECT_EQ(ReadJson(path)["updated"], stopped) << "no writes after StopTicker";
+}
+
+TEST_F(RankStatusTest, TickerWritesNothingBeforeReady) {
+  const fs::path path = dir_ / "status.json";
+  RankStatus status(0, 1, path.string());
+  ASSERT_TRUE(status.Set(RankPhase::kLoading, "reading").ok());
+  const std::string loading = ReadJson(path)["updated"];
+  status.StartTicker(std::chrono::milliseconds(50), nullptr);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(ReadJson(path)["updated"], loading);
 }
 
 TEST_F(RankStatusTest, UnwritablePathIsNamed) {

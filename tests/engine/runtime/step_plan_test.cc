@@ -41,8 +41,13 @@ TEST(StepPlanTest, ArgMaxCommandRoundTripsAndUnknownCommandsAreDataLoss) {
   ASSERT_TRUE(back.ok());
   EXPECT_EQ(*back, plan);
   std::vector<uint8_t> bytes = plan.Serialize();
-  bytes[4] = 3;  // the command byte, after the 4-byte magic
+  bytes[4] = 4;  // the command byte, after the 4-byte magic
   EXPECT_EQ(StepPlan::Deserialize(bytes).status().code(), StatusCode::kDataLoss);
+  StepPlan poll;
+  poll.command = StepCommand::kMemoryPoll;
+  auto poll_back = StepPlan::Deserialize(poll.Serialize());
+  ASSERT_TRUE(poll_back.ok());
+  EXPECT_EQ(poll_back->command, StepCommand::kMemoryPoll);
 }
 
 TEST(StepPlanTest, EveryTruncationIsDataLoss) {

@@ -76,9 +76,14 @@ void FakeService::Cancel(uint64_t id) {
   cv_.notify_one();
 }
 
+void FakeService::SetEngineStats(const ServiceStats& stats) {
+  std::lock_guard lock(mu_);
+  engine_stats_ = stats;
+}
+
 ServiceStats FakeService::Stats() const {
   std::lock_guard lock(mu_);
-  ServiceStats s;
+  ServiceStats s = engine_stats_;
   s.num_running = static_cast<int>(active_.size());
   s.kv_usage = static_cast<float>(active_.size()) / 64.0f;
   return s;

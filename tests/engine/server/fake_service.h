@@ -46,6 +46,8 @@ class FakeService : public GenerationService {
 
   void SetBroken(Status error);
   void SetHung(bool hung);
+  // Progress counters, the running step and the memory guard that Stats() reports.
+  void SetEngineStats(const ServiceStats& stats);
   int num_cancelled() const;
   int num_active() const;
   uint64_t num_submitted() const;
@@ -71,6 +73,7 @@ class FakeService : public GenerationService {
   std::vector<uint64_t> cancels_;
   Status broken_;
   bool hung_ = false;
+  ServiceStats engine_stats_;
   bool stop_ = false;
   int num_cancelled_ = 0;
   uint64_t num_submitted_ = 0;

@@ -495,6 +495,70 @@ TEST_F(ServerTest, ReadyRunsACanaryAndReportsFailures) {
   EXPECT_EQ(HttpCall(server_->port(), "GET", "/health").status, 200);
 }
 
+// A canary stuck behind a step that is still running answers "busy" (200), not "hung"; once the
+// step has run past ready_step_timeout it is a hang again.
+TEST_F(ServerTest, ReadyTellsBusyFromHung) {
+  server_.reset();
+  OpenAIServerOptions options;
+  options.ready_cache = std::chrono::milliseconds(0);
+  options.ready_timeout = std::chrono::milliseconds(300);
+  options.ready_busy_after = std::chrono::milliseconds(50);
+  options.ready_step_timeout = std::chrono::milliseconds(5000);
+  options.http.port = 0;
+  options.served_model_name = "fake";
+  server_ = std::move(*OpenAIServer::Start(options, service_.get(), &codec_));
+  service_->SetHung(true);
+  ServiceStats busy;
+  busy.step_seconds = 1.0;  // a long prefill chunk, running
+  service_->SetEngineStats(busy);
+  ClientResponse r = HttpCall(server_->port(), "GET", "/ready");
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(json::parse(r.body).value("busy", false), true) << r.body;
+  // Still busy after the canary's own timeout: the step goes on.
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  EXPECT_EQ(HttpCall(server_->port(), "GET", "/ready").status, 200);
+  ServiceStats stalled;
+  stalled.step_seconds = 6.0;  // past ready_step_timeout
+  service_->SetEngineStats(stalled);
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  r = HttpCall(server_->port(), "GET", "/ready");
+  EXPECT_EQ(r.status, 503) << r.body;
+  EXPECT_NE(r.body.find("hung"), std::string::npos) << r.body;
+  service_->SetHung(false);
+  service_->SetEngineStats({});
+}
+
+TEST_F(ServerTest, ReadyIs503WhileTheMemoryGuardHoldsAdmission) {
+  ServiceStats low;
+  runtime::MemoryGuardStatus g;
+  g.state = runtime::GuardState::kNoAdmit;
+  g.known = true;
+  g.available_bytes = int64_t{2} << 30;
+  g.rank = 1;
+  g.admit_floor_bytes = int64_t{3} << 30;
+  low.memory_guard = g;
+  service_->SetEngineStats(low);
+  const uint64_t submitted = service_->num_submitted();
+  ClientResponse r = HttpCall(server_->port(), "GET", "/ready");
+  EXPECT_EQ(r.status, 503);
+  EXPECT_NE(r.body.find("memory guard no-admit: 2.00 GiB available on rank 1's node (admit floor "
+                        "3.00 GiB)"),
+            std::string::npos)
+      << r.body;
+  EXPECT_EQ(service_->num_submitted(), submitted) << "no canary while admission is held";
+  const std::string metrics = HttpCall(server_->port(), "GET", "/metrics").body;
+  EXPECT_NE(metrics.find("spark:memory_guard_state{model_name=\"fake\",engine=\"0\",state=\""
+                         "no-admit\"} 1.0"),
+            std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("spark:memory_available_bytes{model_name=\"fake\",engine=\"0\"} "
+                         "2147483648.0"),
+            std::string::npos)
+      << metrics;
+  service_->SetEngineStats({});
+  EXPECT_EQ(HttpCall(server_->port(), "GET", "/ready").status, 200);
+}
+
 TEST_F(ServerTest, ApiKeyRequiredWhenConfigured) {
   server_.reset();
   OpenAIServerOptions options;

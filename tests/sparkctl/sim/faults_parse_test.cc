@@ -16,6 +16,7 @@ TEST(FaultParseTest, ParsesEveryKind) {
   EXPECT_EQ(ParseFault({"sshd", "0", "stop"})->value, "stop");
   EXPECT_EQ(ParseFault({"forward-drop", "spark-0"})->node, "spark-0");
   EXPECT_EQ(ParseFault({"kill", "0", "spark-engine"})->value, "spark-engine");
+  EXPECT_EQ(ParseFault({"memory", "1", "2097152"})->value, "2097152");
   EXPECT_EQ(ParseFault({"clear"})->kind, FaultKind::kClear);
 }
 
@@ -34,6 +35,7 @@ TEST(FaultParseTest, RejectsWithHelpfulMessages) {
       {{"memlock", "0", "-5"}, "unlimited"},
       {{"sshd", "0", "restart"}, "stop or start"},
       {{"machine-id", "0", "xyz"}, "32 lowercase hex"},
+      {{"memory", "0", "2GiB"}, "MemAvailable in KiB"},
   };
   for (const BadCase& c : cases) {
     Result<Fault> f = ParseFault(c.args);
@@ -47,6 +49,13 @@ TEST(NodeImageTest, MeminfoCarriesCma) {
   std::string text = MeminfoText(0);
   EXPECT_NE(text.find("CmaTotal:              0 kB"), std::string::npos) << text;
   EXPECT_NE(text.find("MemTotal:       127601864 kB"), std::string::npos);
+}
+
+TEST(NodeImageTest, MeminfoCarriesMemAvailable) {
+  std::string text = MeminfoText(0, 2097152);
+  EXPECT_NE(text.find("MemAvailable:    2097152 kB"), std::string::npos) << text;
+  EXPECT_NE(text.find("MemFree:               0 kB"), std::string::npos);
+  EXPECT_NE(MeminfoText(0).find("MemAvailable:   123894660 kB"), std::string::npos);
 }
 
 TEST(NodeImageTest, MemlockToPrlimit) {

@@ -112,6 +112,15 @@ TEST_F(SimFaultsTest, CmaAndMemlock) {
   EXPECT_EQ(On(0, "grep CmaTotal /proc/meminfo | tr -s ' '"), "CmaTotal: 1048576 kB");
 }
 
+// What the memory plan and the engine's guards read on a node: MemAvailable, shrunk and restored.
+TEST_F(SimFaultsTest, MemoryAvailable) {
+  ASSERT_OK(Inject({"memory", "1", "2097152"}));
+  EXPECT_EQ(On(1, "grep MemAvailable /proc/meminfo | tr -s ' '"), "MemAvailable: 2097152 kB");
+  EXPECT_EQ(On(0, "grep MemAvailable /proc/meminfo | tr -s ' '"), "MemAvailable: 123894660 kB");
+  ASSERT_OK(Inject({"memory", "1", "default"}));
+  EXPECT_EQ(On(1, "grep MemAvailable /proc/meminfo | tr -s ' '"), "MemAvailable: 123894660 kB");
+}
+
 TEST_F(SimFaultsTest, MachineIdDuplicate) {
   std::string id0 = On(0, "cat /etc/machine-id");
   EXPECT_NE(id0, On(1, "cat /etc/machine-id"));

@@ -31,6 +31,10 @@ TEST(LaunchPlanTest, OneRankPerNodeInRankOrder) {
     EXPECT_TRUE(Has(rank.argv, "--status-file", rank.status_path));
     EXPECT_TRUE(Has(rank.argv, "--num-kv-blocks", "512"));  // 8192 tokens / 16
     EXPECT_TRUE(Has(rank.argv, "--backend", "cpu"));
+    // The profile's memory guard (a Spark's floors by default).
+    EXPECT_TRUE(Has(rank.argv, "--memory-floor-gib", "5"));
+    EXPECT_TRUE(Has(rank.argv, "--admit-floor-gib", "3"));
+    EXPECT_TRUE(Has(rank.argv, "--hard-floor-gib", "1"));
     EXPECT_EQ(rank.status_path, "/run/sparkctl/up/demo/rank" + std::to_string(r) + ".json");
     EXPECT_EQ(rank.log_path, "/var/log/sparkctl/demo-rank" + std::to_string(r) + ".log");
   }

@@ -106,6 +106,62 @@ TEST(RankStatusTest, StaleHeartbeatCountsOnlyOnceSeen) {
   EXPECT_NE(h.reason.find("no heartbeat for 12 s"), std::string::npos) << h.reason;
 }
 
+// A status file of a ready rank with liveness fields (node clock 1002.5).
+std::string LiveText(int rank, bool busy, double progressed, const std::string& guard = "") {
+  std::string t = ProbeText(rank, 100 + rank, 'R', "ready", 1002, rank == 0, 200);
+  const std::string old = "\"updated\":1002.000000}";
+  std::string live = "\"updated\":1002.000000,\"steps\":41,\"tokens\":9000,\"busy\":" +
+                     std::string(busy ? "true" : "false") +
+                     ",\"progressed\":" + std::to_string(progressed) +
+                     ",\"memory\":{\"available_bytes\":2147483648" +
+                     (guard.empty() ? "" : ",\"guard\":\"" + guard + "\"") + "}}";
+  t.replace(t.find(old), old.size(), live);
+  return t;
+}
+
+TEST(RankStatusTest, BusyRankWhoseCountersMoveIsNotHung) {
+  auto texts = AllReady();
+  texts[2] = LiveText(2, /*busy=*/true, /*progressed=*/1001.0);  // a prefill chunk just ended
+  ClusterHealth h = Assess(Plan(), Probes(texts), {.heartbeat_seen = true,
+                                                   .progress_timeout_s = 5});
+  EXPECT_EQ(h.health, Health::kReady) << h.reason;
+  EXPECT_EQ(h.ranks[2].steps, 41u);
+  EXPECT_TRUE(h.ranks[2].busy);
+}
+
+TEST(RankStatusTest, BusyRankWithoutProgressForTheTimeoutIsHung) {
+  auto texts = AllReady();
+  texts[2] = LiveText(2, /*busy=*/true, /*progressed=*/990.0);  // 12.5 s in one step
+  ClusterHealth h = Assess(Plan(), Probes(texts), {.heartbeat_seen = true,
+                                                   .progress_timeout_s = 10});
+  EXPECT_EQ(h.health, Health::kDegraded);
+  EXPECT_EQ(h.ranks[2].phase, "hung");
+  EXPECT_NE(h.reason.find("rank 2 (spark-2): 12 s in one step with no progress (41 steps, 9000 "
+                          "tokens)"),
+            std::string::npos)
+      << h.reason;
+  // An idle rank (not busy) waits for work as long as it likes.
+  texts[2] = LiveText(2, /*busy=*/false, /*progressed=*/100.0);
+  EXPECT_EQ(Assess(Plan(), Probes(texts), {.heartbeat_seen = true, .progress_timeout_s = 10})
+                .health,
+            Health::kReady);
+}
+
+TEST(RankStatusTest, MemoryGuardOfRankZeroIsShown) {
+  auto texts = AllReady();
+  texts[0] = LiveText(0, false, 1000, "no-admit");
+  auto probes = Probes(texts);
+  ClusterHealth h = Assess(Plan(), probes);
+  EXPECT_EQ(h.memory_guard, "no-admit");
+  const std::string table = RenderStatus(Plan(), probes, h);
+  EXPECT_NE(table.find("memory    guard no-admit; spark-0 2.0 GiB available"), std::string::npos)
+      << table;
+  auto j = StatusJson(Plan(), probes, h);
+  EXPECT_EQ(j["memory_guard"], "no-admit");
+  EXPECT_EQ(j["ranks"][0]["memory_available_bytes"], 2147483648);
+  EXPECT_EQ(j["ranks"][0]["steps"], 41);
+}
+
 TEST(RankStatusTest, FailedPhaseAndUnreachableNodeAreDegraded) {
   auto texts = AllReady();
   texts[1] = ProbeText(1, 101, 'S', "failed");
