@@ -48,7 +48,14 @@ Result<std::unique_ptr<Model>> LoadDeepseekV4(const std::string& dir, core::Mode
 
 Result<MemoryFootprint> DeepseekV4Memory(const core::ModelConfig& c, const MemoryQuery& q) {
   MemoryFootprint f;
-  SPARK_ASSIGN_OR_RETURN(f.weight_bytes, HeldWeightBytesPerRank(c, q.shard, q.moe));
+  // fp8: the released storage (FP8 / FP4 kept, float matrices in bf16; within the padding of
+  // each matrix); bf16: every element in two bytes; fp32: the reference's widths.
+  if (q.weight_dtype == backend::DType::kFP8) {
+    SPARK_ASSIGN_OR_RETURN(f.weight_bytes, WeightBytesPerRank(c, q.shard, q.moe));
+  } else {
+    SPARK_ASSIGN_OR_RETURN(f.weight_bytes, HeldWeightBytesPerRank(c, q.shard, q.moe));
+    if (q.weight_dtype == backend::DType::kBF16) f.weight_bytes /= 2;
+  }
   // Constants uploaded with them: the unit weight of the per-head query norm, and the inverse
   // frequencies of the two RoPE tables.
   f.weight_bytes += 4 * (int64_t{c.head_dim} + 2 * (c.dsv4.rope_head_dim / 2));

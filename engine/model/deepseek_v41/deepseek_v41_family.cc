@@ -77,6 +77,14 @@ Result<MemoryFootprint> DeepseekV41Memory(const core::ModelConfig& c, const Memo
   floats += d.rope_head_dim + hd + n + (s.engram_layer_ids.empty() ? 0 : c.vocab_size);
   MemoryFootprint f;
   f.weight_bytes = 4 * floats;
+  // fp8: the released storage (ServingMemory: FP8 / FP4 kept, float matrices in bf16; within
+  // each matrix's padding); bf16: two bytes an element.
+  if (q.weight_dtype == backend::DType::kFP8) {
+    SPARK_ASSIGN_OR_RETURN(ServingFootprint released, ServingMemory(c, q.shard, q.moe));
+    f.weight_bytes = released.weight_bytes;
+  } else if (q.weight_dtype == backend::DType::kBF16) {
+    f.weight_bytes /= 2;
+  }
   f.kv_bytes_per_token = int64_t{2} * c.num_layers * CacheLayout(c).kv_width() * 4;
   return f;
 }

@@ -201,16 +201,27 @@ TEST(MemoryPlanTest, CudaPlanCountsTransportAndGraphs) {
 }
 
 // DeepSeek on cuda is not built: the plan projects the serving layout (footprint.h) and says so.
-TEST(MemoryPlanTest, DeepseekOnCudaIsProjectedFromTheServingLayout) {
+// DeepSeek runs on cuda now: its plan holds the released weight types (fp8), not a projection.
+TEST(MemoryPlanTest, DeepseekOnCudaHoldsTheReleasedTypes) {
   auto config = LoadModelConfig(FixtureDir("deepseek-v41-tiny"));
   ASSERT_TRUE(config.ok());
   PlanRequest req;
-  auto plan = PlanRank(*config, *FindModelFamily("deepseek_v41"), req);
-  ASSERT_TRUE(plan.ok()) << plan.status().message();
-  EXPECT_TRUE(plan->serving_layout);
-  EXPECT_NE(plan->layout_note.find("projected"), std::string::npos);
-  EXPECT_GT(plan->mapped_bytes, 0);  // the Engram tables
-  EXPECT_GT(plan->kv_bytes_per_sequence, 0);
+  req.weight_dtype = DType::kFP8;
+  req.kv_dtype = DType::kF32;
+  auto fp8 = PlanRank(*config, *FindModelFamily("deepseek_v41"), req);
+  ASSERT_TRUE(fp8.ok()) << fp8.status().message();
+  EXPECT_FALSE(fp8->serving_layout);
+  req.weight_dtype = DType::kF32;
+  auto fp32 = PlanRank(*config, *FindModelFamily("deepseek_v41"), req);
+  ASSERT_TRUE(fp32.ok()) << fp32.status().message();
+  auto weights = [](const RankPlan& p) {
+    for (const PlanItem& i : p.fixed) {
+      if (i.name == "weights") return i.bytes;
+    }
+    return int64_t{0};
+  };
+  EXPECT_GT(weights(*fp8), 0);
+  EXPECT_LT(weights(*fp8) * 3, weights(*fp32)) << "FP8 / FP4 against fp32";
 }
 
 }  // namespace
