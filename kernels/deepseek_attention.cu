@@ -34,6 +34,12 @@ constexpr int kThreads = kWarps * 32;
 constexpr int kKeys = 32;  // keys staged at a time: one a lane
 constexpr int kDimSlices = kMaxSparseHeadDim / 128;  // float4 slices of a lane, 128 dims apart
 
+// Floats of the split states (max, sum per row, split and head) at the start of the workspace,
+// rounded up so the partial outputs after them stay 16-byte aligned.
+__host__ __device__ inline int64_t StateFloats(int64_t rows, int splits, int heads) {
+  return (rows * splits * heads * 2 + 3) / 4 * 4;
+}
+
 // The key row of the row's key j, or null when the place is empty (a -1 selection) or j < 0.
 __device__ __forceinline__ const float* KeyRow(const SparseAttentionParams& p, const SparseRow& row,
                                                int64_t t, int j) {
@@ -149,7 +155,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 
   const int64_t state_base = (t * splits + split) * p.heads;
-  float* partial_acc = workspace + p.num_rows * splits * p.heads * 2;
+  float* partial_acc = workspace + StateFloats(p.num_rows, splits, p.heads);
 #pragma unroll
   for (int i = 0; i < kHeads; ++i) {
     const int h = h0 + i;
@@ -183,7 +189,7 @@ __global__ void SparseCombineKernel(SparseAttentionParams p, int splits,
   const int64_t t = blockIdx.x;
   const int h = blockIdx.y, D = p.head_dim;
   const float* states = workspace + (t * splits * p.heads + h) * 2;  // split s at + s * heads * 2
-  const float* partial = workspace + p.num_rows * splits * p.heads * 2;
+  const float* partial = workspace + StateFloats(p.num_rows, splits, p.heads);
   const float sink = p.sinks[h];
   float top = sink;
   for (int s = 0; s < splits; ++s) top = fmaxf(top, states[s * p.heads * 2]);
@@ -245,8 +251,8 @@ SparseAttentionPlan PlanSparseAttention(int64_t rows, int heads, int head_dim, i
   plan.split_keys = chunks_per_split * kKeys;
   plan.splits = (chunks + chunks_per_split - 1) / chunks_per_split;
   if (plan.splits > 1) {
-    plan.workspace_floats =
-        static_cast<size_t>(rows) * plan.splits * heads * (static_cast<size_t>(head_dim) + 2);
+    plan.workspace_floats = static_cast<size_t>(StateFloats(rows, plan.splits, heads)) +
+                            static_cast<size_t>(rows) * plan.splits * heads * head_dim;
   }
   return plan;
 }

@@ -106,11 +106,12 @@ __device__ int SelectRow(const float* __restrict__ v, int n, int k, SelectShared
     for (int b = tid; b < kBins; b += blockDim.x) s.hist[b] = 0;
     __syncthreads();
     const uint32_t prefix = s.prefix, prefix_mask = s.prefix_mask;
-    for (int i = tid; i < n; i += blockDim.x) {
-      const uint32_t key = OrderKey(v[i]);
+    for (int base = 0; base < n; base += blockDim.x) {  // whole warps: the match is warp-wide
+      const int i = base + tid;
+      const uint32_t key = i < n ? OrderKey(v[i]) : 0u;
       const bool counts = key != 0 && (key & prefix_mask) == prefix;
       const uint32_t bin = counts ? (key >> shift) & digit_mask : 0xFFFFFFFFu;
-      const unsigned peers = __match_any_sync(__activemask(), bin);
+      const unsigned peers = __match_any_sync(0xffffffffu, bin);
       if (counts && lane == __ffs(peers) - 1) atomicAdd(&s.hist[bin], __popc(peers));
     }
     __syncthreads();

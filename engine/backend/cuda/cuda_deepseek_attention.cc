@@ -87,6 +87,9 @@ Status CudaDeepseekOps::IndexerTopKImpl(const IndexerArgs& a) {
   }
   SPARK_ASSIGN_OR_RETURN(const int max_count, CheckCandidates(c, "IndexerTopK"));
   if (a.top_k == 0 && a.scores == nullptr) return Status::Ok();  // nothing to write
+  if (max_count > 0 && !a.keys.present()) {
+    return InvalidArgumentError("cuda backend: IndexerTopK has candidates but no key field");
+  }
   if ((a.mask != nullptr || a.scores != nullptr) && max_count > a.mask_stride) {
     return InvalidArgumentError("cuda backend: IndexerTopK: " + std::to_string(max_count) +
                                 " candidates exceed the mask/score stride " +
@@ -113,7 +116,7 @@ Status CudaDeepseekOps::IndexerTopKImpl(const IndexerArgs& a) {
   s.weight_scale = a.weight_scale;
   s.heads = a.heads;
   s.dim = a.dim;
-  s.keys = a.keys.base + a.keys.offset;
+  s.keys = a.keys.present() ? a.keys.base + a.keys.offset : nullptr;  // unread without candidates
   s.key_stride = a.keys.stride;
   s.slots = d_slots;
   s.count = d_count;
