@@ -64,6 +64,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   extern __shared__ float4 stage4[];
   float* ks = reinterpret_cast<float*>(stage4);  // [kKeys][pitch]
   __shared__ const float* key_rows[kKeys];
+  // Each head's running softmax sum (the same in every lane of its warp): kept here rather
+  // than in registers, which the output accumulators fill.
+  __shared__ float sums[kWarps * kHeads];
   const int64_t t = blockIdx.x;
   const int split = blockIdx.y, splits = gridDim.y;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -77,7 +80,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   const float* q0 = p.q + (t * p.heads + min(h0, p.heads - 1)) * D;
   auto q_offset = [&](int i) { return h0 + i < p.heads ? i * D : 0; };
 
-  float m[kHeads], l[kHeads], acc[kHeads][4 * kDimSlices];
+  float* l = sums + warp * kHeads;
+  float m[kHeads], acc[kHeads][4 * kDimSlices];
 #pragma unroll
   for (int i = 0; i < kHeads; ++i) {
     m[i] = -INFINITY;
@@ -125,7 +129,10 @@ __global__ void __launch_bounds__(kThreads, 1)
       const float base_max = top == -INFINITY ? 0.0f : top;  // nothing visible yet: zeros
       prob[i] = expf(logit - base_max);
       const float alpha = expf(m[i] - base_max);
-      l[i] = l[i] * alpha + detail::WarpSum(prob[i]);
+      const float sum = detail::WarpSum(prob[i]);
+      const float l_old = l[i];
+      __syncwarp();  // every lane has read the old sum
+      if (lane == 0) l[i] = l_old * alpha + sum;
       m[i] = top;
 #pragma unroll
       for (int e = 0; e < 4 * kDimSlices; ++e) acc[i][e] *= alpha;

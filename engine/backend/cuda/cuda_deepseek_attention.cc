@@ -20,6 +20,11 @@ using internal::Rows;
 // Score rows held at once when the caller wants no scores back (the rest run in further passes
 // over the same scratch): 128 MiB.
 constexpr int64_t kScoreScratchFloats = int64_t{32} << 20;
+// With a mask and no scores wanted, each row scores only its unmasked candidates (listed first
+// by CompactCandidates) when rows share no list (decode) or lists reach this length: V4.1's
+// candidate blocks keep 16K candidates, so a 64K context scores a quarter of them, 1M a 64th.
+// Shorter shared lists keep several rows a group (each key read once for them) instead.
+constexpr int kCompactFromCandidates = 32768;
 
 // The candidate lists must lie inside `slots`; returns the largest count.
 Result<int> CheckCandidates(const EntryCandidates& c, const char* op) {
@@ -96,13 +101,20 @@ Status CudaDeepseekOps::IndexerTopKImpl(const IndexerArgs& a) {
                                 std::to_string(a.mask_stride));
   }
   const float minus_inf = -std::numeric_limits<float>::infinity();
+  const bool share = RowsShareLists(c);
+  const bool compact = a.mask != nullptr && a.scores == nullptr &&
+                       (!share || max_count >= kCompactFromCandidates);
   // Scores go to the caller's rows when it wants them, else to scratch, a pass of rows at a time.
   const int64_t stride = a.scores != nullptr ? a.mask_stride : std::max(1, max_count);
   const int64_t per_pass =
       a.scores != nullptr ? tokens : std::clamp<int64_t>(kScoreScratchFloats / stride, 1, tokens);
-  Buffer scratch;
+  Buffer scratch, index, kept;
   if (a.scores == nullptr) {
     SPARK_ASSIGN_OR_RETURN(scratch, b_.Scratch(per_pass * stride * sizeof(float)));
+  }
+  if (compact) {
+    SPARK_ASSIGN_OR_RETURN(index, b_.Scratch(per_pass * stride * sizeof(int32_t)));
+    SPARK_ASSIGN_OR_RETURN(kept, b_.Scratch(tokens * sizeof(int32_t)));
   }
   const int64_t* d_slots = nullptr;
   if (!c.slots.empty()) {
@@ -122,7 +134,7 @@ Status CudaDeepseekOps::IndexerTopKImpl(const IndexerArgs& a) {
   s.count = d_count;
   s.mask = a.mask;
   s.mask_stride = a.mask_stride;
-  s.queries_per_group = kernels::IndexerQueriesPerGroup(a.heads, RowsShareLists(c));
+  s.queries_per_group = kernels::IndexerQueriesPerGroup(a.heads, share && !compact);
   s.scores = a.scores != nullptr ? a.scores : scratch.data();
   s.score_stride = stride;
   if (a.scores != nullptr && b_.launching()) {
@@ -131,7 +143,7 @@ Status CudaDeepseekOps::IndexerTopKImpl(const IndexerArgs& a) {
   for (int64_t begin = 0; begin < tokens; begin += per_pass) {
     const int64_t end = std::min(tokens, begin + per_pass);
     const std::vector<kernels::IndexerGroup> groups =
-        Groups(c, begin, end, s.queries_per_group);
+        Groups(c, begin, end, compact ? 1 : s.queries_per_group);
     const kernels::IndexerGroup* d_groups = nullptr;
     if (!groups.empty()) {
       SPARK_ASSIGN_OR_RETURN(d_groups, b_.Stage(std::span<const kernels::IndexerGroup>(groups)));
@@ -142,11 +154,23 @@ Status CudaDeepseekOps::IndexerTopKImpl(const IndexerArgs& a) {
     s.max_count = 0;
     for (const kernels::IndexerGroup& g : groups) s.max_count = std::max(s.max_count, g.count);
     s.score_row0 = a.scores != nullptr ? 0 : begin;
+    const int32_t* places = d_count;  // places a row scores: its candidates, or its unmasked ones
+    const auto* map = static_cast<const int32_t*>(index.raw());
+    if (compact) {
+      auto* kept_rows = static_cast<int32_t*>(kept.raw());
+      SPARK_RETURN_IF_ERROR(kernels::CompactCandidates(
+          a.mask + begin * a.mask_stride, a.mask_stride, d_count + begin, end - begin,
+          static_cast<int32_t*>(index.raw()), stride, kept_rows + begin, b_.stream_));
+      places = kept_rows;
+      s.candidate_index = map;
+      s.index_stride = stride;
+    }
+    s.count = places;
     SPARK_RETURN_IF_ERROR(kernels::IndexerScores(s, b_.stream_));
     const float* rows = s.scores + (begin - s.score_row0) * stride;
-    SPARK_RETURN_IF_ERROR(kernels::RowTopK(rows, stride, d_count + begin,
-                                           static_cast<int>(stride), end - begin, a.top_k,
-                                           a.selected + begin * a.top_k, b_.stream_));
+    SPARK_RETURN_IF_ERROR(kernels::RowTopK(rows, stride, places + begin, static_cast<int>(stride),
+                                           end - begin, a.top_k, a.selected + begin * a.top_k,
+                                           b_.stream_, compact ? map : nullptr, stride));
   }
   return Status::Ok();
 }

@@ -1,7 +1,8 @@
 // CudaDeepseekOps' lightning indexer, candidate blocks and sparse attention against
 // CpuDeepseekOps on random inputs: small shapes for the edge cases (fewer candidates than
-// top_k, -inf masks, exact ties, rows without candidates, -1 selections, unaligned fields, split
-// key lists, head counts that fill no warp evenly) and DeepSeek-V4.1-Flash's sizes (indexer 32 x
+// top_k, -inf masks, masked rows that score only their unmasked candidates, exact ties, rows
+// without candidates, -1 selections, unaligned fields, split key lists, head counts that fill
+// no warp evenly) and DeepSeek-V4.1-Flash's sizes (indexer 32 x
 // 128 with top 512 over 64K-256K candidates, blocks of 8 with top 2048, 64 or 16 heads x 512
 // with a window of 128). Selections equal the reference's except at near ties (reference scores
 // within 1e-5 of the row's largest), and never at exact ties; attention within 1e-5.
@@ -149,8 +150,12 @@ INSTANTIATE_TEST_SUITE_P(
         IndexerCase{"ManyHeads", 70, 8, 4, {{33}, Range(30, 37)}, true, false},
         IndexerCase{"FlashDecode", 32, 128, 512, {{65536}, {65536}, {40000}, {300}}},
         IndexerCase{"FlashDecodeMasked", 32, 128, 512, {{65536}, {65536}}, true, true},
+        // A mask without scores wanted: decode rows score only their unmasked candidates.
+        IndexerCase{"MaskedDecodeRowsScoreOnlyUnmasked", 3, 8, 4, {{12}, {9}, {20}}, true},
         IndexerCase{"FlashDecodeBlockMask", 32, 128, 512, {{65536}, {65536}, {100000}}, true,
-                    true, true, 1, false, 0.03, 8},
+                    false, true, 1, false, 0.03, 8},
+        IndexerCase{"FlashPrefillLongListBlockMask", 32, 128, 512, {Range(39993, 40000)}, true,
+                    false, true, 1, false, 0.1, 8},
         IndexerCase{"FlashLongContext", 32, 128, 512, {{262144}}},
         IndexerCase{"FlashPrefill", 32, 128, 512, {Range(3841, 4096)}, false, true},
         IndexerCase{"FlashDuplicateKeys", 32, 128, 512, {{65536}, {65535}}, false, false, true,
