@@ -27,7 +27,7 @@ using detail::Load4;
 
 constexpr int kThreads = 256;
 constexpr int kRowsPerThread = 8;   // heads of one query
-constexpr int kCandsPerThread = 4;  // candidates, kCandsPerThread column groups apart
+constexpr int kCandsPerThread = 4;  // candidates a thread, col_groups apart
 constexpr int kTileProduct = kThreads * kRowsPerThread * kCandsPerThread;  // rows x candidates
 constexpr int kMinRows = 32, kMaxRows = 128;
 constexpr int kMaxTile = kTileProduct / kMinRows;  // candidates of a block

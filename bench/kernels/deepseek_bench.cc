@@ -218,6 +218,13 @@ void BenchContextOps(Harness& h, int batch, int context, int queries, const std:
                                                kTopBlocks, mask.data()};
   h.Add("CandidateBlocks", shape, h.Time([&] { h.ops().CandidateBlocks(cb); }),
         2.0 * rows * s.stride * sizeof(float), false);
+  // A later index source inside that mask (top 2048 blocks of 8: up to 16K candidates a row).
+  ia.scores = nullptr;
+  ia.mask = mask.data();
+  double kept = 0;
+  for (int32_t c : s.count) kept += std::min(c, kTopBlocks * kCandidateBlock);
+  h.Add("IndexerTopK masked", shape, h.Time([&] { h.ops().IndexerTopK(ia); }),
+        kept * kIndexHeads * kIndexDim * 2.0, true);
 
   Buffer picks = h.Upload(s.Selection(7));
   Buffer aq = h.Random(rows * kHeads * kHeadDim, 8), out = h.Random(rows * kHeads * kHeadDim, 9);

@@ -73,6 +73,23 @@ bool RowsShareLists(const EntryCandidates& c) {
   return false;
 }
 
+// The score kernel's arguments that follow from the op's (the rest are the pass's).
+kernels::IndexerScoreArgs ScoreArgs(const IndexerArgs& a, const int64_t* d_slots) {
+  kernels::IndexerScoreArgs s;
+  s.q = a.q;
+  s.weights = a.weights;
+  s.scale = 1.0f / std::sqrt(static_cast<float>(a.dim));
+  s.weight_scale = a.weight_scale;
+  s.heads = a.heads;
+  s.dim = a.dim;
+  s.keys = a.keys.present() ? a.keys.base + a.keys.offset : nullptr;  // unread without candidates
+  s.key_stride = a.keys.stride;
+  s.slots = d_slots;
+  s.mask = a.mask;
+  s.mask_stride = a.mask_stride;
+  return s;
+}
+
 }  // namespace
 
 void CudaDeepseekOps::IndexerTopK(const IndexerArgs& a) {
@@ -80,6 +97,8 @@ void CudaDeepseekOps::IndexerTopK(const IndexerArgs& a) {
   b_.Record(IndexerTopKImpl(a));
 }
 
+// Validates, plans the passes over score scratch (or the caller's score rows), then per pass:
+// the unmasked candidates' lists when compacting, the scores of each row group, the top-k.
 Status CudaDeepseekOps::IndexerTopKImpl(const IndexerArgs& a) {
   const EntryCandidates& c = a.candidates;
   const int64_t tokens = static_cast<int64_t>(c.count.size());
@@ -121,19 +140,7 @@ Status CudaDeepseekOps::IndexerTopKImpl(const IndexerArgs& a) {
     SPARK_ASSIGN_OR_RETURN(d_slots, b_.Stage(c.slots));
   }
   SPARK_ASSIGN_OR_RETURN(const int32_t* d_count, b_.Stage(c.count));
-  kernels::IndexerScoreArgs s;
-  s.q = a.q;
-  s.weights = a.weights;
-  s.scale = 1.0f / std::sqrt(static_cast<float>(a.dim));
-  s.weight_scale = a.weight_scale;
-  s.heads = a.heads;
-  s.dim = a.dim;
-  s.keys = a.keys.present() ? a.keys.base + a.keys.offset : nullptr;  // unread without candidates
-  s.key_stride = a.keys.stride;
-  s.slots = d_slots;
-  s.count = d_count;
-  s.mask = a.mask;
-  s.mask_stride = a.mask_stride;
+  kernels::IndexerScoreArgs s = ScoreArgs(a, d_slots);
   s.queries_per_group = kernels::IndexerQueriesPerGroup(a.heads, share && !compact);
   s.scores = a.scores != nullptr ? a.scores : scratch.data();
   s.score_stride = stride;
