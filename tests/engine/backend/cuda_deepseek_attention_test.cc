@@ -125,8 +125,10 @@ TEST_P(CudaDeepseekIndexerTest, SelectsLikeTheReference) {
   const int64_t differing =
       ExpectSameSelection(got, selected.host, scores.host, stride_s, c.top_k, 1e-5);
   RecordProperty("differing_places", static_cast<int>(differing));
-  if (c.duplicate_run > 1 || c.all_zero) {
-    EXPECT_EQ(got, selected.host);  // exact ties decide
+  // Every score 0: the lower indices, exactly. (Duplicate keys' exact ties are checked place by
+  // place above; near ties between different keys may still order either way.)
+  if (c.all_zero) {
+    EXPECT_EQ(got, selected.host);
   }
   if (c.scores) ExpectScores(Get(scores), scores.host, stride_s, 1e-5);
 }
