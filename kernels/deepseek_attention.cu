@@ -31,7 +31,7 @@ using detail::RowAt;
 
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
-constexpr int kKeys = 32;  // keys staged at a time: one a lane
+constexpr int kKeys = 32;                            // keys staged at a time: one a lane
 constexpr int kDimSlices = kMaxSparseHeadDim / 128;  // float4 slices of a lane, 128 dims apart
 
 // Floats of the split states (max, sum per row, split and head) at the start of the workspace,
@@ -228,13 +228,12 @@ Status Launch(const SparseAttentionParams& p, const SparseAttentionPlan& plan, b
               float* workspace, cudaStream_t stream) {
   static std::atomic<uint64_t> configured{0};
   const size_t smem = sizeof(float) * kKeys * (p.head_dim + 4);
-  SPARK_RETURN_IF_ERROR(
-      detail::AllowSharedMemory(SparseAttentionKernel<kHeads>, smem, configured));
+  SPARK_RETURN_IF_ERROR(detail::AllowSharedMemory(SparseAttentionKernel<kHeads>, smem, configured));
   const dim3 grid(static_cast<unsigned>(p.num_rows), static_cast<unsigned>(plan.splits),
                   static_cast<unsigned>(plan.head_blocks));
   SPARK_CUDA_RETURN_IF_ERROR(detail::LaunchDependent(SparseAttentionKernel<kHeads>, grid, kThreads,
-                                                     smem, stream, p, plan.split_keys,
-                                                     keys_aligned, workspace));
+                                                     smem, stream, p, plan.split_keys, keys_aligned,
+                                                     workspace));
   return Status::Ok();
 }
 
@@ -243,7 +242,8 @@ Status Launch(const SparseAttentionParams& p, const SparseAttentionPlan& plan, b
 SparseAttentionPlan PlanSparseAttention(int64_t rows, int heads, int head_dim, int max_keys,
                                         int sm_count) {
   SparseAttentionPlan plan;
-  plan.heads_per_warp = heads <= kWarps ? 1 : (heads <= 2 * kWarps ? 2 : (heads <= 4 * kWarps ? 4 : 8));
+  plan.heads_per_warp =
+      heads <= kWarps ? 1 : (heads <= 2 * kWarps ? 2 : (heads <= 4 * kWarps ? 4 : 8));
   const int per_block = kWarps * plan.heads_per_warp;
   plan.head_blocks = std::max(1, (heads + per_block - 1) / per_block);
   const int chunks = std::max(1, (max_keys + kKeys - 1) / kKeys);
@@ -251,8 +251,8 @@ SparseAttentionPlan PlanSparseAttention(int64_t rows, int heads, int head_dim, i
   int splits = 1;
   if (work < 2 * sm_count) {
     // Enough blocks for two waves' worth of SMs, each split at least two chunks of keys.
-    splits = static_cast<int>(std::min<int64_t>((2 * sm_count + work - 1) / work,
-                                                std::max(1, chunks / 2)));
+    splits = static_cast<int>(
+        std::min<int64_t>((2 * sm_count + work - 1) / work, std::max(1, chunks / 2)));
   }
   const int chunks_per_split = (chunks + splits - 1) / splits;
   plan.split_keys = chunks_per_split * kKeys;
@@ -270,8 +270,7 @@ Status SparseAttention(const SparseAttentionParams& p, const SparseAttentionPlan
       !detail::Aligned16(p.q) || !detail::Aligned16(p.out)) {
     return InvalidArgumentError("sparse attention: " + std::to_string(p.heads) + " heads of " +
                                 std::to_string(p.head_dim) + " (head_dim a multiple of 4 up to " +
-                                std::to_string(kMaxSparseHeadDim) +
-                                ", q and out 16-byte aligned)");
+                                std::to_string(kMaxSparseHeadDim) + ", q and out 16-byte aligned)");
   }
   if (p.num_rows <= 0) return Status::Ok();
   if (p.num_rows > INT32_MAX || plan.splits > 65535 || plan.head_blocks > 65535) {

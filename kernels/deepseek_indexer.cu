@@ -194,8 +194,7 @@ Status IndexerScores(const IndexerScoreArgs& a, cudaStream_t stream) {
                                 " candidates a query (at most " + std::to_string(65535 * tile) +
                                 ")");
   }
-  const bool keys_aligned =
-      detail::Aligned16(a.keys) && a.key_stride % 4 == 0;
+  const bool keys_aligned = detail::Aligned16(a.keys) && a.key_stride % 4 == 0;
   SPARK_CUDA_RETURN_IF_ERROR(detail::LaunchDependent(
       IndexerScoreKernel, dim3(static_cast<unsigned>(a.num_groups), static_cast<unsigned>(tiles)),
       kThreads, 0, stream, a, padded, keys_aligned));

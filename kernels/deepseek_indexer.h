@@ -32,7 +32,7 @@ struct IndexerGroup {
   int32_t queries = 0;  // rows in the group, at most IndexerScoreArgs::queries_per_group
   int32_t count = 0;    // the largest candidate count of the group's rows
   int32_t pad = 0;
-  int64_t first = 0;    // the list's first entry in `slots`
+  int64_t first = 0;  // the list's first entry in `slots`
 };
 
 struct IndexerScoreArgs {
@@ -80,9 +80,8 @@ Status RowTopK(const float* values, int64_t stride, const int32_t* count, int wi
 // For each of `rows` rows: the places c < count[r] whose mask[r, c] is not -inf, in increasing
 // order, at index[r, 0..kept[r]) (index_stride ints a row). The masked indexer scores only
 // these.
-Status CompactCandidates(const float* mask, int64_t mask_stride, const int32_t* count,
-                         int64_t rows, int32_t* index, int64_t index_stride, int32_t* kept,
-                         cudaStream_t stream);
+Status CompactCandidates(const float* mask, int64_t mask_stride, const int32_t* count, int64_t rows,
+                         int32_t* index, int64_t index_stride, int32_t* kept, cudaStream_t stream);
 
 // Level one of the two-level top-k for `rows` rows of scores [rows, stride]: blocks of
 // block_size candidates score their maximum, the block holding candidate count[r] - 1 is pinned

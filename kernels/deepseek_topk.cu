@@ -73,8 +73,7 @@ __device__ int BlockRank(bool flag, int* warp_counts, int* total) {
 // Warp 0: from the histogram of this pass (bins of `digit_mask + 1`), the digit of the
 // `remaining`-th largest matching key; updates prefix, prefix_mask and remaining. On the first
 // pass, notes the candidate total and whether all of them fit in k.
-__device__ void FindDigit(SelectShared& s, int shift, uint32_t digit_mask, bool first_pass,
-                          int k) {
+__device__ void FindDigit(SelectShared& s, int shift, uint32_t digit_mask, bool first_pass, int k) {
   const int lane = threadIdx.x % 32;
   const int bins = static_cast<int>(digit_mask) + 1, per_lane = bins / 32;
   const int top = bins - lane * per_lane;  // this lane's bins: [top - per_lane, top)
@@ -187,8 +186,8 @@ __device__ void SortChosen(SelectShared& s, int count) {
 }
 
 __global__ void __launch_bounds__(kThreads)
-    RowTopKKernel(const float* __restrict__ values, int64_t stride, const int32_t* count,
-                  int width, int k, const int32_t* __restrict__ map, int64_t map_stride,
+    RowTopKKernel(const float* __restrict__ values, int64_t stride, const int32_t* count, int width,
+                  int k, const int32_t* __restrict__ map, int64_t map_stride,
                   float* __restrict__ out) {
   detail::WaitForPrecedingKernel();
   __shared__ SelectShared s;
@@ -288,9 +287,8 @@ Status RowTopK(const float* values, int64_t stride, const int32_t* count, int wi
   return Status::Ok();
 }
 
-Status CompactCandidates(const float* mask, int64_t mask_stride, const int32_t* count,
-                         int64_t rows, int32_t* index, int64_t index_stride, int32_t* kept,
-                         cudaStream_t stream) {
+Status CompactCandidates(const float* mask, int64_t mask_stride, const int32_t* count, int64_t rows,
+                         int32_t* index, int64_t index_stride, int32_t* kept, cudaStream_t stream) {
   SPARK_RETURN_IF_ERROR(CheckRows(rows));
   if (rows <= 0) return Status::Ok();
   SPARK_CUDA_RETURN_IF_ERROR(detail::LaunchDependent(CompactKernel, static_cast<unsigned>(rows),
@@ -320,13 +318,12 @@ Status CandidateBlockMask(const float* scores, const int32_t* count, int64_t row
                                 " over " + std::to_string(blocks) + " blocks (the kernel keeps " +
                                 "at most " + std::to_string(kMaxTopK) + ")");
   }
-  SPARK_CUDA_RETURN_IF_ERROR(detail::LaunchDependent(BlockMaxKernel, GridFor(rows * blocks), 256,
-                                                     0, stream, scores, count, rows, stride,
+  SPARK_CUDA_RETURN_IF_ERROR(detail::LaunchDependent(BlockMaxKernel, GridFor(rows * blocks), 256, 0,
+                                                     stream, scores, count, rows, stride,
                                                      block_size, blocks, scratch));
-  SPARK_CUDA_RETURN_IF_ERROR(detail::LaunchDependent(BlockMaskKernel, static_cast<unsigned>(rows),
-                                                     kThreads, 0, stream,
-                                                     static_cast<const float*>(scratch), blocks, k,
-                                                     stride, block_size, mask));
+  SPARK_CUDA_RETURN_IF_ERROR(detail::LaunchDependent(
+      BlockMaskKernel, static_cast<unsigned>(rows), kThreads, 0, stream,
+      static_cast<const float*>(scratch), blocks, k, stride, block_size, mask));
   return Status::Ok();
 }
 

@@ -212,10 +212,9 @@ void BenchContextOps(Harness& h, int batch, int context, int queries, const std:
   const double index_flops = pairs * kIndexHeads * kIndexDim * 2.0;
   h.Add("IndexerTopK", shape, h.Time([&] { h.ops().IndexerTopK(ia); }), index_flops, true);
   ia.scores = scores.data();  // the candidate source: its scores come back
-  h.Add("IndexerTopK+scores", shape, h.Time([&] { h.ops().IndexerTopK(ia); }), index_flops,
-        true);
-  const engine::backend::CandidateBlockArgs cb{scores.data(), s.count, s.stride, kCandidateBlock,
-                                               kTopBlocks, mask.data()};
+  h.Add("IndexerTopK+scores", shape, h.Time([&] { h.ops().IndexerTopK(ia); }), index_flops, true);
+  const engine::backend::CandidateBlockArgs cb{scores.data(),   s.count,    s.stride,
+                                               kCandidateBlock, kTopBlocks, mask.data()};
   h.Add("CandidateBlocks", shape, h.Time([&] { h.ops().CandidateBlocks(cb); }),
         2.0 * rows * s.stride * sizeof(float), false);
   // A later index source inside that mask (top 2048 blocks of 8: up to 16K candidates a row).
@@ -254,7 +253,7 @@ void BenchContextOps(Harness& h, int batch, int context, int queries, const std:
   // The entries the step closes at ratio 2: one a decode row, half the prefill rows.
   std::vector<int64_t> sources, entry_slots;
   std::vector<int32_t> entry_positions;
-  for (int64_t t = 0; t < rows; t += queries > 1 ? 2 : 1) {
+  for (int64_t t = 0; t<rows; t += queries> 1 ? 2 : 1) {
     sources.push_back(s.token_slots[t]);
     sources.push_back(s.token_slots[t]);
     entry_slots.push_back(s.token_slots[t]);
@@ -288,19 +287,18 @@ void BenchTokenOps(Harness& h, int tokens) {
         t * kHeads * kRopeDim * 8.0, false);
   Buffer kv = h.Random(t * kHeadDim, 22), iq = h.Random(t * kIndexHeads * kIndexDim, 23);
   h.Add("FakeQuant fp8 (512, 32)", shape, h.Time([&] {
-          h.ops().FakeQuant({kv.data(), t, kHeadDim, 32, FakeQuantFormat::kFp8Ue8m0});
-        }),
+    h.ops().FakeQuant({kv.data(), t, kHeadDim, 32, FakeQuantFormat::kFp8Ue8m0});
+  }),
         t * kHeadDim * 8.0, false);
   h.Add("FakeQuant fp4 (32 x 128, 32)", shape, h.Time([&] {
-          h.ops().FakeQuant(
-              {iq.data(), t * kIndexHeads, kIndexDim, 32, FakeQuantFormat::kFp4Ue8m0});
-        }),
+    h.ops().FakeQuant({iq.data(), t * kIndexHeads, kIndexDim, 32, FakeQuantFormat::kFp4Ue8m0});
+  }),
         t * kIndexHeads * kIndexDim * 8.0, false);
   Buffer cache = h.Random(s.slots_total * kHeadDim, 24);
   const CacheField field{cache.data(), kHeadDim, 0, kHeadDim};
   h.Add("WriteField (512)", shape,
-        h.Time([&] { h.ops().WriteField(kv.data(), s.token_slots, field); }),
-        t * kHeadDim * 8.0, false);
+        h.Time([&] { h.ops().WriteField(kv.data(), s.token_slots, field); }), t * kHeadDim * 8.0,
+        false);
 
   Buffer streams = h.Random(t * width, 25), fn = h.Random(int64_t{24} * width, 26, -0.01f, 0.01f);
   Buffer base = h.Random(24, 27), scale = h.Random(3, 28, 0.5f, 1.5f);
@@ -318,24 +316,23 @@ void BenchTokenOps(Harness& h, int tokens) {
   mix.pre = pre.data();
   mix.post = post.data();
   mix.comb = comb.data();
-  h.Add("HcMix", shape, h.Time([&] { h.ops().HcMix(mix); }),
-        (t + 24.0) * width * sizeof(float), false);
+  h.Add("HcMix", shape, h.Time([&] { h.ops().HcMix(mix); }), (t + 24.0) * width * sizeof(float),
+        false);
   h.Add("HcCollapse", shape, h.Time([&] {
-          h.ops().HcCollapse(streams.data(), pre.data(), t, kStreams, kHidden, x.data());
-        }),
+    h.ops().HcCollapse(streams.data(), pre.data(), t, kStreams, kHidden, x.data());
+  }),
         t * (width + kHidden) * 4.0, false);
   h.Add("HcPost", shape, h.Time([&] {
-          h.ops().HcPost(streams.data(), x.data(), post.data(), comb.data(), t, kStreams, kHidden);
-        }),
+    h.ops().HcPost(streams.data(), x.data(), post.data(), comb.data(), t, kStreams, kHidden);
+  }),
         t * (2.0 * width + kHidden) * 4.0, false);
   h.Add("HcExpand", shape,
         h.Time([&] { h.ops().HcExpand(x.data(), t, kStreams, kHidden, streams.data()); }),
         t * (width + kHidden) * 4.0, false);
   Buffer engram = h.Random(t * (kStreams + 1) * kHidden, 33), ew = h.Random(width, 34);
   h.Add("EngramGate", shape, h.Time([&] {
-          h.ops().EngramGate(
-              {streams.data(), engram.data(), ew.data(), t, kStreams, kHidden, 1e-20f});
-        }),
+    h.ops().EngramGate({streams.data(), engram.data(), ew.data(), t, kStreams, kHidden, 1e-20f});
+  }),
         t * (3.0 * width + kHidden) * 4.0, false);
 }
 

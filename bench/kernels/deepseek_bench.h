@@ -18,11 +18,11 @@ namespace spark::kernels {
 struct DeepseekTiming {
   std::string name;
   std::string shape;
-  double ms = 0;        // GPU time a call (CUDA events on the backend's stream)
-  double host_ms = 0;   // wall-clock time a call on the host
-  double value = 0;     // GB/s or TFLOP/s
+  double ms = 0;       // GPU time a call (CUDA events on the backend's stream)
+  double host_ms = 0;  // wall-clock time a call on the host
+  double value = 0;    // GB/s or TFLOP/s
   std::string unit;
-  double ceiling = 0;   // same unit
+  double ceiling = 0;  // same unit
 };
 
 // Runs every op at every shape (quick: decode batch 1 at 4K and a 1K prefill). Exits with a

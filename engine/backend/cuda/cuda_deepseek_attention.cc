@@ -35,8 +35,9 @@ Result<int> CheckCandidates(const EntryCandidates& c, const char* op) {
   }
   int max_count = 0;
   for (size_t t = 0; t < c.count.size(); ++t) {
-    if (c.count[t] < 0 || (c.count[t] > 0 && (c.first[t] < 0 || c.first[t] + c.count[t] >
-                                                                   static_cast<int64_t>(c.slots.size())))) {
+    if (c.count[t] < 0 ||
+        (c.count[t] > 0 &&
+         (c.first[t] < 0 || c.first[t] + c.count[t] > static_cast<int64_t>(c.slots.size())))) {
       return InvalidArgumentError(std::string("cuda backend: ") + op + ": query " +
                                   std::to_string(t) + "'s candidates run past the " +
                                   std::to_string(c.slots.size()) + " listed slots");
@@ -106,8 +107,8 @@ Status CudaDeepseekOps::IndexerTopKImpl(const IndexerArgs& a) {
   if (b_.in_graph()) return internal::RefuseInGraph("IndexerTopK");
   if (a.top_k < 0 || a.top_k > kernels::kMaxTopK) {
     return InvalidArgumentError("cuda backend: IndexerTopK top_k " + std::to_string(a.top_k) +
-                                " (the GPU top-k keeps 0 to " +
-                                std::to_string(kernels::kMaxTopK) + ")");
+                                " (the GPU top-k keeps 0 to " + std::to_string(kernels::kMaxTopK) +
+                                ")");
   }
   SPARK_ASSIGN_OR_RETURN(const int max_count, CheckCandidates(c, "IndexerTopK"));
   if (a.top_k == 0 && a.scores == nullptr) return Status::Ok();  // nothing to write
@@ -121,8 +122,8 @@ Status CudaDeepseekOps::IndexerTopKImpl(const IndexerArgs& a) {
   }
   const float minus_inf = -std::numeric_limits<float>::infinity();
   const bool share = RowsShareLists(c);
-  const bool compact = a.mask != nullptr && a.scores == nullptr &&
-                       (!share || max_count >= kCompactFromCandidates);
+  const bool compact =
+      a.mask != nullptr && a.scores == nullptr && (!share || max_count >= kCompactFromCandidates);
   // Scores go to the caller's rows when it wants them, else to scratch, a pass of rows at a time.
   const int64_t stride = a.scores != nullptr ? a.mask_stride : std::max(1, max_count);
   const int64_t per_pass =
@@ -232,8 +233,7 @@ Status CudaDeepseekOps::SparseAttentionImpl(const SparseAttentionArgs& a) {
   }
   const auto any = [&](auto has) { return std::any_of(meta.begin(), meta.end(), has); };
   if ((any([](const kernels::SparseRow& r) { return r.entries > 0; }) && !a.entries.present()) ||
-      (any([](const kernels::SparseRow& r) { return r.window > 0; }) &&
-       !a.window_keys.present())) {
+      (any([](const kernels::SparseRow& r) { return r.window > 0; }) && !a.window_keys.present())) {
     return InvalidArgumentError(
         "cuda backend: SparseAttention has window keys or entries to read but no such field");
   }

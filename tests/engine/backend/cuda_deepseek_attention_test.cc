@@ -79,7 +79,7 @@ TEST_P(CudaDeepseekIndexerTest, SelectsLikeTheReference) {
     for (int32_t i = 0; i < length; ++i) slots.push_back(keys + i / c.duplicate_run);
     keys += (length + c.duplicate_run - 1) / c.duplicate_run;
   }
-  std::shuffle(slots.begin(), slots.end(), std::mt19937(1));  // same keys, scattered slots
+  std::shuffle(slots.begin(), slots.end(), std::mt19937(1));       // same keys, scattered slots
   if (c.duplicate_run > 1) std::sort(slots.begin(), slots.end());  // runs stay together
   const int64_t tokens = static_cast<int64_t>(count.size());
   const int offset = c.aligned ? 4 : 1, stride = c.dim + (c.aligned ? 8 : 3);
@@ -144,8 +144,8 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         IndexerCase{"FewerCandidatesThanTopK", 3, 8, 3, {{5}, {2}, {0}}},
         IndexerCase{"MaskDropsCandidates", 3, 8, 4, {{5, 9, 12}, {3}}, true, true},
-        IndexerCase{"AllScoresZeroTieToLowerIndex", 3, 8, 6, {{9}, {4}}, false, false, true, 1,
-                    true},
+        IndexerCase{
+            "AllScoresZeroTieToLowerIndex", 3, 8, 6, {{9}, {4}}, false, false, true, 1, true},
         IndexerCase{"EqualKeysTieToLowerIndex", 4, 16, 7, {{20}, {13}}, false, true, true, 3},
         IndexerCase{"PrefillRowsShareAList", 5, 16, 8, {Range(1, 40), Range(0, 9)}, true, true},
         IndexerCase{"UnalignedKeys", 6, 12, 5, {Range(3, 12), {0, 0}, {7}}, false, true, false},
@@ -154,14 +154,33 @@ INSTANTIATE_TEST_SUITE_P(
         IndexerCase{"FlashDecodeMasked", 32, 128, 512, {{65536}, {65536}}, true, true},
         // A mask without scores wanted: decode rows score only their unmasked candidates.
         IndexerCase{"MaskedDecodeRowsScoreOnlyUnmasked", 3, 8, 4, {{12}, {9}, {20}}, true},
-        IndexerCase{"FlashDecodeBlockMask", 32, 128, 512, {{65536}, {65536}, {100000}}, true,
-                    false, true, 1, false, 0.03, 8},
-        IndexerCase{"FlashPrefillLongListBlockMask", 32, 128, 512, {Range(39993, 40000)}, true,
-                    false, true, 1, false, 0.1, 8},
+        IndexerCase{"FlashDecodeBlockMask",
+                    32,
+                    128,
+                    512,
+                    {{65536}, {65536}, {100000}},
+                    true,
+                    false,
+                    true,
+                    1,
+                    false,
+                    0.03,
+                    8},
+        IndexerCase{"FlashPrefillLongListBlockMask",
+                    32,
+                    128,
+                    512,
+                    {Range(39993, 40000)},
+                    true,
+                    false,
+                    true,
+                    1,
+                    false,
+                    0.1,
+                    8},
         IndexerCase{"FlashLongContext", 32, 128, 512, {{262144}}},
         IndexerCase{"FlashPrefill", 32, 128, 512, {Range(3841, 4096)}, false, true},
-        IndexerCase{"FlashDuplicateKeys", 32, 128, 512, {{65536}, {65535}}, false, false, true,
-                    4}),
+        IndexerCase{"FlashDuplicateKeys", 32, 128, 512, {{65536}, {65535}}, false, false, true, 4}),
     [](const auto& info) { return info.param.name; });
 
 struct BlockCase {
@@ -187,30 +206,31 @@ TEST_P(CudaDeepseekCandidateBlockTest, MaskEqualsTheReference) {
   }
   const Twin in = Both(scores);
   Twin mask = Both(std::vector<float>(rows * c.stride, 5.0f));
-  cpu_ops().CandidateBlocks({in.host.data(), c.count, c.stride, c.block_size, c.top_blocks,
-                             mask.h()});
-  gpu_ops().CandidateBlocks({in.dev.data(), c.count, c.stride, c.block_size, c.top_blocks,
-                             mask.d()});
+  cpu_ops().CandidateBlocks(
+      {in.host.data(), c.count, c.stride, c.block_size, c.top_blocks, mask.h()});
+  gpu_ops().CandidateBlocks(
+      {in.dev.data(), c.count, c.stride, c.block_size, c.top_blocks, mask.d()});
   EXPECT_EQ(Get(mask), mask.host);
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Cases, CudaDeepseekCandidateBlockTest,
-    ::testing::Values(BlockCase{"StrideNotAMultiple", {10, 3, 0}, 10, 4, 2, 0.0f},
-                      BlockCase{"TiedBlocksToTheLower", {64, 61, 40}, 64, 4, 5, 0.5f},
-                      BlockCase{"MoreBlocksAskedThanExist", {30, 7}, 30, 8, 100, 0.0f},
-                      BlockCase{"NoBlocksAsked", {30}, 30, 8, 0, 0.0f},
-                      BlockCase{"FlashDecode", {65536, 65536, 60000, 5000, 1, 0, 65536, 32768},
-                                65536, 8, 2048, 0.01f},
-                      BlockCase{"FlashLongContext", {262144, 200000}, 262144, 8, 2048, 0.0f}),
+    ::testing::Values(
+        BlockCase{"StrideNotAMultiple", {10, 3, 0}, 10, 4, 2, 0.0f},
+        BlockCase{"TiedBlocksToTheLower", {64, 61, 40}, 64, 4, 5, 0.5f},
+        BlockCase{"MoreBlocksAskedThanExist", {30, 7}, 30, 8, 100, 0.0f},
+        BlockCase{"NoBlocksAsked", {30}, 30, 8, 0, 0.0f},
+        BlockCase{
+            "FlashDecode", {65536, 65536, 60000, 5000, 1, 0, 65536, 32768}, 65536, 8, 2048, 0.01f},
+        BlockCase{"FlashLongContext", {262144, 200000}, 262144, 8, 2048, 0.0f}),
     [](const auto& info) { return info.param.name; });
 
 struct AttentionCase {
   const char* name;
   int heads, head_dim, window, block_size;
   std::vector<std::pair<int, int>> seqs;  // (query_len, context_len)
-  int ratio = 0;      // 0: no compressed entries; else entries of `ratio` tokens
-  int top_k = 0;      // 0: every candidate; else a selection of top_k places
+  int ratio = 0;  // 0: no compressed entries; else entries of `ratio` tokens
+  int top_k = 0;  // 0: every candidate; else a selection of top_k places
   double minus_one = 0.0;
   bool aligned = true;
 };
@@ -323,10 +343,16 @@ INSTANTIATE_TEST_SUITE_P(
         AttentionCase{"UnalignedFields", 5, 16, 64, 16, {{2, 300}, {1, 77}}, 1, 32, 0.1, false},
         AttentionCase{"TwentyHeads", 20, 32, 16, 16, {{3, 100}}, 1, 16, 0.0},
         AttentionCase{"TwoHeadBlocks", 70, 32, 16, 16, {{2, 100}}, 2, 8, 0.0},
-        AttentionCase{"FlashDecodeB8", 64, 512, 128, 16,
-                      {{1, 4096}, {1, 4096}, {1, 4000}, {1, 4096}, {1, 3000}, {1, 4096},
-                       {1, 129}, {1, 4096}},
-                      1, 512, 0.02},
+        AttentionCase{
+            "FlashDecodeB8",
+            64,
+            512,
+            128,
+            16,
+            {{1, 4096}, {1, 4096}, {1, 4000}, {1, 4096}, {1, 3000}, {1, 4096}, {1, 129}, {1, 4096}},
+            1,
+            512,
+            0.02},
         AttentionCase{"FlashDecodeTp4", 16, 512, 128, 16, {{1, 4096}, {1, 2048}}, 2, 512, 0.0},
         AttentionCase{"FlashHcaAllCandidates", 64, 512, 128, 16, {{1, 65536}}, 128, 0, 0.0},
         AttentionCase{"FlashPrefillTp4", 16, 512, 128, 16, {{288, 4096}}, 2, 512, 0.01}),

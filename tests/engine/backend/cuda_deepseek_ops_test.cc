@@ -102,8 +102,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CudaDeepseekFieldTest,
                          ::testing::Values(FieldCase{"Unaligned", 3, 10, 9, 2, 5},
                                            FieldCase{"AlignedSmall", 4, 12, 16, 4, 8},
                                            FieldCase{"FlashWindowKv", 1024, 4096, 1152, 0, 512},
-                                           FieldCase{"FlashIndexKey", 1024, 4096, 1152, 1024,
-                                                     128}),
+                                           FieldCase{"FlashIndexKey", 1024, 4096, 1152, 1024, 128}),
                          [](const auto& info) { return info.param.name; });
 
 struct CompressorCase {
@@ -285,8 +284,8 @@ TEST_P(CudaDeepseekHcMixTest, MatchesCpu) {
   const Twin streams = Both(Random(c.tokens * width, 30));
   const Twin fn = Both(Random(outputs * width, 31, 1.0f / std::sqrt(static_cast<float>(width))));
   const Twin base = Both(Random(outputs, 32));
-  const Twin scale = Both(c.pre_only ? std::vector<float>{1.1f}
-                                     : std::vector<float>{0.8f, 1.3f, 0.6f});
+  const Twin scale =
+      Both(c.pre_only ? std::vector<float>{1.1f} : std::vector<float>{0.8f, 1.3f, 0.6f});
   Twin pre = Both(std::vector<float>(size_t{1} * c.tokens * n));
   Twin post = Both(std::vector<float>(size_t{1} * c.tokens * n));
   Twin comb = Both(std::vector<float>(size_t{1} * c.tokens * n * n));
@@ -344,9 +343,9 @@ class CudaDeepseekFakeQuantTest : public CudaDeepseekTest,
 TEST_P(CudaDeepseekFakeQuantTest, MatchesCpuBitForBit) {
   const QuantCase& c = GetParam();
   std::vector<float> x = Random(c.rows * c.width, 40, c.sigma);
-  const std::vector<float> special = {6.0f,  2.5f,   0.75f, 0.25f, 5.0f,   3.5f,   -1.25f, -1.75f,
-                                      0.3f,  -0.0f,  0.0f,  1.0f,  448.0f, 432.0f, 440.0f, -0.001f,
-                                      1e30f, -1e30f, 1e-30f, 3e-39f, 1.5f, 4.0f, -6.0f,  0.5f};
+  const std::vector<float> special = {
+      6.0f,   2.5f,   0.75f,  0.25f,   5.0f,  3.5f,   -1.25f, -1.75f, 0.3f, -0.0f, 0.0f,  1.0f,
+      448.0f, 432.0f, 440.0f, -0.001f, 1e30f, -1e30f, 1e-30f, 3e-39f, 1.5f, 4.0f,  -6.0f, 0.5f};
   for (size_t i = 0; i < special.size() && i < x.size(); ++i) x[i] = special[i];
   if (x.size() >= 3 * static_cast<size_t>(c.block)) {  // an all-tiny block and a zero block
     for (int i = 0; i < c.block; ++i) x[c.block + i] = 1e-38f * (i % 3);
@@ -364,20 +363,20 @@ TEST_P(CudaDeepseekFakeQuantTest, MatchesCpuBitForBit) {
 
 INSTANTIATE_TEST_SUITE_P(
     Formats, CudaDeepseekFakeQuantTest,
-    ::testing::Values(
-        QuantCase{"Fp8Block32", FakeQuantFormat::kFp8Ue8m0, 5, 64, 32, 1.0f},
-        QuantCase{"Fp4Ue8m0Block32", FakeQuantFormat::kFp4Ue8m0, 5, 64, 32, 1.0f},
-        QuantCase{"Fp4E4m3Block16", FakeQuantFormat::kFp4E4m3, 5, 64, 16, 1.0f},
-        QuantCase{"Fp8Block16Large", FakeQuantFormat::kFp8Ue8m0, 3, 48, 16, 300.0f},
-        QuantCase{"Fp4TinyValues", FakeQuantFormat::kFp4Ue8m0, 3, 64, 32, 1e-6f},
-        QuantCase{"Block8", FakeQuantFormat::kFp4E4m3, 4, 24, 8, 1.0f},
-        QuantCase{"Block64ByThreads", FakeQuantFormat::kFp8Ue8m0, 3, 128, 64, 1.0f},
-        QuantCase{"Block24ByThreads", FakeQuantFormat::kFp4E4m3, 3, 72, 24, 2.0f},
-        QuantCase{"WidthNotDivided", FakeQuantFormat::kFp8Ue8m0, 3, 20, 32, 1.0f},
-        QuantCase{"OddElementCount", FakeQuantFormat::kFp4Ue8m0, 7, 16, 16, 1.0f},
-        QuantCase{"FlashWindowKv", FakeQuantFormat::kFp8Ue8m0, 8192, 512, 32, 1.0f},
-        QuantCase{"FlashIndexerQueries", FakeQuantFormat::kFp4Ue8m0, 64 * 32, 128, 32, 1.0f},
-        QuantCase{"FlashEntries", FakeQuantFormat::kFp4E4m3, 4096, 512, 16, 1.0f}),
+    ::testing::Values(QuantCase{"Fp8Block32", FakeQuantFormat::kFp8Ue8m0, 5, 64, 32, 1.0f},
+                      QuantCase{"Fp4Ue8m0Block32", FakeQuantFormat::kFp4Ue8m0, 5, 64, 32, 1.0f},
+                      QuantCase{"Fp4E4m3Block16", FakeQuantFormat::kFp4E4m3, 5, 64, 16, 1.0f},
+                      QuantCase{"Fp8Block16Large", FakeQuantFormat::kFp8Ue8m0, 3, 48, 16, 300.0f},
+                      QuantCase{"Fp4TinyValues", FakeQuantFormat::kFp4Ue8m0, 3, 64, 32, 1e-6f},
+                      QuantCase{"Block8", FakeQuantFormat::kFp4E4m3, 4, 24, 8, 1.0f},
+                      QuantCase{"Block64ByThreads", FakeQuantFormat::kFp8Ue8m0, 3, 128, 64, 1.0f},
+                      QuantCase{"Block24ByThreads", FakeQuantFormat::kFp4E4m3, 3, 72, 24, 2.0f},
+                      QuantCase{"WidthNotDivided", FakeQuantFormat::kFp8Ue8m0, 3, 20, 32, 1.0f},
+                      QuantCase{"OddElementCount", FakeQuantFormat::kFp4Ue8m0, 7, 16, 16, 1.0f},
+                      QuantCase{"FlashWindowKv", FakeQuantFormat::kFp8Ue8m0, 8192, 512, 32, 1.0f},
+                      QuantCase{"FlashIndexerQueries", FakeQuantFormat::kFp4Ue8m0, 64 * 32, 128, 32,
+                                1.0f},
+                      QuantCase{"FlashEntries", FakeQuantFormat::kFp4E4m3, 4096, 512, 16, 1.0f}),
     [](const auto& info) { return info.param.name; });
 
 struct EngramCase {

@@ -31,9 +31,7 @@ struct Twin {
   float* h() { return host.data(); }
   float* d() { return dev.data(); }
   // The side an op runs on (ops take non-const pointers for their outputs and inputs alike).
-  float* on(bool device) const {
-    return const_cast<float*>(device ? dev.data() : host.data());
-  }
+  float* on(bool device) const { return const_cast<float*>(device ? dev.data() : host.data()); }
 };
 
 class CudaDeepseekTest : public ::testing::Test {
