@@ -31,8 +31,14 @@ using detail::RowAt;
 
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
-constexpr int kKeys = 32;  // keys staged at a time: one a lane
+constexpr int kKeys = 32;                            // keys staged at a time: one a lane
 constexpr int kDimSlices = kMaxSparseHeadDim / 128;  // float4 slices of a lane, 128 dims apart
+
+// Floats of the split states (max, sum per row, split and head) at the start of the workspace,
+// rounded up so the partial outputs after them stay 16-byte aligned.
+__host__ __device__ inline int64_t StateFloats(int64_t rows, int splits, int heads) {
+  return (rows * splits * heads * 2 + 3) / 4 * 4;
+}
 
 // The key row of the row's key j, or null when the place is empty (a -1 selection) or j < 0.
 __device__ __forceinline__ const float* KeyRow(const SparseAttentionParams& p, const SparseRow& row,
@@ -58,6 +64,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   extern __shared__ float4 stage4[];
   float* ks = reinterpret_cast<float*>(stage4);  // [kKeys][pitch]
   __shared__ const float* key_rows[kKeys];
+  // Each head's running softmax sum (the same in every lane of its warp): kept here rather
+  // than in registers, which the output accumulators fill.
+  __shared__ float sums[kWarps * kHeads];
   const int64_t t = blockIdx.x;
   const int split = blockIdx.y, splits = gridDim.y;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -71,7 +80,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   const float* q0 = p.q + (t * p.heads + min(h0, p.heads - 1)) * D;
   auto q_offset = [&](int i) { return h0 + i < p.heads ? i * D : 0; };
 
-  float m[kHeads], l[kHeads], acc[kHeads][4 * kDimSlices];
+  float* l = sums + warp * kHeads;
+  float m[kHeads], acc[kHeads][4 * kDimSlices];
 #pragma unroll
   for (int i = 0; i < kHeads; ++i) {
     m[i] = -INFINITY;
@@ -119,7 +129,10 @@ __global__ void __launch_bounds__(kThreads, 1)
       const float base_max = top == -INFINITY ? 0.0f : top;  // nothing visible yet: zeros
       prob[i] = expf(logit - base_max);
       const float alpha = expf(m[i] - base_max);
-      l[i] = l[i] * alpha + detail::WarpSum(prob[i]);
+      const float sum = detail::WarpSum(prob[i]);
+      const float l_old = l[i];
+      __syncwarp();  // every lane has read the old sum
+      if (lane == 0) l[i] = l_old * alpha + sum;
       m[i] = top;
 #pragma unroll
       for (int e = 0; e < 4 * kDimSlices; ++e) acc[i][e] *= alpha;
@@ -149,7 +162,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 
   const int64_t state_base = (t * splits + split) * p.heads;
-  float* partial_acc = workspace + p.num_rows * splits * p.heads * 2;
+  float* partial_acc = workspace + StateFloats(p.num_rows, splits, p.heads);
 #pragma unroll
   for (int i = 0; i < kHeads; ++i) {
     const int h = h0 + i;
@@ -183,7 +196,7 @@ __global__ void SparseCombineKernel(SparseAttentionParams p, int splits,
   const int64_t t = blockIdx.x;
   const int h = blockIdx.y, D = p.head_dim;
   const float* states = workspace + (t * splits * p.heads + h) * 2;  // split s at + s * heads * 2
-  const float* partial = workspace + p.num_rows * splits * p.heads * 2;
+  const float* partial = workspace + StateFloats(p.num_rows, splits, p.heads);
   const float sink = p.sinks[h];
   float top = sink;
   for (int s = 0; s < splits; ++s) top = fmaxf(top, states[s * p.heads * 2]);
@@ -215,13 +228,12 @@ Status Launch(const SparseAttentionParams& p, const SparseAttentionPlan& plan, b
               float* workspace, cudaStream_t stream) {
   static std::atomic<uint64_t> configured{0};
   const size_t smem = sizeof(float) * kKeys * (p.head_dim + 4);
-  SPARK_RETURN_IF_ERROR(
-      detail::AllowSharedMemory(SparseAttentionKernel<kHeads>, smem, configured));
+  SPARK_RETURN_IF_ERROR(detail::AllowSharedMemory(SparseAttentionKernel<kHeads>, smem, configured));
   const dim3 grid(static_cast<unsigned>(p.num_rows), static_cast<unsigned>(plan.splits),
                   static_cast<unsigned>(plan.head_blocks));
   SPARK_CUDA_RETURN_IF_ERROR(detail::LaunchDependent(SparseAttentionKernel<kHeads>, grid, kThreads,
-                                                     smem, stream, p, plan.split_keys,
-                                                     keys_aligned, workspace));
+                                                     smem, stream, p, plan.split_keys, keys_aligned,
+                                                     workspace));
   return Status::Ok();
 }
 
@@ -230,7 +242,8 @@ Status Launch(const SparseAttentionParams& p, const SparseAttentionPlan& plan, b
 SparseAttentionPlan PlanSparseAttention(int64_t rows, int heads, int head_dim, int max_keys,
                                         int sm_count) {
   SparseAttentionPlan plan;
-  plan.heads_per_warp = heads <= kWarps ? 1 : (heads <= 2 * kWarps ? 2 : (heads <= 4 * kWarps ? 4 : 8));
+  plan.heads_per_warp =
+      heads <= kWarps ? 1 : (heads <= 2 * kWarps ? 2 : (heads <= 4 * kWarps ? 4 : 8));
   const int per_block = kWarps * plan.heads_per_warp;
   plan.head_blocks = std::max(1, (heads + per_block - 1) / per_block);
   const int chunks = std::max(1, (max_keys + kKeys - 1) / kKeys);
@@ -238,15 +251,15 @@ SparseAttentionPlan PlanSparseAttention(int64_t rows, int heads, int head_dim, i
   int splits = 1;
   if (work < 2 * sm_count) {
     // Enough blocks for two waves' worth of SMs, each split at least two chunks of keys.
-    splits = static_cast<int>(std::min<int64_t>((2 * sm_count + work - 1) / work,
-                                                std::max(1, chunks / 2)));
+    splits = static_cast<int>(
+        std::min<int64_t>((2 * sm_count + work - 1) / work, std::max(1, chunks / 2)));
   }
   const int chunks_per_split = (chunks + splits - 1) / splits;
   plan.split_keys = chunks_per_split * kKeys;
   plan.splits = (chunks + chunks_per_split - 1) / chunks_per_split;
   if (plan.splits > 1) {
-    plan.workspace_floats =
-        static_cast<size_t>(rows) * plan.splits * heads * (static_cast<size_t>(head_dim) + 2);
+    plan.workspace_floats = static_cast<size_t>(StateFloats(rows, plan.splits, heads)) +
+                            static_cast<size_t>(rows) * plan.splits * heads * head_dim;
   }
   return plan;
 }
@@ -257,8 +270,7 @@ Status SparseAttention(const SparseAttentionParams& p, const SparseAttentionPlan
       !detail::Aligned16(p.q) || !detail::Aligned16(p.out)) {
     return InvalidArgumentError("sparse attention: " + std::to_string(p.heads) + " heads of " +
                                 std::to_string(p.head_dim) + " (head_dim a multiple of 4 up to " +
-                                std::to_string(kMaxSparseHeadDim) +
-                                ", q and out 16-byte aligned)");
+                                std::to_string(kMaxSparseHeadDim) + ", q and out 16-byte aligned)");
   }
   if (p.num_rows <= 0) return Status::Ok();
   if (p.num_rows > INT32_MAX || plan.splits > 65535 || plan.head_blocks > 65535) {

@@ -1,11 +1,12 @@
 // DeepSeek-V4 / V4.1 sparse attention on the GPU (DeepseekOps::SparseAttention,
-// engine/backend/deepseek_op_args.h; the reference is engine/backend/cpu/cpu_deepseek_attention.cc):
-// each query row attends its sliding window (through the paged block table) and its compressed
-// entries (all candidates, or a selection from IndexerTopK with -1 skipped), one shared KV head
-// whose keys are the values, with a per-head sink logit that takes probability mass and adds no
-// value. fp32 on CUDA cores: a block takes one query row and up to 64 of its heads and reads each
-// key once for all of them (MQA); long key lists split over blocks whose partial softmax states
-// a second kernel merges. All pointers are device pointers.
+// engine/backend/deepseek_op_args.h; the reference is
+// engine/backend/cpu/cpu_deepseek_attention.cc): each query row attends its sliding window (through
+// the paged block table) and its compressed entries (all candidates, or a selection from
+// IndexerTopK with -1 skipped), one shared KV head whose keys are the values, with a per-head sink
+// logit that takes probability mass and adds no value. fp32 on CUDA cores: a block takes one query
+// row and up to 64 of its heads and reads each key once for all of them (MQA); long key lists split
+// over blocks whose partial softmax states a second kernel merges. All pointers are device
+// pointers.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -40,10 +41,10 @@ struct SparseAttentionParams {
   int64_t num_rows = 0;
   const int32_t* tables = nullptr;
   int block_size = 0;
-  CacheRows window_keys;             // [head_dim] per token slot
-  CacheRows entries;                 // [head_dim] per entry slot
-  const int64_t* slots = nullptr;    // candidate lists
-  const float* selected = nullptr;   // optional [rows, top_k]
+  CacheRows window_keys;            // [head_dim] per token slot
+  CacheRows entries;                // [head_dim] per entry slot
+  const int64_t* slots = nullptr;   // candidate lists
+  const float* selected = nullptr;  // optional [rows, top_k]
   int top_k = 0;
   const float* sinks = nullptr;  // [heads]
   float* out = nullptr;          // [rows, heads, head_dim], 16-byte aligned

@@ -206,8 +206,8 @@ Status WriteCacheRows(const float* rows, const int64_t* slots, int64_t tokens,
   return Status::Ok();
 }
 
-Status WriteCompressorRows(const CompressorRows& in, const int32_t* positions,
-                           const int64_t* slots, int64_t tokens, cudaStream_t stream) {
+Status WriteCompressorRows(const CompressorRows& in, const int32_t* positions, const int64_t* slots,
+                           int64_t tokens, cudaStream_t stream) {
   if (in.ape != nullptr && in.ratio <= 0) {
     return InvalidArgumentError("compressor inputs: ratio " + std::to_string(in.ratio) +
                                 " must be positive with an ape table");
@@ -215,9 +215,10 @@ Status WriteCompressorRows(const CompressorRows& in, const int32_t* positions,
   if (tokens <= 0 || in.width <= 0) return Status::Ok();
   // The vector path reads and writes every row four floats at a time: the fields and the
   // inputs must all allow it.
-  const bool vec = in.width % 4 == 0 && RowsAligned(in.kv_field) && detail::Aligned16(in.kv) &&
-                   (in.gate == nullptr || (RowsAligned(in.gate_field) && detail::Aligned16(in.gate) &&
-                                           (in.ape == nullptr || detail::Aligned16(in.ape))));
+  const bool vec =
+      in.width % 4 == 0 && RowsAligned(in.kv_field) && detail::Aligned16(in.kv) &&
+      (in.gate == nullptr || (RowsAligned(in.gate_field) && detail::Aligned16(in.gate) &&
+                              (in.ape == nullptr || detail::Aligned16(in.ape))));
   const int64_t items = tokens * (vec ? in.width / 4 : in.width);
   SPARK_CUDA_RETURN_IF_ERROR(
       vec ? detail::LaunchDependent(WriteCompressorRowsKernel<4>, GridFor(items), kThreads, 0,
@@ -252,8 +253,8 @@ Status PoolEntries(const PoolArgs& a, cudaStream_t stream) {
 
 Status FillFloat(float* x, int64_t count, float value, cudaStream_t stream) {
   if (count <= 0) return Status::Ok();
-  SPARK_CUDA_RETURN_IF_ERROR(detail::LaunchDependent(FillKernel, GridFor(count), kThreads, 0,
-                                                     stream, x, count, value));
+  SPARK_CUDA_RETURN_IF_ERROR(
+      detail::LaunchDependent(FillKernel, GridFor(count), kThreads, 0, stream, x, count, value));
   return Status::Ok();
 }
 

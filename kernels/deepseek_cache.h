@@ -48,8 +48,8 @@ struct CompressorRows {
   int ratio = 1;
   CacheRows kv_field, gate_field;
 };
-Status WriteCompressorRows(const CompressorRows& in, const int32_t* positions,
-                           const int64_t* slots, int64_t tokens, cudaStream_t stream);
+Status WriteCompressorRows(const CompressorRows& in, const int32_t* positions, const int64_t* slots,
+                           int64_t tokens, cudaStream_t stream);
 
 // Compressed entries (DeepseekOps::Compress): entry e pools the `pool` sources at
 // source_slots[e * pool ..] (-1: missing), per channel a softmax over the sources' gates (equal
@@ -63,10 +63,10 @@ struct PoolArgs {
   int pool = 0;
   bool overlap = false;
   int64_t entries = 0;
-  const int64_t* source_slots = nullptr;   // [entries, pool]
-  const int64_t* entry_slots = nullptr;    // [entries]; read only for `out`
+  const int64_t* source_slots = nullptr;     // [entries, pool]
+  const int64_t* entry_slots = nullptr;      // [entries]; read only for `out`
   const int32_t* entry_positions = nullptr;  // [entries]; read only with a rope
-  const float* norm = nullptr;             // [dim]
+  const float* norm = nullptr;               // [dim]
   float eps = 1e-6f;
   TrailingRope rope;  // inv_freq null: no rotation
   CacheRows out;

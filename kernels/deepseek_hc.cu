@@ -29,10 +29,10 @@ using detail::Load4;
 using detail::Sigmoid;
 
 constexpr int kThreads = 256;
-constexpr int kMixCols = 512;       // columns of one partial sum (four float4 a lane)
-constexpr int kMixTokens = 2;       // tokens a warp
-constexpr int kMixWarps = 8;        // warps a block (of the same columns)
-constexpr int kMixValues = 32;      // a warp's values per token: outputs, then ss in slot 31
+constexpr int kMixCols = 512;   // columns of one partial sum (four float4 a lane)
+constexpr int kMixTokens = 2;   // tokens a warp
+constexpr int kMixWarps = 8;    // warps a block (of the same columns)
+constexpr int kMixValues = 32;  // a warp's values per token: outputs, then ss in slot 31
 constexpr int kSumSlot = kMixValues - 1;
 
 unsigned GridFor(int64_t items) {
@@ -253,8 +253,7 @@ __global__ void HcMixFinishKernel(const float* __restrict__ partial, int chunks,
   if (lane != 0) return;
   const int n = p.n;
   const float* raw = vals[warp];
-  const float inv =
-      1.0f / sqrtf(raw[kSumSlot] / static_cast<float>(n * p.hidden) + p.norm_eps);
+  const float inv = 1.0f / sqrtf(raw[kSumSlot] / static_cast<float>(n * p.hidden) + p.norm_eps);
   for (int j = 0; j < n; ++j) {
     p.pre[t * n + j] = Sigmoid(raw[j] * inv * p.scale[0] + p.base[j]) + p.hc_eps;
   }
@@ -321,11 +320,10 @@ Status HcExpand(const float* x, int64_t tokens, int n, int hidden, float* stream
   if (tokens <= 0) return Status::Ok();
   const bool vec = Vec4(hidden, {x, streams});
   const unsigned grid = GridFor(tokens * (vec ? hidden / 4 : hidden));
-  SPARK_CUDA_RETURN_IF_ERROR(
-      vec ? detail::LaunchDependent(HcExpandKernel<4>, grid, kThreads, 0, stream, x, tokens, n,
-                                    hidden, streams)
-          : detail::LaunchDependent(HcExpandKernel<1>, grid, kThreads, 0, stream, x, tokens, n,
-                                    hidden, streams));
+  SPARK_CUDA_RETURN_IF_ERROR(vec ? detail::LaunchDependent(HcExpandKernel<4>, grid, kThreads, 0,
+                                                           stream, x, tokens, n, hidden, streams)
+                                 : detail::LaunchDependent(HcExpandKernel<1>, grid, kThreads, 0,
+                                                           stream, x, tokens, n, hidden, streams));
   return Status::Ok();
 }
 
@@ -396,8 +394,8 @@ Status EngramGate(const EngramGateParams& p, cudaStream_t stream) {
   if (p.tokens <= 0) return Status::Ok();
   const int64_t rows = p.tokens * p.n;
   if (rows > INT32_MAX) return InvalidArgumentError("engram gate: too many rows");
-  SPARK_CUDA_RETURN_IF_ERROR(detail::LaunchDependent(
-      EngramGateKernel, static_cast<unsigned>(rows), kThreads, 0, stream, p));
+  SPARK_CUDA_RETURN_IF_ERROR(detail::LaunchDependent(EngramGateKernel, static_cast<unsigned>(rows),
+                                                     kThreads, 0, stream, p));
   return Status::Ok();
 }
 

@@ -8,7 +8,8 @@
 // memory once per group (every head of every query of the group uses it). The sum over heads
 // ends with shuffles between the threads of one query (a fixed order: deterministic).
 // Candidates every query of the group masks out (-inf) are not read; a tile with none left
-// writes -inf and stops.
+// writes -inf and stops. With a candidate index (the masked indexer's unmasked places, see
+// CompactCandidates) a one-row group scores only those.
 #include <algorithm>
 #include <string>
 
@@ -26,7 +27,7 @@ using detail::Load4;
 
 constexpr int kThreads = 256;
 constexpr int kRowsPerThread = 8;   // heads of one query
-constexpr int kCandsPerThread = 4;  // candidates, kCandsPerThread column groups apart
+constexpr int kCandsPerThread = 4;  // candidates a thread, col_groups apart
 constexpr int kTileProduct = kThreads * kRowsPerThread * kCandsPerThread;  // rows x candidates
 constexpr int kMinRows = 32, kMaxRows = 128;
 constexpr int kMaxTile = kTileProduct / kMinRows;  // candidates of a block
@@ -37,6 +38,12 @@ int PaddedHeads(int heads) {
   int padded = kRowsPerThread;
   while (padded < heads) padded *= 2;
   return padded;
+}
+
+// The candidate that row t's place scores (deepseek_indexer.h: candidate_index).
+__device__ __forceinline__ int64_t CandidateOf(const IndexerScoreArgs& a, int64_t t, int place) {
+  if (a.candidate_index == nullptr) return place;
+  return a.candidate_index[(t - a.score_row0) * a.index_stride + place];
 }
 
 __global__ void __launch_bounds__(kThreads)
@@ -53,23 +60,26 @@ __global__ void __launch_bounds__(kThreads)
   const int tid = threadIdx.x;
 
   // The tile's keys that some query of the group still needs (in its count, not masked out).
+  // With a candidate index the group is one row, whose places map to its candidates.
   bool any = false;
   for (int j = tid; j < tile; j += kThreads) {
-    const int cand = tile0 + j;
+    const int place = tile0 + j;
+    int64_t candidate = place;
     bool needed = false;
     for (int qi = 0; qi < g.queries; ++qi) {
       const int64_t t = int64_t{g.row} + qi;
-      needed = needed || (cand < a.count[t] && (a.mask == nullptr ||
-                                                a.mask[t * a.mask_stride + cand] != -INFINITY));
+      if (place >= a.count[t]) continue;
+      candidate = CandidateOf(a, t, place);
+      needed = needed || a.mask == nullptr || a.mask[t * a.mask_stride + candidate] != -INFINITY;
     }
-    key_rows[j] = needed ? a.keys + a.slots[g.first + cand] * a.key_stride : nullptr;
+    key_rows[j] = needed ? a.keys + a.slots[g.first + candidate] * a.key_stride : nullptr;
     any = any || needed;
   }
   if (!__syncthreads_or(any)) {
     for (int idx = tid; idx < g.queries * tile; idx += kThreads) {
       const int64_t t = int64_t{g.row} + idx / tile;
-      const int cand = tile0 + idx % tile;
-      if (cand < a.count[t]) a.scores[(t - a.score_row0) * a.score_stride + cand] = -INFINITY;
+      const int place = tile0 + idx % tile;
+      if (place < a.count[t]) a.scores[(t - a.score_row0) * a.score_stride + place] = -INFINITY;
     }
     return;
   }
@@ -145,11 +155,11 @@ __global__ void __launch_bounds__(kThreads)
   const int count = a.count[t];
 #pragma unroll
   for (int n = 0; n < kCandsPerThread; ++n) {
-    const int cand = tile0 + cg + n * col_groups;
-    if (cand >= count) continue;
+    const int place = tile0 + cg + n * col_groups;
+    if (place >= count) continue;
     float score = part[n];
-    if (a.mask != nullptr) score += a.mask[t * a.mask_stride + cand];
-    a.scores[(t - a.score_row0) * a.score_stride + cand] = score;
+    if (a.mask != nullptr) score += a.mask[t * a.mask_stride + CandidateOf(a, t, place)];
+    a.scores[(t - a.score_row0) * a.score_stride + place] = score;
   }
 }
 
@@ -184,8 +194,7 @@ Status IndexerScores(const IndexerScoreArgs& a, cudaStream_t stream) {
                                 " candidates a query (at most " + std::to_string(65535 * tile) +
                                 ")");
   }
-  const bool keys_aligned =
-      detail::Aligned16(a.keys) && a.key_stride % 4 == 0;
+  const bool keys_aligned = detail::Aligned16(a.keys) && a.key_stride % 4 == 0;
   SPARK_CUDA_RETURN_IF_ERROR(detail::LaunchDependent(
       IndexerScoreKernel, dim3(static_cast<unsigned>(a.num_groups), static_cast<unsigned>(tiles)),
       kThreads, 0, stream, a, padded, keys_aligned));

@@ -32,7 +32,7 @@ struct IndexerGroup {
   int32_t queries = 0;  // rows in the group, at most IndexerScoreArgs::queries_per_group
   int32_t count = 0;    // the largest candidate count of the group's rows
   int32_t pad = 0;
-  int64_t first = 0;    // the list's first entry in `slots`
+  int64_t first = 0;  // the list's first entry in `slots`
 };
 
 struct IndexerScoreArgs {
@@ -54,6 +54,11 @@ struct IndexerScoreArgs {
   float* scores = nullptr;    // out: row t's scores at scores + (t - score_row0) * score_stride
   int64_t score_stride = 0;
   int64_t score_row0 = 0;
+  // Optional (CompactCandidates): row t's place j scores candidate
+  // candidate_index[(t - score_row0) * index_stride + j] of its list, count[t] places; groups
+  // then hold one row each. Null: place j is candidate j.
+  const int32_t* candidate_index = nullptr;
+  int64_t index_stride = 0;
 };
 
 // Rows a group should hold for `heads` heads: one when no two rows share a list (decode),
@@ -65,9 +70,18 @@ Status IndexerScores(const IndexerScoreArgs& a, cudaStream_t stream);
 
 // For each of `rows` rows: the k largest of values[r, 0 .. count[r]) (count null: `width`
 // each) as indices in float, best first, ties to the lower index, written to out[r, 0..k);
-// -inf (and NaN) values are never chosen and the places left are -1. k <= kMaxTopK.
+// -inf (and NaN) values are never chosen and the places left are -1. With `map`, index i of
+// row r is written as map[r * map_stride + i] (an increasing map keeps the tie rule).
+// k <= kMaxTopK.
 Status RowTopK(const float* values, int64_t stride, const int32_t* count, int width, int64_t rows,
-               int k, float* out, cudaStream_t stream);
+               int k, float* out, cudaStream_t stream, const int32_t* map = nullptr,
+               int64_t map_stride = 0);
+
+// For each of `rows` rows: the places c < count[r] whose mask[r, c] is not -inf, in increasing
+// order, at index[r, 0..kept[r]) (index_stride ints a row). The masked indexer scores only
+// these.
+Status CompactCandidates(const float* mask, int64_t mask_stride, const int32_t* count, int64_t rows,
+                         int32_t* index, int64_t index_stride, int32_t* kept, cudaStream_t stream);
 
 // Level one of the two-level top-k for `rows` rows of scores [rows, stride]: blocks of
 // block_size candidates score their maximum, the block holding candidate count[r] - 1 is pinned

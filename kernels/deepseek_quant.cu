@@ -110,14 +110,12 @@ Status FakeQuantize(float* x, int64_t rows, int width, int block, FakeQuantKind 
   const int64_t n = rows * width;
   if (block <= 32 && (block & (block - 1)) == 0) {
     const int64_t padded = (n + 31) / 32 * 32;
-    SPARK_CUDA_RETURN_IF_ERROR(detail::LaunchDependent(FakeQuantLanesKernel, GridFor(padded),
-                                                       kThreads, 0, stream, x, n, padded, block,
-                                                       format));
+    SPARK_CUDA_RETURN_IF_ERROR(detail::LaunchDependent(
+        FakeQuantLanesKernel, GridFor(padded), kThreads, 0, stream, x, n, padded, block, format));
   } else {
     const int64_t blocks = n / block;
-    SPARK_CUDA_RETURN_IF_ERROR(detail::LaunchDependent(FakeQuantBlocksKernel, GridFor(blocks),
-                                                       kThreads, 0, stream, x, blocks, block,
-                                                       format));
+    SPARK_CUDA_RETURN_IF_ERROR(detail::LaunchDependent(
+        FakeQuantBlocksKernel, GridFor(blocks), kThreads, 0, stream, x, blocks, block, format));
   }
   return Status::Ok();
 }

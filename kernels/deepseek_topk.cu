@@ -9,6 +9,7 @@
 //     it, the lowest indices (a block-wide prefix count), which is the reference's tie rule;
 //  3. a bitonic sort of the chosen (key, index) pairs, best first (skipped for the block mask,
 //     which only needs the set).
+// CompactCandidates lists each row's unmasked places in order with the same block-wide ranks.
 #include <algorithm>
 #include <string>
 
@@ -52,11 +53,27 @@ __device__ __forceinline__ int IndexOf(uint64_t packed) {
   return static_cast<int>(0xFFFFFFFFu - static_cast<uint32_t>(packed));
 }
 
+// The rank of this thread's `flag` among the set flags of the block in thread order, and in
+// *total their count. Every thread calls it; warp_counts holds one int a warp.
+__device__ int BlockRank(bool flag, int* warp_counts, int* total) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const unsigned ballot = __ballot_sync(0xffffffffu, flag);
+  if (lane == 0) warp_counts[warp] = __popc(ballot);
+  __syncthreads();
+  int rank = __popc(ballot & ((1u << lane) - 1u)), sum = 0;
+  for (int w = 0; w < static_cast<int>(blockDim.x / 32); ++w) {
+    if (w < warp) rank += warp_counts[w];
+    sum += warp_counts[w];
+  }
+  *total = sum;
+  __syncthreads();  // warp_counts may be written again
+  return rank;
+}
+
 // Warp 0: from the histogram of this pass (bins of `digit_mask + 1`), the digit of the
 // `remaining`-th largest matching key; updates prefix, prefix_mask and remaining. On the first
 // pass, notes the candidate total and whether all of them fit in k.
-__device__ void FindDigit(SelectShared& s, int shift, uint32_t digit_mask, bool first_pass,
-                          int k) {
+__device__ void FindDigit(SelectShared& s, int shift, uint32_t digit_mask, bool first_pass, int k) {
   const int lane = threadIdx.x % 32;
   const int bins = static_cast<int>(digit_mask) + 1, per_lane = bins / 32;
   const int top = bins - lane * per_lane;  // this lane's bins: [top - per_lane, top)
@@ -106,11 +123,12 @@ __device__ int SelectRow(const float* __restrict__ v, int n, int k, SelectShared
     for (int b = tid; b < kBins; b += blockDim.x) s.hist[b] = 0;
     __syncthreads();
     const uint32_t prefix = s.prefix, prefix_mask = s.prefix_mask;
-    for (int i = tid; i < n; i += blockDim.x) {
-      const uint32_t key = OrderKey(v[i]);
+    for (int base = 0; base < n; base += blockDim.x) {  // whole warps: the match is warp-wide
+      const int i = base + tid;
+      const uint32_t key = i < n ? OrderKey(v[i]) : 0u;
       const bool counts = key != 0 && (key & prefix_mask) == prefix;
       const uint32_t bin = counts ? (key >> shift) & digit_mask : 0xFFFFFFFFu;
-      const unsigned peers = __match_any_sync(__activemask(), bin);
+      const unsigned peers = __match_any_sync(0xffffffffu, bin);
       if (counts && lane == __ffs(peers) - 1) atomicAdd(&s.hist[bin], __popc(peers));
     }
     __syncthreads();
@@ -130,14 +148,11 @@ __device__ int SelectRow(const float* __restrict__ v, int n, int k, SelectShared
     if (take_equal > 0) {
       const bool equal = key == threshold;
       if (__syncthreads_count(equal) > 0) {
-        const unsigned ballot = __ballot_sync(0xffffffffu, equal);
-        if (lane == 0) s.warp_counts[warp] = __popc(ballot);
-        __syncthreads();
-        int rank = s.eq_taken + __popc(ballot & ((1u << lane) - 1u));
-        for (int w = 0; w < warp; ++w) rank += s.warp_counts[w];
+        const int taken = s.eq_taken;
+        int count = 0;
+        const int rank = taken + BlockRank(equal, s.warp_counts, &count);
         if (equal && rank < take_equal) s.chosen[above_total + rank] = Pack(key, i);
-        __syncthreads();
-        if (tid == blockDim.x - 1) s.eq_taken = rank + (equal ? 1 : 0);
+        if (tid == 0) s.eq_taken = taken + count;  // every thread has read it (BlockRank syncs)
       }
     }
     __syncthreads();
@@ -171,8 +186,9 @@ __device__ void SortChosen(SelectShared& s, int count) {
 }
 
 __global__ void __launch_bounds__(kThreads)
-    RowTopKKernel(const float* __restrict__ values, int64_t stride, const int32_t* count,
-                  int width, int k, float* __restrict__ out) {
+    RowTopKKernel(const float* __restrict__ values, int64_t stride, const int32_t* count, int width,
+                  int k, const int32_t* __restrict__ map, int64_t map_stride,
+                  float* __restrict__ out) {
   detail::WaitForPrecedingKernel();
   __shared__ SelectShared s;
   const int64_t r = blockIdx.x;
@@ -180,8 +196,36 @@ __global__ void __launch_bounds__(kThreads)
   const int chosen = SelectRow(values + r * stride, n, k, s);
   SortChosen(s, chosen);
   for (int j = threadIdx.x; j < k; j += blockDim.x) {
-    out[r * k + j] = j < chosen ? static_cast<float>(IndexOf(s.chosen[j])) : -1.0f;
+    float index = -1.0f;
+    if (j < chosen) {
+      const int i = IndexOf(s.chosen[j]);
+      index = static_cast<float>(map != nullptr ? map[r * map_stride + i] : i);
+    }
+    out[r * k + j] = index;
   }
+}
+
+// Row r's places c < count[r] whose mask is not -inf, in order, at index[r * index_stride ..];
+// their number at kept[r].
+__global__ void __launch_bounds__(kThreads)
+    CompactKernel(const float* __restrict__ mask, int64_t mask_stride,
+                  const int32_t* __restrict__ count, int32_t* __restrict__ index,
+                  int64_t index_stride, int32_t* __restrict__ kept) {
+  detail::WaitForPrecedingKernel();
+  __shared__ int warp_counts[kWarps];
+  const int64_t r = blockIdx.x;
+  const int n = count[r];
+  const float* m = mask + r * mask_stride;
+  int taken = 0;  // the same in every thread
+  for (int base = 0; base < n; base += blockDim.x) {
+    const int c = base + threadIdx.x;
+    const bool keep = c < n && m[c] != -INFINITY;
+    int total = 0;
+    const int rank = BlockRank(keep, warp_counts, &total);
+    if (keep) index[r * index_stride + taken + rank] = c;
+    taken += total;
+  }
+  if (threadIdx.x == 0) kept[r] = taken;
 }
 
 // Block maxima of each row ([rows, blocks]); the block of the newest candidate pinned at +inf.
@@ -230,7 +274,7 @@ Status CheckRows(int64_t rows) {
 }  // namespace
 
 Status RowTopK(const float* values, int64_t stride, const int32_t* count, int width, int64_t rows,
-               int k, float* out, cudaStream_t stream) {
+               int k, float* out, cudaStream_t stream, const int32_t* map, int64_t map_stride) {
   if (k < 0 || k > kMaxTopK) {
     return InvalidArgumentError("top-k: k = " + std::to_string(k) + " (the kernel selects 0 to " +
                                 std::to_string(kMaxTopK) + " a row)");
@@ -239,7 +283,17 @@ Status RowTopK(const float* values, int64_t stride, const int32_t* count, int wi
   if (rows <= 0 || k == 0) return Status::Ok();
   SPARK_CUDA_RETURN_IF_ERROR(detail::LaunchDependent(RowTopKKernel, static_cast<unsigned>(rows),
                                                      kThreads, 0, stream, values, stride, count,
-                                                     std::max(width, 0), k, out));
+                                                     std::max(width, 0), k, map, map_stride, out));
+  return Status::Ok();
+}
+
+Status CompactCandidates(const float* mask, int64_t mask_stride, const int32_t* count, int64_t rows,
+                         int32_t* index, int64_t index_stride, int32_t* kept, cudaStream_t stream) {
+  SPARK_RETURN_IF_ERROR(CheckRows(rows));
+  if (rows <= 0) return Status::Ok();
+  SPARK_CUDA_RETURN_IF_ERROR(detail::LaunchDependent(CompactKernel, static_cast<unsigned>(rows),
+                                                     kThreads, 0, stream, mask, mask_stride, count,
+                                                     index, index_stride, kept));
   return Status::Ok();
 }
 
@@ -264,13 +318,12 @@ Status CandidateBlockMask(const float* scores, const int32_t* count, int64_t row
                                 " over " + std::to_string(blocks) + " blocks (the kernel keeps " +
                                 "at most " + std::to_string(kMaxTopK) + ")");
   }
-  SPARK_CUDA_RETURN_IF_ERROR(detail::LaunchDependent(BlockMaxKernel, GridFor(rows * blocks), 256,
-                                                     0, stream, scores, count, rows, stride,
+  SPARK_CUDA_RETURN_IF_ERROR(detail::LaunchDependent(BlockMaxKernel, GridFor(rows * blocks), 256, 0,
+                                                     stream, scores, count, rows, stride,
                                                      block_size, blocks, scratch));
-  SPARK_CUDA_RETURN_IF_ERROR(detail::LaunchDependent(BlockMaskKernel, static_cast<unsigned>(rows),
-                                                     kThreads, 0, stream,
-                                                     static_cast<const float*>(scratch), blocks, k,
-                                                     stride, block_size, mask));
+  SPARK_CUDA_RETURN_IF_ERROR(detail::LaunchDependent(
+      BlockMaskKernel, static_cast<unsigned>(rows), kThreads, 0, stream,
+      static_cast<const float*>(scratch), blocks, k, stride, block_size, mask));
   return Status::Ok();
 }
 

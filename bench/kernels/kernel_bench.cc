@@ -2,7 +2,8 @@
 // ceiling measured in the same run: RMSNorm and paged decode attention in GB/s against the
 // device-to-device copy bandwidth (bytes read + written), GEMMs in TFLOP/s against the best
 // cuBLASLt bf16 throughput at large square sizes; the peer all-reduce fused with AddRmsNorm
-// against the two kernels (peer_bench.h). Prints a table; --json writes the numbers.
+// against the two kernels (peer_bench.h); DeepSeek-V4.1-Flash's DeepseekOps through the CUDA
+// backend (deepseek_bench.h). Prints a table; --json writes the numbers.
 // Timing: CUDA events around `iters` back-to-back launches after warm-up; the median of 5.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -21,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/kernels/deepseek_bench.h"
 #include "bench/kernels/peer_bench.h"
 #include "engine/config/environment.h"
 #include "kernels/attention.h"
@@ -98,6 +100,7 @@ struct Row {
   double value = 0;  // GB/s or TFLOP/s
   std::string unit;
   double ceiling = 0;  // same unit
+  double host_ms = 0;  // host time a call, where measured (deepseek)
 };
 
 void Print(const std::vector<Row>& rows) {
@@ -106,8 +109,10 @@ void Print(const std::vector<Row>& rows) {
   for (const Row& r : rows) {
     char achieved[64];
     std::snprintf(achieved, sizeof(achieved), "%.1f %s", r.value, r.unit.c_str());
-    std::printf("%-34s %-34s %10.1f %12s %9.1f%%\n", r.name.c_str(), r.shape.c_str(), r.ms * 1e3,
+    std::printf("%-34s %-34s %10.1f %12s %9.1f%%", r.name.c_str(), r.shape.c_str(), r.ms * 1e3,
                 achieved, 100.0 * r.value / r.ceiling);
+    if (r.host_ms > 0) std::printf("  host %.1f us", r.host_ms * 1e3);
+    std::printf("\n");
   }
 }
 
@@ -355,9 +360,11 @@ int Main(int argc, char** argv) {
   app.add_flag("--quick", quick, "Smaller sizes (a smoke run, not for reporting)");
   app.add_option("--only", only,
                  "Run one family after the ceilings: norm, decode (attention), prefill "
-                 "(attention), gemm, gemv (decode GEMVs, bf16 and fp8 weights) or peer (the "
-                 "tensor-parallel all-reduce + AddRmsNorm of two ranks, fused and not)")
-      ->check(CLI::IsMember({"norm", "decode", "prefill", "gemm", "gemv", "peer"}));
+                 "(attention), gemm, gemv (decode GEMVs, bf16 and fp8 weights), peer (the "
+                 "tensor-parallel all-reduce + AddRmsNorm of two ranks, fused and not) or "
+                 "deepseek (DeepSeek-V4.1-Flash's DeepseekOps: decode b1/8/32 at 4K and 64K, "
+                 "prefill 8K)")
+      ->check(CLI::IsMember({"norm", "decode", "prefill", "gemm", "gemv", "peer", "deepseek"}));
   CLI11_PARSE(app, argc, argv);
   if (CudaDeviceCount() == 0) {
     std::fprintf(stderr, "spark-kernel-bench: no CUDA device visible (check nvidia-smi)\n");
@@ -435,6 +442,11 @@ int Main(int argc, char** argv) {
       }
     }
   }
+  if (only == "deepseek") {  // only when asked: a few minutes
+    for (const DeepseekTiming& d : BenchDeepseekOps(copy_gbs, quick)) {
+      rows.push_back({d.name, d.shape, d.ms, d.value, d.unit, d.ceiling, d.host_ms});
+    }
+  }
   // Qwen3-8B-shaped GEMMs: an 8K-token prefill's projections and batch-32 decode.
   struct Shape {
     int64_t m;
@@ -494,6 +506,7 @@ int Main(int argc, char** argv) {
                               {"unit", r.unit},
                               {"ceiling", r.ceiling},
                               {"ratio", r.value / r.ceiling}});
+      if (r.host_ms > 0) j["results"].back()["host_us"] = r.host_ms * 1e3;
     }
     std::ofstream(json_path) << j.dump(2) << "\n";
   }

@@ -20,6 +20,11 @@ using internal::Rows;
 // Score rows held at once when the caller wants no scores back (the rest run in further passes
 // over the same scratch): 128 MiB.
 constexpr int64_t kScoreScratchFloats = int64_t{32} << 20;
+// With a mask and no scores wanted, each row scores only its unmasked candidates (listed first
+// by CompactCandidates) when rows share no list (decode) or lists reach this length: V4.1's
+// candidate blocks keep 16K candidates, so a 64K context scores a quarter of them, 1M a 64th.
+// Shorter shared lists keep several rows a group (each key read once for them) instead.
+constexpr int kCompactFromCandidates = 32768;
 
 // The candidate lists must lie inside `slots`; returns the largest count.
 Result<int> CheckCandidates(const EntryCandidates& c, const char* op) {
@@ -30,8 +35,9 @@ Result<int> CheckCandidates(const EntryCandidates& c, const char* op) {
   }
   int max_count = 0;
   for (size_t t = 0; t < c.count.size(); ++t) {
-    if (c.count[t] < 0 || (c.count[t] > 0 && (c.first[t] < 0 || c.first[t] + c.count[t] >
-                                                                   static_cast<int64_t>(c.slots.size())))) {
+    if (c.count[t] < 0 ||
+        (c.count[t] > 0 &&
+         (c.first[t] < 0 || c.first[t] + c.count[t] > static_cast<int64_t>(c.slots.size())))) {
       return InvalidArgumentError(std::string("cuda backend: ") + op + ": query " +
                                   std::to_string(t) + "'s candidates run past the " +
                                   std::to_string(c.slots.size()) + " listed slots");
@@ -68,44 +74,8 @@ bool RowsShareLists(const EntryCandidates& c) {
   return false;
 }
 
-}  // namespace
-
-void CudaDeepseekOps::IndexerTopK(const IndexerArgs& a) {
-  b_.Activate();
-  b_.Record(IndexerTopKImpl(a));
-}
-
-Status CudaDeepseekOps::IndexerTopKImpl(const IndexerArgs& a) {
-  const EntryCandidates& c = a.candidates;
-  const int64_t tokens = static_cast<int64_t>(c.count.size());
-  if (tokens == 0) return Status::Ok();
-  if (b_.in_graph()) return internal::RefuseInGraph("IndexerTopK");
-  if (a.top_k < 0 || a.top_k > kernels::kMaxTopK) {
-    return InvalidArgumentError("cuda backend: IndexerTopK top_k " + std::to_string(a.top_k) +
-                                " (the GPU top-k keeps 0 to " +
-                                std::to_string(kernels::kMaxTopK) + ")");
-  }
-  SPARK_ASSIGN_OR_RETURN(const int max_count, CheckCandidates(c, "IndexerTopK"));
-  if (a.top_k == 0 && a.scores == nullptr) return Status::Ok();  // nothing to write
-  if ((a.mask != nullptr || a.scores != nullptr) && max_count > a.mask_stride) {
-    return InvalidArgumentError("cuda backend: IndexerTopK: " + std::to_string(max_count) +
-                                " candidates exceed the mask/score stride " +
-                                std::to_string(a.mask_stride));
-  }
-  const float minus_inf = -std::numeric_limits<float>::infinity();
-  // Scores go to the caller's rows when it wants them, else to scratch, a pass of rows at a time.
-  const int64_t stride = a.scores != nullptr ? a.mask_stride : std::max(1, max_count);
-  const int64_t per_pass =
-      a.scores != nullptr ? tokens : std::clamp<int64_t>(kScoreScratchFloats / stride, 1, tokens);
-  Buffer scratch;
-  if (a.scores == nullptr) {
-    SPARK_ASSIGN_OR_RETURN(scratch, b_.Scratch(per_pass * stride * sizeof(float)));
-  }
-  const int64_t* d_slots = nullptr;
-  if (!c.slots.empty()) {
-    SPARK_ASSIGN_OR_RETURN(d_slots, b_.Stage(c.slots));
-  }
-  SPARK_ASSIGN_OR_RETURN(const int32_t* d_count, b_.Stage(c.count));
+// The score kernel's arguments that follow from the op's (the rest are the pass's).
+kernels::IndexerScoreArgs ScoreArgs(const IndexerArgs& a, const int64_t* d_slots) {
   kernels::IndexerScoreArgs s;
   s.q = a.q;
   s.weights = a.weights;
@@ -113,13 +83,66 @@ Status CudaDeepseekOps::IndexerTopKImpl(const IndexerArgs& a) {
   s.weight_scale = a.weight_scale;
   s.heads = a.heads;
   s.dim = a.dim;
-  s.keys = a.keys.base + a.keys.offset;
+  s.keys = a.keys.present() ? a.keys.base + a.keys.offset : nullptr;  // unread without candidates
   s.key_stride = a.keys.stride;
   s.slots = d_slots;
-  s.count = d_count;
   s.mask = a.mask;
   s.mask_stride = a.mask_stride;
-  s.queries_per_group = kernels::IndexerQueriesPerGroup(a.heads, RowsShareLists(c));
+  return s;
+}
+
+}  // namespace
+
+void CudaDeepseekOps::IndexerTopK(const IndexerArgs& a) {
+  b_.Activate();
+  b_.Record(IndexerTopKImpl(a));
+}
+
+// Validates, plans the passes over score scratch (or the caller's score rows), then per pass:
+// the unmasked candidates' lists when compacting, the scores of each row group, the top-k.
+Status CudaDeepseekOps::IndexerTopKImpl(const IndexerArgs& a) {
+  const EntryCandidates& c = a.candidates;
+  const int64_t tokens = static_cast<int64_t>(c.count.size());
+  if (tokens == 0) return Status::Ok();
+  if (b_.in_graph()) return internal::RefuseInGraph("IndexerTopK");
+  if (a.top_k < 0 || a.top_k > kernels::kMaxTopK) {
+    return InvalidArgumentError("cuda backend: IndexerTopK top_k " + std::to_string(a.top_k) +
+                                " (the GPU top-k keeps 0 to " + std::to_string(kernels::kMaxTopK) +
+                                ")");
+  }
+  SPARK_ASSIGN_OR_RETURN(const int max_count, CheckCandidates(c, "IndexerTopK"));
+  if (a.top_k == 0 && a.scores == nullptr) return Status::Ok();  // nothing to write
+  if (max_count > 0 && !a.keys.present()) {
+    return InvalidArgumentError("cuda backend: IndexerTopK has candidates but no key field");
+  }
+  if ((a.mask != nullptr || a.scores != nullptr) && max_count > a.mask_stride) {
+    return InvalidArgumentError("cuda backend: IndexerTopK: " + std::to_string(max_count) +
+                                " candidates exceed the mask/score stride " +
+                                std::to_string(a.mask_stride));
+  }
+  const float minus_inf = -std::numeric_limits<float>::infinity();
+  const bool share = RowsShareLists(c);
+  const bool compact =
+      a.mask != nullptr && a.scores == nullptr && (!share || max_count >= kCompactFromCandidates);
+  // Scores go to the caller's rows when it wants them, else to scratch, a pass of rows at a time.
+  const int64_t stride = a.scores != nullptr ? a.mask_stride : std::max(1, max_count);
+  const int64_t per_pass =
+      a.scores != nullptr ? tokens : std::clamp<int64_t>(kScoreScratchFloats / stride, 1, tokens);
+  Buffer scratch, index, kept;
+  if (a.scores == nullptr) {
+    SPARK_ASSIGN_OR_RETURN(scratch, b_.Scratch(per_pass * stride * sizeof(float)));
+  }
+  if (compact) {
+    SPARK_ASSIGN_OR_RETURN(index, b_.Scratch(per_pass * stride * sizeof(int32_t)));
+    SPARK_ASSIGN_OR_RETURN(kept, b_.Scratch(tokens * sizeof(int32_t)));
+  }
+  const int64_t* d_slots = nullptr;
+  if (!c.slots.empty()) {
+    SPARK_ASSIGN_OR_RETURN(d_slots, b_.Stage(c.slots));
+  }
+  SPARK_ASSIGN_OR_RETURN(const int32_t* d_count, b_.Stage(c.count));
+  kernels::IndexerScoreArgs s = ScoreArgs(a, d_slots);
+  s.queries_per_group = kernels::IndexerQueriesPerGroup(a.heads, share && !compact);
   s.scores = a.scores != nullptr ? a.scores : scratch.data();
   s.score_stride = stride;
   if (a.scores != nullptr && b_.launching()) {
@@ -128,7 +151,7 @@ Status CudaDeepseekOps::IndexerTopKImpl(const IndexerArgs& a) {
   for (int64_t begin = 0; begin < tokens; begin += per_pass) {
     const int64_t end = std::min(tokens, begin + per_pass);
     const std::vector<kernels::IndexerGroup> groups =
-        Groups(c, begin, end, s.queries_per_group);
+        Groups(c, begin, end, compact ? 1 : s.queries_per_group);
     const kernels::IndexerGroup* d_groups = nullptr;
     if (!groups.empty()) {
       SPARK_ASSIGN_OR_RETURN(d_groups, b_.Stage(std::span<const kernels::IndexerGroup>(groups)));
@@ -139,11 +162,23 @@ Status CudaDeepseekOps::IndexerTopKImpl(const IndexerArgs& a) {
     s.max_count = 0;
     for (const kernels::IndexerGroup& g : groups) s.max_count = std::max(s.max_count, g.count);
     s.score_row0 = a.scores != nullptr ? 0 : begin;
+    const int32_t* places = d_count;  // places a row scores: its candidates, or its unmasked ones
+    const auto* map = static_cast<const int32_t*>(index.raw());
+    if (compact) {
+      auto* kept_rows = static_cast<int32_t*>(kept.raw());
+      SPARK_RETURN_IF_ERROR(kernels::CompactCandidates(
+          a.mask + begin * a.mask_stride, a.mask_stride, d_count + begin, end - begin,
+          static_cast<int32_t*>(index.raw()), stride, kept_rows + begin, b_.stream_));
+      places = kept_rows;
+      s.candidate_index = map;
+      s.index_stride = stride;
+    }
+    s.count = places;
     SPARK_RETURN_IF_ERROR(kernels::IndexerScores(s, b_.stream_));
     const float* rows = s.scores + (begin - s.score_row0) * stride;
-    SPARK_RETURN_IF_ERROR(kernels::RowTopK(rows, stride, d_count + begin,
-                                           static_cast<int>(stride), end - begin, a.top_k,
-                                           a.selected + begin * a.top_k, b_.stream_));
+    SPARK_RETURN_IF_ERROR(kernels::RowTopK(rows, stride, places + begin, static_cast<int>(stride),
+                                           end - begin, a.top_k, a.selected + begin * a.top_k,
+                                           b_.stream_, compact ? map : nullptr, stride));
   }
   return Status::Ok();
 }
@@ -198,8 +233,7 @@ Status CudaDeepseekOps::SparseAttentionImpl(const SparseAttentionArgs& a) {
   }
   const auto any = [&](auto has) { return std::any_of(meta.begin(), meta.end(), has); };
   if ((any([](const kernels::SparseRow& r) { return r.entries > 0; }) && !a.entries.present()) ||
-      (any([](const kernels::SparseRow& r) { return r.window > 0; }) &&
-       !a.window_keys.present())) {
+      (any([](const kernels::SparseRow& r) { return r.window > 0; }) && !a.window_keys.present())) {
     return InvalidArgumentError(
         "cuda backend: SparseAttention has window keys or entries to read but no such field");
   }

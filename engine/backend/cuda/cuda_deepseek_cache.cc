@@ -18,8 +18,8 @@ void CudaDeepseekOps::Rope(float* x, std::span<const int32_t> positions, int hea
   Status s = [&]() -> Status {
     SPARK_ASSIGN_OR_RETURN(const int32_t* d_positions, b_.Stage(positions));
     if (!b_.launching()) return Status::Ok();
-    return kernels::RopeTrailing(x, d_positions, static_cast<int64_t>(positions.size()), heads,
-                                 dim, internal::Rope(table, inverse), b_.stream_);
+    return kernels::RopeTrailing(x, d_positions, static_cast<int64_t>(positions.size()), heads, dim,
+                                 internal::Rope(table, inverse), b_.stream_);
   }();
   b_.Record(s);
 }
@@ -54,9 +54,8 @@ void CudaDeepseekOps::WriteCompressorInputs(const CompressorInputs& in,
       SPARK_ASSIGN_OR_RETURN(d_positions, b_.Stage(positions));
     }
     if (!b_.launching()) return Status::Ok();
-    const kernels::CompressorRows rows{in.kv,        in.gate,           in.ape,
-                                       in.width,     in.ratio,          Rows(in.kv_field),
-                                       Rows(in.gate_field)};
+    const kernels::CompressorRows rows{
+        in.kv, in.gate, in.ape, in.width, in.ratio, Rows(in.kv_field), Rows(in.gate_field)};
     return kernels::WriteCompressorRows(rows, d_positions, d_slots,
                                         static_cast<int64_t>(slots.size()), b_.stream_);
   }();
@@ -74,11 +73,10 @@ Status CudaDeepseekOps::CompressImpl(const CompressArgs& a) {
   if (b_.in_graph()) return internal::RefuseInGraph("Compress");
   if (a.pool <= 0 || a.source_slots.size() != static_cast<size_t>(entries * a.pool) ||
       (a.rope != nullptr && a.entry_positions.size() != static_cast<size_t>(entries))) {
-    return InvalidArgumentError("cuda backend: Compress got " +
-                                std::to_string(a.source_slots.size()) + " source slots and " +
-                                std::to_string(a.entry_positions.size()) + " positions for " +
-                                std::to_string(entries) + " entries of pool " +
-                                std::to_string(a.pool));
+    return InvalidArgumentError(
+        "cuda backend: Compress got " + std::to_string(a.source_slots.size()) +
+        " source slots and " + std::to_string(a.entry_positions.size()) + " positions for " +
+        std::to_string(entries) + " entries of pool " + std::to_string(a.pool));
   }
   kernels::PoolArgs p;
   p.kv = Rows(a.kv);

@@ -5,8 +5,7 @@
 
 namespace spark::engine::backend::cuda {
 
-void CudaDeepseekOps::HcExpand(const float* x, int64_t tokens, int n, int hidden,
-                               float* streams) {
+void CudaDeepseekOps::HcExpand(const float* x, int64_t tokens, int n, int hidden, float* streams) {
   b_.Activate();
   if (!b_.launching()) return;
   b_.Record(kernels::HcExpand(x, tokens, n, hidden, streams, b_.stream_));
@@ -19,10 +18,9 @@ void CudaDeepseekOps::HcMix(const HcMixArgs& a) {
     const int64_t floats = kernels::HcMixScratchFloats(a.tokens, a.n, a.hidden);
     SPARK_ASSIGN_OR_RETURN(Buffer scratch, b_.Scratch(floats * sizeof(float)));
     if (!b_.launching()) return Status::Ok();
-    const kernels::HcMixParams p{a.streams, a.tokens,         a.n,      a.hidden,
-                                 a.fn,      a.base,           a.scale,  a.norm_eps,
-                                 a.hc_eps,  a.sinkhorn_iters, a.pre,    a.post,
-                                 a.comb};
+    const kernels::HcMixParams p{a.streams, a.tokens, a.n,        a.hidden, a.fn,
+                                 a.base,    a.scale,  a.norm_eps, a.hc_eps, a.sinkhorn_iters,
+                                 a.pre,     a.post,   a.comb};
     return kernels::HcMix(p, scratch.data(), b_.stream_);
   }();
   b_.Record(s);

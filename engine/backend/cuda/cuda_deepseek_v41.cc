@@ -57,8 +57,8 @@ Status CudaDeepseekOps::CandidateBlocksImpl(const CandidateBlockArgs& a) {
 void CudaDeepseekOps::EngramGate(const EngramGateArgs& a) {
   b_.Activate();
   if (!b_.launching()) return;
-  b_.Record(kernels::EngramGate({a.streams, a.kv, a.weight, a.tokens, a.n, a.hidden, a.eps},
-                                b_.stream_));
+  b_.Record(
+      kernels::EngramGate({a.streams, a.kv, a.weight, a.tokens, a.n, a.hidden, a.eps}, b_.stream_));
 }
 
 }  // namespace spark::engine::backend::cuda
