@@ -13,6 +13,7 @@
 
 #include "base/status.h"
 #include "engine/runtime/block_manager.h"
+#include "engine/runtime/constraint_masks.h"
 #include "engine/runtime/model_runner.h"
 #include "engine/runtime/sampler.h"
 #include "engine/runtime/scheduler.h"
@@ -31,6 +32,9 @@ struct EngineOptions {
   // logprobs) go out as kRunArgMax plans: the model picks the ids where the logits are (on the
   // GPU) instead of returning whole rows. Only for runners that answer such plans.
   bool argmax_plans = false;
+  // Threads that compute structured-output masks while the forward runs (constraint_masks.h);
+  // started with the first constrained request. Default 4.
+  int constraint_threads = 4;
 };
 
 // One new token of one sequence, or the news that it finished without one.
@@ -42,6 +46,8 @@ struct TokenOutput {
   std::vector<TokenLogprob> top_logprobs;
   bool finished = false;
   FinishReason finish_reason = FinishReason::kNone;
+  // With finished: the request's queue, schedule and token times (metrics).
+  RequestTimes times;
 };
 
 struct EngineStats {
@@ -78,10 +84,16 @@ class Engine {
 
   // Whether every sequence that samples this step is plain greedy (see argmax_plans).
   bool AllGreedy(const SchedulerOutput& out) const;
+  // Starts the masks of the sequences that sample under an active grammar this step; returns
+  // each scheduled entry's mask row (-1: none).
+  std::vector<int> StartMasks(const SchedulerOutput& out);
   // Appends a token to every needs_logits sequence: sampled from logits rows, or (argmax plans)
   // the ids the runner picked.
   Status SampleRows(const SchedulerOutput& out, const std::vector<float>& logits,
-                    std::vector<TokenOutput>* outputs);
+                    const std::vector<int>& mask_rows, std::vector<TokenOutput>* outputs);
+  // One row through logit processing (bias, min_tokens, grammar mask) and the sampler.
+  Result<SampleResult> SampleProcessed(Sequence& seq, std::span<const float> row,
+                                       std::span<const uint32_t> mask);
   // kNone, or why `seq` stops after its last token.
   FinishReason CheckStop(const Sequence& seq) const;
   void DropFinished();
@@ -93,6 +105,7 @@ class Engine {
   std::map<uint64_t, std::unique_ptr<Sequence>> sequences_;
   uint64_t num_steps_ = 0;
   uint64_t prompt_tokens_computed_ = 0;
+  std::unique_ptr<ConstraintMasks> masks_;  // Made with the first constrained request.
 };
 
 }  // namespace spark::engine::runtime
