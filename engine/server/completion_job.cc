@@ -48,6 +48,17 @@ json CompletionLogprobs(const json& entries) {
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
+// A span in seconds, 0 when either end was never reached.
+double Span(Clock::time_point from, Clock::time_point to) {
+  if (from == Clock::time_point() || to == Clock::time_point() || to < from) return 0;
+  return Seconds(to - from);
+}
+
+RequestPhases Phases(const runtime::RequestTimes& t) {
+  return {Span(t.queued, t.scheduled), Span(t.scheduled, t.first_token),
+          Span(t.first_token, t.last_token), Span(t.scheduled, t.last_token)};
+}
+
 }  // namespace
 
 CompletionJob::CompletionJob(std::shared_ptr<ServerContext> context, PreparedRequest prepared,
@@ -146,8 +157,14 @@ void CompletionJob::OnEvent(size_t index, const GenerationEvent& event) {
     if (prepared_.request.logprobs) AddLogprobs(c, event);
   }
   bool stop_matched = false;
-  const std::string text = NewText(c, event, &stop_matched);
+  std::string text = NewText(c, event, &stop_matched);
   const bool final = event.finished || stop_matched;
+  if (event.times) context_->metrics->ObserveRequestPhases(Phases(*event.times));
+  // A forced call's grammar ends with its arguments and the model stops there: the markup that
+  // closes the call completes it for the parser.
+  if (event.finished && !stop_matched && event.finish_reason == runtime::FinishReason::kStop) {
+    text += prepared_.tool_closing;
+  }
   ParsedOutput delta = std::exchange(c.prefill, ParsedOutput());
   delta.Append(Parse(c, text, final));
   for (const ToolCallDelta& d : delta.tool_calls) c.num_tool_calls += d.begin ? 1 : 0;

@@ -149,6 +149,7 @@ void EngineService::RunStep() {
     if (it == callbacks_.end()) continue;
     GenerationEvent e{o.seq_id, o.has_token, o.token,         o.logprob, std::move(o.top_logprobs),
                       0,        o.finished,  o.finish_reason, {}};
+    if (o.finished) e.times = o.times;
     if (!first_token_sent_[o.seq_id]) {  // Prefix-cache hits (0 if it finished in this step).
       const runtime::Sequence* seq = engine_->Find(o.seq_id);
       e.cached_prompt_tokens = seq != nullptr ? seq->num_cached_tokens() : 0;
@@ -189,6 +190,7 @@ void EngineService::RefreshStats() {
   stats_.prefix_queries = s.prefix_queries;
   stats_.prefix_hits = s.prefix_hits;
   stats_.decode_steps = s.decode_steps;
+  stats_.num_preemptions = s.num_preemptions;
 }
 
 }  // namespace spark::engine::server

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "base/status.h"
@@ -37,6 +38,9 @@ struct GenerationEvent {
   runtime::FinishReason finish_reason = runtime::FinishReason::kNone;
   // Not OK when the request failed (model error, dead rank); then finished is true.
   Status error;
+  // With a finished event of a request the engine ran to its end: when it was queued, first
+  // scheduled, and got its first and last token (vLLM's request-time histograms).
+  std::optional<runtime::RequestTimes> times;
 };
 
 // Called for each event of one request; after the event with finished == true, never again.
@@ -49,6 +53,7 @@ struct ServiceStats {
   uint64_t prefix_queries = 0;  // Prompt tokens looked up in the prefix cache.
   uint64_t prefix_hits = 0;     // ... and found.
   runtime::DecodeStepCounts decode_steps;  // replayed as graphs, or eager by reason
+  uint64_t num_preemptions = 0;  // Sequences whose KV was dropped to make room (recomputed).
 };
 
 class GenerationService {
