@@ -77,6 +77,12 @@ std::vector<std::string> EngineArgv(const profile::Profile& p, const LaunchOptio
   if (!e.reasoning_parser.empty()) a.insert(a.end(), {"--reasoning-parser", e.reasoning_parser});
   if (!e.tool_parser.empty()) a.insert(a.end(), {"--tool-parser", e.tool_parser});
   if (!p.api.key_file.empty()) a.insert(a.end(), {"--api-key-file", p.api.key_file});
+  if (p.api.default_max_tokens > 0) {
+    a.insert(a.end(), {"--default-max-tokens", std::to_string(p.api.default_max_tokens)});
+  }
+  if (p.api.max_tokens_limit > 0) {
+    a.insert(a.end(), {"--max-tokens-limit", std::to_string(p.api.max_tokens_limit)});
+  }
   a.insert(a.end(), {"--status-file", status});
   return a;
 }
