@@ -17,6 +17,7 @@ std::span<const CommandEntry> CommandTable() {
       {"bench", RegisterBenchCommands},
       {"weights", RegisterWeightsCommands},
       {"up", RegisterUpCommands},
+      {"check", RegisterCheckCommands},
       {"sim", RegisterSimCommands},
       {"node", RegisterNodeCommands},
   };

@@ -17,5 +17,8 @@ void RegisterNetCommands(CLI::App& parent, CommandContext& context);      // net
 void RegisterBenchCommands(CLI::App& parent, CommandContext& context);    // bench_commands.cc
 void RegisterSelftestCommands(CLI::App& parent, CommandContext& context);  // selftest_commands.cc
 void RegisterUpCommands(CLI::App& parent, CommandContext& context);       // up_commands.cc
+void RegisterCheckCommands(CLI::App& parent, CommandContext& context);    // serving_commands.cc
+// `bench serve`, added to the bench family by RegisterBenchCommands.       // serving_commands.cc
+void RegisterBenchServeCommand(CLI::App* bench, CommandContext& context);
 
 }  // namespace spark::cli

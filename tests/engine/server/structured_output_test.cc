@@ -75,7 +75,11 @@ TEST_F(StructuredOutputTest, RepliesFollowTheJsonSchema) {
     const json doc = json::parse(content, nullptr, false);
     ASSERT_FALSE(doc.is_discarded()) << content;
     EXPECT_EQ(doc.size(), 3u) << content;
-    EXPECT_TRUE(doc["name"].is_string() && doc["name"].get<std::string>().size() <= 12) << content;
+    // maxLength counts characters (code points), not bytes.
+    const std::string name = doc["name"].is_string() ? doc["name"].get<std::string>() : "";
+    const auto chars = std::count_if(name.begin(), name.end(),
+                                     [](char ch) { return (static_cast<unsigned char>(ch) & 0xC0) != 0x80; });
+    EXPECT_TRUE(doc["name"].is_string() && chars <= 12) << content;
     EXPECT_TRUE(doc["age"].is_number_integer() && doc["age"] >= 0 && doc["age"] <= 120) << content;
     EXPECT_TRUE(doc["pet"] == "cat" || doc["pet"] == "dog" || doc["pet"].is_null()) << content;
   }
