@@ -188,7 +188,9 @@ std::string CompletionJob::NewText(Choice& c, const GenerationEvent& event, bool
        std::count(prepared_.request.params.stop_token_ids.begin(),
                   prepared_.request.params.stop_token_ids.end(), event.token) > 0);
   std::string piece;
-  if (event.has_token && !is_stop_token) piece = c.stream->Push(event.token);
+  const bool skipped = prepared_.request.skip_special_tokens &&
+                       context_->codec->IsSpecialToken(event.token);
+  if (event.has_token && !is_stop_token && !skipped) piece = c.stream->Push(event.token);
   if (event.finished) piece += c.stream->Flush();
   const size_t before = c.raw.size();
   c.raw += piece;
@@ -198,9 +200,11 @@ std::string CompletionJob::NewText(Choice& c, const GenerationEvent& event, bool
     const runtime::StopStringMatch m = runtime::FindStopString(c.raw, c.checked, stops);
     c.checked = before + piece.size();
     if (m.matched) {
-      c.raw.resize(m.emit_len);
+      const size_t keep =
+          m.emit_len + (prepared_.request.include_stop_str_in_output ? m.stop.size() : 0);
+      c.raw.resize(keep);
       *stop_matched = true;
-      emit_to = m.emit_len;
+      emit_to = keep;
     } else if (!event.finished) {
       emit_to = m.emit_len;
     }

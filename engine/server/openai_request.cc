@@ -154,6 +154,8 @@ Error ReadSampling(const ordered_json& j, CompletionRequest* r) {
     }
   }
   if (Error e = ReadLogitControls(j, r)) return e;
+  if (Error e = ReadBool(j, "skip_special_tokens", &r->skip_special_tokens)) return e;
+  if (Error e = ReadBool(j, "include_stop_str_in_output", &r->include_stop_str_in_output)) return e;
   return ReadStop(j, &p);
 }
 

@@ -58,6 +58,10 @@ struct CompletionRequest {
   std::string tool_choice_function;
   bool tool_choice_set = false;
   bool echo = false;  // Completions only.
+  // vLLM's: drop special tokens' text from the output (default true), and keep the stop string
+  // that ended a choice (default false).
+  bool skip_special_tokens = true;
+  bool include_stop_str_in_output = false;
   // response_format / structured_outputs; compiled by the server (grammar_compiler.h).
   std::optional<grammar::ConstraintRequest> structured;
 };

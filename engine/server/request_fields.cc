@@ -39,8 +39,8 @@ constexpr std::array<Field, 40> kImplemented = {{
     {"logit_bias", kBoth},
     {"response_format", kBoth},
     {"structured_outputs", kBoth},
-    {"skip_special_tokens", kBoth},            // Only false: special tokens' text is kept.
-    {"include_stop_str_in_output", kBoth},     // Only false.
+    {"skip_special_tokens", kBoth},
+    {"include_stop_str_in_output", kBoth},
     {"messages", kChat},
     {"tools", kChat},
     {"tool_choice", kChat},
@@ -94,12 +94,6 @@ std::optional<ApiError> CheckFixedValue(const std::string& key, const ordered_js
   auto refuse = [&](const std::string& why) {
     return InvalidRequest(key, key + ": " + v.dump() + " is not supported; " + why);
   };
-  if (key == "skip_special_tokens" && v != false) {
-    return refuse("special tokens' text is always kept in the output (send false or leave it out)");
-  }
-  if (key == "include_stop_str_in_output" && v != false) {
-    return refuse("the matched stop string is never included (send false or leave it out)");
-  }
   if (key == "parallel_tool_calls" && v != true) {
     return refuse("every call the model writes is returned (send true or leave it out)");
   }

@@ -53,6 +53,9 @@ class TextCodec {
   virtual std::vector<std::string> GrammarTokens() const = 0;
   // The id of `text` when it encodes to exactly one token, else -1 (think markers).
   virtual int32_t SingleTokenId(std::string_view text) const = 0;
+  // A special token (tokenizer.json's added_tokens with "special": true), whose text
+  // skip_special_tokens drops.
+  virtual bool IsSpecialToken(int32_t id) const = 0;
 };
 
 // One token per byte (ids 0-255), EOS = 256; vocab 257. The chat format is ChatML-like with
@@ -74,6 +77,7 @@ class ByteCodec : public TextCodec {
   std::string Decode(std::span<const int32_t> ids) const override;
   std::vector<std::string> GrammarTokens() const override;
   int32_t SingleTokenId(std::string_view text) const override;
+  bool IsSpecialToken(int32_t) const override { return false; }
 
  private:
   tokenizer::ChatMarkers markers_;
@@ -103,6 +107,7 @@ class TokenizerCodec : public TextCodec {
   std::string Decode(std::span<const int32_t> ids) const override;
   std::vector<std::string> GrammarTokens() const override;
   int32_t SingleTokenId(std::string_view text) const override;
+  bool IsSpecialToken(int32_t id) const override { return tokenizer_.IsSpecial(id); }
   const tokenizer::Tokenizer& tokenizer() const { return tokenizer_; }
   // The chat format in use ("qwen3"); its markers are what the output parsers split on.
   std::string_view format_name() const { return format_->name(); }

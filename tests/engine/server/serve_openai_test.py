@@ -103,6 +103,13 @@ def client_checks(c, port):
                                   extra_body=off)
     check(r.choices[0].message.content == "   ",
           f"logit_bias +100 on a space, and the spaces kept: {r.choices[0].message.content!r}")
+    box = 151648  # <|box_start|>, a special token
+    texts = [c.chat.completions.create(
+        model="demo", messages=[{"role": "user", "content": "x"}], max_tokens=2, temperature=0,
+        logit_bias={str(box): 100}, extra_body={**off, **extra}).choices[0].message.content
+        for extra in ({}, {"skip_special_tokens": False})]
+    check(texts == ["", "<|box_start|><|box_start|>"],
+          f"skip_special_tokens drops special tokens by default, keeps them when false: {texts}")
     try:
         c.chat.completions.create(model="demo", messages=[{"role": "user", "content": "x"}],
                                   max_tokens=3, extra_body={"frobnicate": 1})

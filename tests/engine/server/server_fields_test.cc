@@ -75,8 +75,8 @@ TEST_F(ServerFieldsTest, UnimplementedFieldsAreRefusedByName) {
   Expect400("/v1/chat/completions", Chat({{"prompt", "x"}}), "prompt",
             "not a parameter of /v1/chat/completions");
   Expect400("/v1/chat/completions", Chat({{"best_of", 2}}), "best_of", "not supported");
-  Expect400("/v1/chat/completions", Chat({{"skip_special_tokens", true}}), "skip_special_tokens",
-            "special tokens' text is always kept");
+  Expect400("/v1/chat/completions", Chat({{"skip_special_tokens", 1}}), "skip_special_tokens",
+            "expected true or false");
   Expect400("/v1/chat/completions", Chat({{"parallel_tool_calls", false}}),
             "parallel_tool_calls", "every call");
   Expect400("/v1/chat/completions", Chat({{"store", true}}), "store", "stores no completions");
@@ -100,6 +100,16 @@ TEST_F(ServerFieldsTest, DocumentedFieldsAreAcceptedWithoutEffect) {
             {"add_generation_prompt", true}, {"continue_final_message", false},
             {"max_tokens", nullptr}}));
   ASSERT_EQ(r.status, 200) << r.body;
+}
+
+TEST_F(ServerFieldsTest, IncludeStopStringKeepsIt) {
+  json body = {{"model", "fake"}, {"prompt", "say hi"}, {"stop", "fake"}, {"max_tokens", 50}};
+  json j = json::parse(Post("/v1/completions", body).body);
+  EXPECT_EQ(j["choices"][0]["text"], "Hello! I am a ");
+  body["include_stop_str_in_output"] = true;
+  j = json::parse(Post("/v1/completions", body).body);
+  EXPECT_EQ(j["choices"][0]["text"], "Hello! I am a fake");
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "stop");
 }
 
 TEST_F(ServerFieldsTest, ReasoningEffortNamesAndDeepSeekScale) {
