@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Installs every Debian package sparkctl needs to build, test and run the simulator.
-# Idempotent: packages already present are left alone. Needs root (or sudo).
+# Installs every Debian package sparkctl needs to build, test and run the simulator, then fetches
+# the pinned source of the one library Debian does not package (xgrammar, the structured-output
+# grammar engine: scripts/fetch-xgrammar.sh). Idempotent: packages already present are left
+# alone. Needs root (or sudo) for the packages.
 set -euo pipefail
 
 packages=(
@@ -20,12 +22,13 @@ done
 
 if [ "${#missing[@]}" -eq 0 ]; then
   echo "install-deps: all ${#packages[@]} packages present"
-  exit 0
+else
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  echo "install-deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-SUDO=""
-[ "$(id -u)" -eq 0 ] || SUDO="sudo"
-echo "install-deps: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+"$(dirname "$0")/fetch-xgrammar.sh"

@@ -24,9 +24,12 @@ import sys
 
 SHAPES = {
     "demo": {"hidden": 64, "layers": 2, "heads": 4, "kv_heads": 2, "head_dim": 16,
-             "intermediate": 128, "tie": True, "tile": None, "shard_bytes": None},
+             "intermediate": 128, "tie": True, "tile": None, "shard_bytes": None,
+             "positions": 4096},
+    # Qwen3-8B's own config.json: 40,960 positions (no RoPE scaling).
     "qwen3-8b": {"hidden": 4096, "layers": 36, "heads": 32, "kv_heads": 8, "head_dim": 128,
-                 "intermediate": 12288, "tie": False, "tile": 1 << 22, "shard_bytes": 4 << 30},
+                 "intermediate": 12288, "tie": False, "tile": 1 << 22, "shard_bytes": 4 << 30,
+                 "positions": 40960},
 }
 VOCAB = 151936  # Qwen3's padded vocabulary (the tokenizer itself has 151669 ids)
 BOS, EOS, PAD = 151643, 151645, 151643
@@ -160,7 +163,7 @@ def config(shape, dtype):
         "hidden_size": shape["hidden"],
         "initializer_range": 0.02,
         "intermediate_size": shape["intermediate"],
-        "max_position_embeddings": 4096,
+        "max_position_embeddings": shape["positions"],
         "max_window_layers": shape["layers"],
         "num_attention_heads": shape["heads"],
         "num_hidden_layers": shape["layers"],

@@ -85,6 +85,10 @@ struct ServeOptions {
   // (startup_memory.h ScaledFloors: a Spark's 5 / 3 / 1).
   double startup_floor_gib = -1, admit_floor_gib = -1, hard_floor_gib = -1;
   int ranks_per_node = 0;  // 0: --tp when this process starts the ranks, else 1
+  // max_tokens of a request that gives none (0: the API's defaults), and the most one may ask for
+  // (0: the context length).
+  int default_max_tokens = 0;
+  int max_tokens_limit = 0;
   std::string log_level = "info";  // a server logs its phases unless told otherwise
 };
 
@@ -149,6 +153,13 @@ Status ValidateFlags(const ServeOptions& o) {
                                 ": must be in [1, --tp]");
   }
   if (std::optional<model::MemoryFloors> f = Floors(o)) SPARK_RETURN_IF_ERROR(f->Validate());
+  if (o.default_max_tokens < 0) return InvalidArgumentError("--default-max-tokens must be >= 0");
+  if (o.max_tokens_limit < 0) return InvalidArgumentError("--max-tokens-limit must be >= 0");
+  if (o.max_tokens_limit > 0 && o.default_max_tokens > o.max_tokens_limit) {
+    return InvalidArgumentError("--default-max-tokens " + std::to_string(o.default_max_tokens) +
+                                " is above --max-tokens-limit " +
+                                std::to_string(o.max_tokens_limit));
+  }
   if (o.no_chunked_prefill && o.max_batched_tokens_given && o.max_model_len > 0 &&
       o.max_batched_tokens < o.max_model_len) {
     return InvalidArgumentError("--no-chunked-prefill: a whole prompt must fit one step, so "
@@ -264,6 +275,8 @@ Result<server::OpenAIServerOptions> ServerOptions(const ServeOptions& o) {
   s.http.host = o.host;
   s.http.port = o.port;
   s.max_pending_sequences = o.max_pending;
+  s.default_max_tokens = o.default_max_tokens;
+  s.max_tokens_limit = o.max_tokens_limit;
   s.served_model_name =
       o.served_model_name.empty()
           ? std::filesystem::path(o.model_dir).lexically_normal().filename().string()
@@ -400,9 +413,38 @@ Status CheckParsers(const ServeOptions& o, std::string_view format) {
   return Status::Ok();
 }
 
+// The longest context the checkpoint's positions allow, and why (vLLM's rule): its
+// max_position_embeddings, or, when config.json declares YaRN RoPE scaling, the scaling's
+// original_max_position_embeddings x factor if that is larger. 0: the config does not say.
+std::pair<int64_t, std::string> PositionLimit(const core::ModelConfig& c) {
+  const core::YarnSettings& y = c.dsv4.compress_yarn;
+  const int64_t yarn =
+      y.enabled ? static_cast<int64_t>(y.original_max_position_embeddings * y.factor) : 0;
+  if (yarn > c.max_position_embeddings) {
+    return {yarn, "YaRN RoPE scaling: original_max_position_embeddings " +
+                      std::to_string(y.original_max_position_embeddings) + " x factor " +
+                      FormatNumber(y.factor)};
+  }
+  return {c.max_position_embeddings,
+          "config.json max_position_embeddings" +
+              std::string(y.enabled ? "" : ", and no RoPE scaling that extends it")};
+}
+
+Status CheckMaxModelLen(const ServeOptions& o, const core::ModelConfig& config) {
+  const auto [limit, why] = PositionLimit(config);
+  if (o.max_model_len > 0 && limit > 0 && o.max_model_len > limit) {
+    return InvalidArgumentError("--max-model-len " + std::to_string(o.max_model_len) +
+                                " is past the " + std::to_string(limit) +
+                                " positions this checkpoint was trained for (" + why +
+                                "); give at most " + std::to_string(limit));
+  }
+  return Status::Ok();
+}
+
 Status RunRankZero(const ServeOptions& o, std::shared_ptr<cli::ServeControl> control,
                    cli::RankStatus& status) {
   SPARK_ASSIGN_OR_RETURN(core::ModelConfig config, model::LoadModelConfig(o.model_dir));
+  SPARK_RETURN_IF_ERROR(CheckMaxModelLen(o, config));
   const model::ModelFamily* family = model::FindModelFamily(config.model_type);
   SPARK_ASSIGN_OR_RETURN(
       auto codec, server::TokenizerCodec::FromDir(
@@ -542,7 +584,8 @@ void RegisterServeCommand(CLI::App& parent, CommandContext& context) {
                   "Seconds /ready keeps answering 503 after a rank dies, before exiting "
                   "(default 5)");
   cmd->add_option("--max-model-len", o->max_model_len,
-                  "Prompt + output tokens per request (default: model's, <= 8192)");
+                  "Prompt + output tokens per request (default: model's, <= 8192; more than the "
+                  "checkpoint's positions is refused unless its YaRN scaling allows it)");
   cmd->add_option("--max-num-seqs", o->max_num_seqs, "Sequences per batch (default 64)");
   cmd->add_option("--max-batched-tokens", o->max_batched_tokens,
                   "Tokens per step (prefill and decode); longer prompts are prefilled in chunks "
@@ -580,6 +623,12 @@ void RegisterServeCommand(CLI::App& parent, CommandContext& context) {
   cmd->add_option("--max-pending", o->max_pending, "Sequences in flight before 429 (default 256)");
   cmd->add_option("--drain-timeout", o->drain_timeout_s,
                   "Seconds to let requests finish on SIGTERM (default 30)");
+  cmd->add_option("--default-max-tokens", o->default_max_tokens,
+                  "max_tokens of a request that gives none (default: the rest of the context "
+                  "for chat, 16 for completions)");
+  cmd->add_option("--max-tokens-limit", o->max_tokens_limit,
+                  "The most max_tokens a request may ask for; more is a 400 (default: the "
+                  "context length)");
   cmd->footer(
       "\nExamples:\n  spark-engine serve --model tests/fixtures/models/qwen3-tiny "
       "--tokenizer ../shared/data/tokenizers/qwen3 --port 8000\n"

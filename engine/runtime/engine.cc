@@ -1,6 +1,7 @@
 #include "engine/runtime/engine.h"
 
 #include <algorithm>
+#include <limits>
 #include <string>
 
 namespace spark::engine::runtime {
@@ -45,8 +46,25 @@ Status Engine::AddRequest(uint64_t id, std::vector<int32_t> prompt, const Sampli
                                   " KV blocks, the cache has " +
                                   std::to_string(blocks_.num_blocks()));
   }
+  for (const auto& [token, bias] : params.logit_bias) {
+    if (token >= runner_->vocab_size()) {
+      return InvalidArgumentError(who + "logit_bias token " + std::to_string(token) +
+                                  " outside the vocabulary");
+    }
+  }
   const uint64_t seed = params.seed.value_or(options_.seed + id);
   auto seq = std::make_unique<Sequence>(id, std::move(prompt), params, seed);
+  seq->times().queued = RequestTimes::Clock::now();
+  if (params.constraint) {
+    Result<std::unique_ptr<TokenConstraint>> c = params.constraint->NewConstraint();
+    if (!c.ok()) return c.status().WithContext("request " + std::to_string(id));
+    seq->set_constrained(
+        std::make_unique<ConstrainedOutput>(std::move(*c), params.constraint_gate));
+    if (!masks_) {
+      masks_ = std::make_unique<ConstraintMasks>(options_.constraint_threads,
+                                                 runner_->vocab_size());
+    }
+  }
   scheduler_.Add(seq.get());
   sequences_.emplace(id, std::move(seq));
   return Status::Ok();
@@ -101,10 +119,19 @@ Result<std::vector<TokenOutput>> Engine::Step() {
     outputs.push_back({seq->id(), false, 0, 0.0f, {}, true, seq->finish_reason()});
   }
   if (!out.plan.entries.empty()) {
+    const RequestTimes::Clock::time_point now = RequestTimes::Clock::now();
+    for (const ScheduledSequence& s : out.scheduled) {
+      RequestTimes& t = s.seq->times();
+      if (t.scheduled == RequestTimes::Clock::time_point()) t.scheduled = now;
+    }
+    const std::vector<int> mask_rows = StartMasks(out);  // Filled while the forward runs.
     if (options_.argmax_plans && AllGreedy(out)) out.plan.command = StepCommand::kRunArgMax;
-    SPARK_ASSIGN_OR_RETURN(std::vector<float> logits, runner_->Run(out.plan));
+    Result<std::vector<float>> logits = runner_->Run(out.plan);
+    const Status masks = masks_ ? masks_->Wait() : Status::Ok();
+    if (!logits.ok()) return logits.status();
+    SPARK_RETURN_IF_ERROR(masks);
     scheduler_.Commit(out);
-    SPARK_RETURN_IF_ERROR(SampleRows(out, logits, &outputs));
+    SPARK_RETURN_IF_ERROR(SampleRows(out, *logits, mask_rows, &outputs));
     ++num_steps_;
   }
   DropFinished();
@@ -116,15 +143,53 @@ bool Engine::AllGreedy(const SchedulerOutput& out) const {
     if (!out.plan.entries[i].needs_logits) continue;
     const SamplingParams& p = out.scheduled[i].seq->params();
     if (p.temperature != 0.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f ||
-        p.repetition_penalty != 1.0f || p.logprobs || p.top_logprobs > 0) {
+        p.repetition_penalty != 1.0f || p.logprobs || p.top_logprobs > 0 ||
+        p.ProcessesLogits()) {
       return false;
     }
   }
   return true;
 }
 
+std::vector<int> Engine::StartMasks(const SchedulerOutput& out) {
+  std::vector<int> rows(out.scheduled.size(), -1);
+  if (!masks_) return rows;
+  std::vector<ConstrainedOutput*> constrained;
+  for (size_t i = 0; i < out.scheduled.size(); ++i) {
+    ConstrainedOutput* c = out.scheduled[i].seq->constrained();
+    if (c == nullptr || !c->active() || !out.plan.entries[i].needs_logits) continue;
+    rows[i] = static_cast<int>(constrained.size());
+    constrained.push_back(c);
+  }
+  masks_->Start(std::move(constrained));
+  return rows;
+}
+
+Result<SampleResult> Engine::SampleProcessed(Sequence& seq, std::span<const float> row,
+                                             std::span<const uint32_t> mask) {
+  const SamplingParams& p = seq.params();
+  if (!p.ProcessesLogits()) {
+    return Sample(row, p, seq.prompt_ids(), seq.output_ids(), seq.rng());
+  }
+  std::vector<int32_t> blocked;
+  if (seq.num_output_tokens() < p.min_tokens) {
+    blocked = p.stop_token_ids;
+    if (!p.ignore_eos && options_.eos_token_id >= 0) blocked.push_back(options_.eos_token_id);
+  }
+  const std::vector<float> processed = ProcessLogits(row, p, blocked, mask);
+  if (std::none_of(processed.begin(), processed.end(),
+                   [](float l) { return l > -std::numeric_limits<float>::infinity(); })) {
+    return InternalError("request " + std::to_string(seq.id()) +
+                         ": structured output left no token to sample");
+  }
+  SPARK_ASSIGN_OR_RETURN(SampleResult s,
+                         Sample(processed, p, seq.prompt_ids(), seq.output_ids(), seq.rng()));
+  FillLogprobs(row, p, &s);  // vLLM reports logprobs of the raw logits.
+  return s;
+}
+
 Status Engine::SampleRows(const SchedulerOutput& out, const std::vector<float>& logits,
-                          std::vector<TokenOutput>* outputs) {
+                          const std::vector<int>& mask_rows, std::vector<TokenOutput>* outputs) {
   const bool ids = out.plan.command == StepCommand::kRunArgMax;
   const size_t vocab = ids ? 1 : static_cast<size_t>(runner_->vocab_size());
   if (logits.size() != vocab * out.plan.num_logits_rows()) {
@@ -147,15 +212,23 @@ Status Engine::SampleRows(const SchedulerOutput& out, const std::vector<float>& 
                              std::to_string(runner_->vocab_size()));
       }
     } else {
-      SPARK_ASSIGN_OR_RETURN(s, Sample(r, seq->params(), seq->prompt_ids(), seq->output_ids(),
-                                       seq->rng()));
+      std::span<const uint32_t> mask;
+      if (mask_rows[i] >= 0) mask = masks_->row(static_cast<size_t>(mask_rows[i]));
+      SPARK_ASSIGN_OR_RETURN(s, SampleProcessed(*seq, r, mask));
     }
     seq->AppendToken(s.token);
+    RequestTimes& times = seq->times();
+    times.last_token = RequestTimes::Clock::now();
+    if (seq->num_output_tokens() == 1) times.first_token = times.last_token;
+    if (ConstrainedOutput* c = seq->constrained()) {
+      SPARK_RETURN_IF_ERROR(c->Advance(s.token).WithContext("request " + std::to_string(seq->id())));
+    }
     TokenOutput o{seq->id(), true, s.token, s.logprob, std::move(s.top_logprobs), false, {}};
     o.finish_reason = CheckStop(*seq);
     if (o.finish_reason != FinishReason::kNone) {
       scheduler_.Finish(seq, o.finish_reason);
       o.finished = true;
+      o.times = seq->times();
     }
     outputs->push_back(std::move(o));
   }
@@ -169,6 +242,8 @@ FinishReason Engine::CheckStop(const Sequence& seq) const {
   if (std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), t) != p.stop_token_ids.end()) {
     return FinishReason::kStop;
   }
+  // A complete grammar lets only a stop token follow; once it took one, the output is done.
+  if (seq.constrained() != nullptr && seq.constrained()->terminated()) return FinishReason::kStop;
   if (seq.num_output_tokens() >= p.max_tokens) return FinishReason::kLength;
   if (seq.num_tokens() >= options_.scheduler.max_model_len) return FinishReason::kLength;
   return FinishReason::kNone;

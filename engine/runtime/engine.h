@@ -14,6 +14,7 @@
 #include "base/status.h"
 #include "engine/runtime/block_manager.h"
 #include "engine/runtime/memory_guard.h"
+#include "engine/runtime/constraint_masks.h"
 #include "engine/runtime/model_runner.h"
 #include "engine/runtime/sampler.h"
 #include "engine/runtime/scheduler.h"
@@ -36,6 +37,9 @@ struct EngineOptions {
   // waits while it says no-admit, and waiting requests and the newest running one are failed
   // (Unavailable) while it sheds. Not owned; null: no guard.
   MemoryGuard* memory_guard = nullptr;
+  // Threads that compute structured-output masks while the forward runs (constraint_masks.h);
+  // started with the first constrained request. Default 4.
+  int constraint_threads = 4;
 };
 
 // One new token of one sequence, or the news that it finished without one.
@@ -49,6 +53,8 @@ struct TokenOutput {
   FinishReason finish_reason = FinishReason::kNone;
   // Set when the engine ended the request itself (the memory guard shed it): Unavailable.
   Status error;
+  // With finished: the request's queue, schedule and token times (metrics).
+  RequestTimes times;
 };
 
 struct EngineStats {
@@ -94,10 +100,16 @@ class Engine {
 
   // Whether every sequence that samples this step is plain greedy (see argmax_plans).
   bool AllGreedy(const SchedulerOutput& out) const;
+  // Starts the masks of the sequences that sample under an active grammar this step; returns
+  // each scheduled entry's mask row (-1: none).
+  std::vector<int> StartMasks(const SchedulerOutput& out);
   // Appends a token to every needs_logits sequence: sampled from logits rows, or (argmax plans)
   // the ids the runner picked.
   Status SampleRows(const SchedulerOutput& out, const std::vector<float>& logits,
-                    std::vector<TokenOutput>* outputs);
+                    const std::vector<int>& mask_rows, std::vector<TokenOutput>* outputs);
+  // One row through logit processing (bias, min_tokens, grammar mask) and the sampler.
+  Result<SampleResult> SampleProcessed(Sequence& seq, std::span<const float> row,
+                                       std::span<const uint32_t> mask);
   // kNone, or why `seq` stops after its last token.
   FinishReason CheckStop(const Sequence& seq) const;
   void DropFinished();
@@ -114,6 +126,7 @@ class Engine {
   uint64_t num_steps_ = 0;
   uint64_t prompt_tokens_computed_ = 0;
   bool stalled_ = false;
+  std::unique_ptr<ConstraintMasks> masks_;  // Made with the first constrained request.
 };
 
 }  // namespace spark::engine::runtime

@@ -74,20 +74,6 @@ int32_t Draw(const std::vector<float>& probs, std::mt19937_64& rng) {
   return last;  // Rounding left u above the total.
 }
 
-void FillLogprobs(std::span<const float> logits, const SamplingParams& params,
-                  SampleResult* result) {
-  if (!params.logprobs && params.top_logprobs == 0) return;
-  const std::vector<float> lp = LogSoftmax(logits);
-  result->logprob = lp[result->token];
-  const size_t n = std::min<size_t>(params.top_logprobs, lp.size());
-  std::vector<int32_t> order(lp.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::partial_sort(order.begin(), order.begin() + n, order.end(), [&](int32_t a, int32_t b) {
-    return lp[a] > lp[b] || (lp[a] == lp[b] && a < b);
-  });
-  for (size_t i = 0; i < n; ++i) result->top_logprobs.push_back({order[i], lp[order[i]]});
-}
-
 }  // namespace
 
 std::vector<float> ApplyPenalties(std::span<const float> logits, const SamplingParams& params,
@@ -109,6 +95,50 @@ std::vector<float> ApplyPenalties(std::span<const float> logits, const SamplingP
     for (const auto& [t, c] : counts) {
       if (!InVocab(t, out.size())) continue;
       out[t] -= params.presence_penalty + params.frequency_penalty * static_cast<float>(c);
+    }
+  }
+  return out;
+}
+
+void FillLogprobs(std::span<const float> logits, const SamplingParams& params,
+                  SampleResult* result) {
+  result->top_logprobs.clear();
+  if (!params.logprobs && params.top_logprobs == 0) return;
+  const std::vector<float> lp = LogSoftmax(logits);
+  result->logprob = lp[result->token];
+  const size_t n = std::min<size_t>(params.top_logprobs, lp.size());
+  std::vector<int32_t> order(lp.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::partial_sort(order.begin(), order.begin() + n, order.end(), [&](int32_t a, int32_t b) {
+    return lp[a] > lp[b] || (lp[a] == lp[b] && a < b);
+  });
+  for (size_t i = 0; i < n; ++i) result->top_logprobs.push_back({order[i], lp[order[i]]});
+}
+
+std::vector<float> ProcessLogits(std::span<const float> logits, const SamplingParams& params,
+                                 std::span<const int32_t> blocked,
+                                 std::span<const uint32_t> allowed) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  std::vector<float> out(logits.begin(), logits.end());
+  const size_t vocab = out.size();
+  for (const auto& [token, bias] : params.logit_bias) {
+    if (InVocab(token, vocab)) out[token] += bias;
+  }
+  const bool has_mask = allowed.size() * 32 >= vocab;
+  bool other_allowed = !has_mask;  // Some token besides the blocked ones stays possible.
+  if (has_mask) {
+    for (size_t t = 0; t < vocab; ++t) {
+      if (!MaskAllows(allowed, static_cast<int32_t>(t))) {
+        out[t] = kNegInf;
+      } else if (!other_allowed && std::find(blocked.begin(), blocked.end(),
+                                             static_cast<int32_t>(t)) == blocked.end()) {
+        other_allowed = true;
+      }
+    }
+  }
+  if (other_allowed) {
+    for (int32_t t : blocked) {
+      if (InVocab(t, vocab)) out[t] = kNegInf;
     }
   }
   return out;

@@ -1,6 +1,7 @@
 // Sampler: turns one row of logits into the next token of one sequence, on the CPU.
 //
-// Order: raw logits -> logprobs (reported, from the raw logits) ; penalties (repetition over
+// Order: raw logits -> logprobs (reported, from the raw logits) ; logit processing (ProcessLogits:
+// logit_bias, min_tokens, a grammar's mask) -> penalties (repetition over
 // prompt+output, then presence/frequency over output) -> greedy argmax when temperature == 0,
 // else / temperature -> softmax -> top-k -> top-p -> min-p -> draw with the sequence's own RNG.
 // The same seed and inputs always give the same token.
@@ -33,6 +34,19 @@ struct SampleResult {
 // presence and frequency penalties over output tokens.
 std::vector<float> ApplyPenalties(std::span<const float> logits, const SamplingParams& params,
                                   std::span<const int32_t> prompt, std::span<const int32_t> output);
+
+// The logits a request samples from, before penalties: params.logit_bias added, the `blocked`
+// tokens (EOS and stop ids while fewer than min_tokens were generated) and the tokens outside
+// `allowed` (a grammar's bitmask, token_constraint.h; empty = no grammar) set to -inf. When the
+// blocked tokens are all the grammar allows (a complete grammar only lets a stop token follow),
+// the grammar wins: they stay allowed.
+std::vector<float> ProcessLogits(std::span<const float> logits, const SamplingParams& params,
+                                 std::span<const int32_t> blocked,
+                                 std::span<const uint32_t> allowed);
+
+// Sets result->logprob and top_logprobs (as params asks) from `logits` for result->token.
+void FillLogprobs(std::span<const float> logits, const SamplingParams& params,
+                  SampleResult* result);
 
 // log_softmax of `logits`.
 std::vector<float> LogSoftmax(std::span<const float> logits);

@@ -34,6 +34,16 @@ Status SamplingParams::Validate() const {
     return Range("top_logprobs", static_cast<float>(top_logprobs), "[0, 20]");
   }
   if (max_tokens < 1) return Range("max_tokens", static_cast<float>(max_tokens), "[1, inf)");
+  if (min_tokens < 0 || min_tokens > max_tokens) {
+    return InvalidArgumentError("sampling: min_tokens = " + std::to_string(min_tokens) +
+                                " outside [0, max_tokens = " + std::to_string(max_tokens) + "]");
+  }
+  for (const auto& [token, bias] : logit_bias) {
+    if (token < 0 || !(bias >= -100.0f && bias <= 100.0f)) {
+      return InvalidArgumentError("sampling: logit_bias " + std::to_string(token) + " = " +
+                                  FormatNumber(bias) + ": token ids >= 0, biases in [-100, 100]");
+    }
+  }
   for (const std::string& s : stop) {
     if (s.empty()) return InvalidArgumentError("sampling: stop strings must not be empty");
   }

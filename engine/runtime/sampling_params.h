@@ -4,11 +4,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
+#include "engine/runtime/token_constraint.h"
 
 namespace spark::engine::runtime {
 
@@ -39,6 +42,20 @@ struct SamplingParams {
   bool ignore_eos = false;
   // Strings that end generation; matched by the caller on detokenized text (stop_strings.h).
   std::vector<std::string> stop;
+  // Added to these tokens' logits before anything else (OpenAI's logit_bias), in [-100, 100].
+  std::vector<std::pair<int32_t, float>> logit_bias;
+  // EOS and stop_token_ids cannot be sampled before this many tokens were generated (vLLM's
+  // min_tokens); at most max_tokens. Default 0.
+  int min_tokens = 0;
+  // Structured output: the grammar the generated tokens must follow (null: none) and when it
+  // starts (after a think block).
+  std::shared_ptr<const ConstraintSpec> constraint;
+  ConstraintGate constraint_gate;
+
+  // Whether anything changes the logits before sampling (bias, min_tokens, a grammar).
+  bool ProcessesLogits() const {
+    return !logit_bias.empty() || min_tokens > 0 || constraint != nullptr;
+  }
 
   // InvalidArgument naming the field and its accepted range.
   Status Validate() const;

@@ -4,11 +4,14 @@
 // Thread-safety: none; owned by the engine thread.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <memory>
 #include <random>
 #include <span>
 #include <vector>
 
+#include "engine/runtime/constrained_output.h"
 #include "engine/runtime/sampling_params.h"
 
 namespace spark::engine::runtime {
@@ -18,6 +21,16 @@ enum class FinishReason { kNone, kStop, kLength, kAbort };
 
 // "stop", "length", "abort" (OpenAI's finish_reason), "" for kNone.
 const char* FinishReasonName(FinishReason reason);
+
+// A request's life as vLLM's request-time histograms measure it, on the engine thread: queued
+// (AddRequest), first scheduled, first and latest token. Unset points are the clock's epoch.
+struct RequestTimes {
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point queued;
+  Clock::time_point scheduled;
+  Clock::time_point first_token;
+  Clock::time_point last_token;
+};
 
 class Sequence {
  public:
@@ -59,6 +72,14 @@ class Sequence {
   int num_preemptions() const { return num_preemptions_; }
   void CountPreemption() { ++num_preemptions_; }
 
+  // Structured output: the grammar state, null without one.
+  ConstrainedOutput* constrained() { return constrained_.get(); }
+  const ConstrainedOutput* constrained() const { return constrained_.get(); }
+  void set_constrained(std::unique_ptr<ConstrainedOutput> c) { constrained_ = std::move(c); }
+
+  RequestTimes& times() { return times_; }
+  const RequestTimes& times() const { return times_; }
+
  private:
   const uint64_t id_;
   const SamplingParams params_;
@@ -71,6 +92,8 @@ class Sequence {
   int num_cached_tokens_ = 0;
   int num_preemptions_ = 0;
   std::vector<int32_t> block_table_;
+  std::unique_ptr<ConstrainedOutput> constrained_;
+  RequestTimes times_;
 };
 
 }  // namespace spark::engine::runtime

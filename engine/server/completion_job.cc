@@ -48,6 +48,17 @@ json CompletionLogprobs(const json& entries) {
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
+// A span in seconds, 0 when either end was never reached.
+double Span(Clock::time_point from, Clock::time_point to) {
+  if (from == Clock::time_point() || to == Clock::time_point() || to < from) return 0;
+  return Seconds(to - from);
+}
+
+RequestPhases Phases(const runtime::RequestTimes& t) {
+  return {Span(t.queued, t.scheduled), Span(t.scheduled, t.first_token),
+          Span(t.first_token, t.last_token), Span(t.scheduled, t.last_token)};
+}
+
 }  // namespace
 
 CompletionJob::CompletionJob(std::shared_ptr<ServerContext> context, PreparedRequest prepared,
@@ -146,8 +157,14 @@ void CompletionJob::OnEvent(size_t index, const GenerationEvent& event) {
     if (prepared_.request.logprobs) AddLogprobs(c, event);
   }
   bool stop_matched = false;
-  const std::string text = NewText(c, event, &stop_matched);
+  std::string text = NewText(c, event, &stop_matched);
   const bool final = event.finished || stop_matched;
+  if (event.times) context_->metrics->ObserveRequestPhases(Phases(*event.times));
+  // A forced call's grammar ends with its arguments and the model stops there: the markup that
+  // closes the call completes it for the parser.
+  if (event.finished && !stop_matched && event.finish_reason == runtime::FinishReason::kStop) {
+    text += prepared_.tool_closing;
+  }
   ParsedOutput delta = std::exchange(c.prefill, ParsedOutput());
   delta.Append(Parse(c, text, final));
   for (const ToolCallDelta& d : delta.tool_calls) c.num_tool_calls += d.begin ? 1 : 0;
@@ -171,7 +188,9 @@ std::string CompletionJob::NewText(Choice& c, const GenerationEvent& event, bool
        std::count(prepared_.request.params.stop_token_ids.begin(),
                   prepared_.request.params.stop_token_ids.end(), event.token) > 0);
   std::string piece;
-  if (event.has_token && !is_stop_token) piece = c.stream->Push(event.token);
+  const bool skipped = prepared_.request.skip_special_tokens &&
+                       context_->codec->IsSpecialToken(event.token);
+  if (event.has_token && !is_stop_token && !skipped) piece = c.stream->Push(event.token);
   if (event.finished) piece += c.stream->Flush();
   const size_t before = c.raw.size();
   c.raw += piece;
@@ -181,9 +200,11 @@ std::string CompletionJob::NewText(Choice& c, const GenerationEvent& event, bool
     const runtime::StopStringMatch m = runtime::FindStopString(c.raw, c.checked, stops);
     c.checked = before + piece.size();
     if (m.matched) {
-      c.raw.resize(m.emit_len);
+      const size_t keep =
+          m.emit_len + (prepared_.request.include_stop_str_in_output ? m.stop.size() : 0);
+      c.raw.resize(keep);
       *stop_matched = true;
-      emit_to = m.emit_len;
+      emit_to = keep;
     } else if (!event.finished) {
       emit_to = m.emit_len;
     }

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/grammar/grammar_compiler.h"
 #include "engine/server/generation_service.h"
 #include "engine/server/http_server.h"
 #include "engine/server/metrics.h"
@@ -34,6 +35,8 @@ struct ServerContext {
   std::string model_name;
   std::atomic<uint64_t> next_id{1};
   std::atomic<int> active_sequences{0};  // Submitted and not finished (backpressure, drain).
+  // Structured output: grammars over the codec's vocabulary.
+  std::unique_ptr<grammar::GrammarCompiler> grammar;
 };
 
 // A request checked and tokenized, ready to run.
@@ -41,6 +44,7 @@ struct PreparedRequest {
   CompletionRequest request;
   std::vector<int32_t> prompt;
   bool starts_in_reasoning = false;  // The prompt ends inside an open think block.
+  bool prompt_closed_think = false;  // The prompt ends with a closed (empty) think block.
   bool parse_tools = false;
   // tool_choice "required" or a named function: the prompt ends with `tool_markup` (the start
   // of a call, fed to the tool parser before the model's text), and each choice must end with
@@ -48,6 +52,10 @@ struct PreparedRequest {
   bool tool_required = false;
   std::string tool_markup;
   std::vector<std::string> tool_names;
+  // A forced call written under a grammar: the markup that closes it, handed to the tool
+  // parser when the choice stops (the grammar ends at the arguments).
+  std::string tool_closing;
+  tokenizer::ToolCallPrefill tool_prefill;
 };
 
 class CompletionJob : public std::enable_shared_from_this<CompletionJob> {

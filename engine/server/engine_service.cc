@@ -175,6 +175,7 @@ void EngineService::RunStep() {
     if (it == callbacks_.end()) continue;
     GenerationEvent e{o.seq_id, o.has_token, o.token,         o.logprob, std::move(o.top_logprobs),
                       0,        o.finished,  o.finish_reason, o.error};
+    if (o.finished) e.times = o.times;
     if (!first_token_sent_[o.seq_id]) {  // Prefix-cache hits (0 if it finished in this step).
       const runtime::Sequence* seq = engine_->Find(o.seq_id);
       e.cached_prompt_tokens = seq != nullptr ? seq->num_cached_tokens() : 0;
@@ -220,6 +221,7 @@ void EngineService::RefreshStats() {
   if (const runtime::MemoryGuard* guard = engine_->memory_guard()) {
     stats_.memory_guard = guard->status();
   }
+    if (o.finished) e.times = o.times;
 }
 
 }  // namespace spark::engine::server

@@ -39,6 +39,9 @@ struct GenerationEvent {
   runtime::FinishReason finish_reason = runtime::FinishReason::kNone;
   // Not OK when the request failed (model error, dead rank); then finished is true.
   Status error;
+  // With a finished event of a request the engine ran to its end: when it was queued, first
+  // scheduled, and got its first and last token (vLLM's request-time histograms).
+  std::optional<runtime::RequestTimes> times;
 };
 
 // Called for each event of one request; after the event with finished == true, never again.
@@ -57,6 +60,7 @@ struct ServiceStats {
   uint64_t prompt_tokens_computed = 0;
   double step_seconds = -1;  // how long the step running now has run; -1: none is running
   std::optional<runtime::MemoryGuardStatus> memory_guard;  // when the engine has a guard
+  uint64_t num_preemptions = 0;  // Sequences whose KV was dropped to make room (recomputed).
 };
 
 class GenerationService {

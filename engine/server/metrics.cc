@@ -130,7 +130,11 @@ ServerMetrics::ServerMetrics(std::string model_name, int max_model_len)
       prompt_len_(OneTwoFiveBuckets(max_model_len)),
       generation_len_(OneTwoFiveBuckets(max_model_len)),
       params_n_(kNBuckets),
-      params_max_tokens_(OneTwoFiveBuckets(max_model_len)) {}
+      params_max_tokens_(OneTwoFiveBuckets(max_model_len)),
+      queue_time_(kE2eBuckets),
+      prefill_time_(kE2eBuckets),
+      decode_time_(kE2eBuckets),
+      inference_time_(kE2eBuckets) {}
 
 void ServerMetrics::AddPromptTokens(int n) {
   std::lock_guard lock(mu_);
@@ -160,6 +164,14 @@ void ServerMetrics::ObserveRequestDone(const FinishedRequest& r) {
   generation_len_.Observe(r.generation_tokens);
   params_n_.Observe(r.n);
   if (r.max_tokens > 0) params_max_tokens_.Observe(r.max_tokens);
+}
+
+void ServerMetrics::ObserveRequestPhases(const RequestPhases& p) {
+  std::lock_guard lock(mu_);
+  queue_time_.Observe(p.queue_seconds);
+  prefill_time_.Observe(p.prefill_seconds);
+  decode_time_.Observe(p.decode_seconds);
+  inference_time_.Observe(p.inference_seconds);
 }
 
 void ServerMetrics::CountRejected() {
@@ -221,6 +233,8 @@ std::string ServerMetrics::Render(const ServiceStats& stats) const {
           "Prefix cache queries, in terms of number of queried tokens.", l, stats.prefix_queries);
   Counter(out, "vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.",
           l, stats.prefix_hits);
+  Counter(out, "vllm:num_preemptions", "Cumulative number of preemption from the engine.", l,
+          stats.num_preemptions);
   Counter(out, "vllm:prompt_tokens", "Number of prefill tokens processed.", l, prompt_tokens_);
   Counter(out, "vllm:generation_tokens", "Number of generation tokens processed.", l,
           generation_tokens_);
@@ -254,6 +268,14 @@ std::string ServerMetrics::Render(const ServiceStats& stats) const {
   HistogramBlock(out, "vllm:e2e_request_latency_seconds",
                  "Histogram of e2e request latency in seconds.", l, e2e_);
   RenderProgressAndMemory(out, l, stats);
+  HistogramBlock(out, "vllm:request_queue_time_seconds",
+                 "Histogram of time spent in WAITING phase for request.", l, queue_time_);
+  HistogramBlock(out, "vllm:request_prefill_time_seconds",
+                 "Histogram of time spent in PREFILL phase for request.", l, prefill_time_);
+  HistogramBlock(out, "vllm:request_decode_time_seconds",
+                 "Histogram of time spent in DECODE phase for request.", l, decode_time_);
+  HistogramBlock(out, "vllm:request_inference_time_seconds",
+                 "Histogram of time spent in RUNNING phase for request.", l, inference_time_);
   return out;
 }
 

@@ -4,7 +4,8 @@
 // counters are exposed as `<name>_total` (HELP and TYPE lines too); histograms as
 // `_bucket{le=...}`, `_sum` and `_count` with vLLM's bucket bounds; numbers and `le` values are
 // written as Python writes floats ("1.0", "0.25", "+Inf"). Gauges (running, waiting, KV usage)
-// and the prefix-cache counters come from the GenerationService's stats at render time.
+// and the prefix-cache and preemption counters come from the GenerationService's stats at render
+// time; the request-phase histograms from the engine thread's timestamps of each sequence.
 // Thread-safety: all methods may be called from any thread (one internal mutex).
 #pragma once
 
@@ -50,6 +51,14 @@ struct FinishedRequest {
   int max_tokens = 0;  // the request's max_tokens; 0 when it gave none
 };
 
+// Where one sequence's time went, measured on the engine thread (runtime::RequestTimes).
+struct RequestPhases {
+  double queue_seconds = 0;    // queued -> first scheduled
+  double prefill_seconds = 0;  // first scheduled -> first token
+  double decode_seconds = 0;   // first token -> last token
+  double inference_seconds = 0;  // first scheduled -> last token
+};
+
 class ServerMetrics {
  public:
   // `max_model_len` bounds the token-count histograms, as in vLLM.
@@ -62,6 +71,8 @@ class ServerMetrics {
   // request_success_total{finished_reason}, e2e latency and the per-request histograms.
   void ObserveRequestDone(const FinishedRequest& request);
   void CountRejected();  // 429s
+  // vllm:request_{queue,prefill,decode,inference}_time_seconds.
+  void ObserveRequestPhases(const RequestPhases& phases);
 
   // The whole exposition text.
   std::string Render(const ServiceStats& stats) const;
@@ -80,6 +91,10 @@ class ServerMetrics {
   Histogram generation_len_;
   Histogram params_n_;
   Histogram params_max_tokens_;
+  Histogram queue_time_;
+  Histogram prefill_time_;
+  Histogram decode_time_;
+  Histogram inference_time_;
 };
 
 }  // namespace spark::engine::server

@@ -5,6 +5,8 @@
 #include <limits>
 
 #include "base/strings.h"
+#include "engine/server/request_fields.h"
+#include "engine/server/structured_request.h"
 
 namespace spark::engine::server {
 namespace {
@@ -144,6 +146,16 @@ Error ReadSampling(const ordered_json& j, CompletionRequest* r) {
     if (Field(j, key) != nullptr) r->max_tokens = v;
   }
   if (Error e = ReadInt32(j, "n", 1, kMaxN, &r->n)) return e;
+  if (const ordered_json* best_of = Field(j, "best_of")) {
+    if (*best_of != r->n) {
+      return InvalidRequest("best_of", "best_of: " + best_of->dump() +
+                                           " is not supported (vLLM's v1 engine dropped it too); "
+                                           "request n choices and rank them yourself");
+    }
+  }
+  if (Error e = ReadLogitControls(j, r)) return e;
+  if (Error e = ReadBool(j, "skip_special_tokens", &r->skip_special_tokens)) return e;
+  if (Error e = ReadBool(j, "include_stop_str_in_output", &r->include_stop_str_in_output)) return e;
   return ReadStop(j, &p);
 }
 
@@ -153,6 +165,16 @@ Error ReadStream(const ordered_json& j, CompletionRequest* r) {
   if (opts == nullptr) return std::nullopt;
   if (!opts->is_object())
     return InvalidRequest("stream_options", "stream_options: expected an object");
+  if (!r->stream) {
+    return InvalidRequest("stream_options",
+                          "stream_options: only allowed with \"stream\": true");
+  }
+  for (const auto& [key, value] : opts->items()) {
+    if (key == "include_usage") continue;
+    if (key == "continuous_usage_stats" && value == false) continue;
+    return InvalidRequest("stream_options." + key,
+                          "stream_options." + key + ": not supported (include_usage is)");
+  }
   if (Error e = ReadBool(*opts, "include_usage", &r->include_usage)) {
     e->param = "stream_options.include_usage";
     return e;
@@ -223,13 +245,16 @@ Error ReadChat(const ordered_json& j, CompletionRequest* r) {
     return InvalidRequest(colon == std::string::npos ? "messages" : m.substr(0, colon), m);
   }
   r->chat = std::move(*chat);
-  if (const ordered_json* effort = Field(j, "reasoning_effort")) {
-    if (!effort->is_string())
-      return InvalidRequest("reasoning_effort", "reasoning_effort: expected a string");
-    if (!r->chat.template_kwargs.contains("reasoning_effort")) {
-      r->chat.template_kwargs["reasoning_effort"] = *effort;
+  for (const char* key : {"thinking", "enable_thinking"}) {
+    auto it = r->chat.template_kwargs.find(key);
+    if (it != r->chat.template_kwargs.end() && !it->is_boolean() && !it->is_null()) {
+      return InvalidRequest(std::string("chat_template_kwargs.") + key,
+                            std::string("chat_template_kwargs.") + key +
+                                ": expected true or false");
     }
   }
+  if (Error e = ReadBool(j, "add_generation_prompt", &r->chat.add_generation_prompt)) return e;
+  if (Error e = ReadReasoningEffort(j, r)) return e;
   return ReadToolChoice(j, r);
 }
 
@@ -259,9 +284,11 @@ Error ParseObject(Endpoint endpoint, const ordered_json& j, CompletionRequest* r
   if (model == nullptr || !model->is_string())
     return InvalidRequest("model", "model: expected a string");
   r->model = model->get<std::string>();
+  if (Error e = CheckRequestFields(endpoint, j)) return e;
   if (Error e = endpoint == Endpoint::kChat ? ReadChat(j, r) : ReadPrompt(j, r)) return e;
   if (Error e = ReadStream(j, r)) return e;
   if (Error e = ReadSampling(j, r)) return e;
+  if (Error e = ReadStructuredOutput(j, r)) return e;
   return ReadLogprobs(j, r);
 }
 

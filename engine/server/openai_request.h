@@ -1,6 +1,7 @@
 // OpenAI request bodies (/v1/chat/completions, /v1/completions) parsed and type-checked into
 // one plain struct, and the OpenAI error object. Every rejection names the offending field in
-// `param`, as OpenAI does. Unknown fields are ignored (clients send many).
+// `param`, as OpenAI does. A field the server does not implement is refused by name
+// (request_fields.h), never ignored.
 // Thread-safety: pure functions over values.
 #pragma once
 
@@ -10,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/grammar/grammar_compiler.h"
 #include "engine/runtime/sampling_params.h"
 #include "engine/tokenizer/chat_format.h"
 
@@ -56,6 +58,12 @@ struct CompletionRequest {
   std::string tool_choice_function;
   bool tool_choice_set = false;
   bool echo = false;  // Completions only.
+  // vLLM's: drop special tokens' text from the output (default true), and keep the stop string
+  // that ended a choice (default false).
+  bool skip_special_tokens = true;
+  bool include_stop_str_in_output = false;
+  // response_format / structured_outputs; compiled by the server (grammar_compiler.h).
+  std::optional<grammar::ConstraintRequest> structured;
 };
 
 // The function names of a request's `tools`, in order.

@@ -1,11 +1,14 @@
 #include "engine/server/openai_server.h"
 
 #include <algorithm>
+#include <cctype>
 #include <ctime>
 #include <nlohmann/json.hpp>
 
+#include "base/build_info.h"
 #include "base/logging.h"
 #include "base/strings.h"
+#include "base/version.h"
 
 namespace spark::engine::server {
 namespace {
@@ -33,6 +36,46 @@ ApiError MakeError(int status, std::string type, std::string message, std::strin
 
 std::string Path(const std::string& target) { return target.substr(0, target.find('?')); }
 
+// %XX escapes of a path segment decoded (model names may hold '/').
+std::string PercentDecode(const std::string& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%' && i + 2 < s.size() && std::isxdigit(static_cast<unsigned char>(s[i + 1])) &&
+        std::isxdigit(static_cast<unsigned char>(s[i + 2]))) {
+      out += static_cast<char>(std::stoi(s.substr(i + 1, 2), nullptr, 16));
+      i += 2;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
+
+// The grammar of a forced call's continuation after the prefilled markup: the arguments of the
+// named function, or the name and arguments of any of the request's tools.
+grammar::ConstraintRequest ForcedCallGrammar(const CompletionRequest& r,
+                                             const tokenizer::ToolCallPrefill& prefill) {
+  grammar::ConstraintRequest c;
+  c.kind = grammar::ConstraintRequest::Kind::kToolCall;
+  c.param = "tool_choice";
+  for (size_t i = 0; i < r.chat.tools.size(); ++i) {
+    const auto& tool = r.chat.tools[i];
+    const auto& f = tool.is_object() && tool.contains("function") ? tool["function"] : tool;
+    if (!f.is_object() || !f.contains("name") || !f["name"].is_string()) continue;
+    const std::string name = f["name"].get<std::string>();
+    if (r.tool_choice == "function" && name != r.tool_choice_function) continue;
+    grammar::ToolCallForm form;
+    if (r.tool_choice != "function") form.prefix = name + prefill.name_suffix;
+    form.parameters = f.contains("parameters") && !f["parameters"].is_null()
+                          ? f["parameters"]
+                          : nlohmann::ordered_json{{"type", "object"}, {"properties", json::object()}};
+    form.parameters_param = "tools[" + std::to_string(i) + "].function.parameters";
+    form.suffix = prefill.arguments_suffix;
+    c.calls.push_back(std::move(form));
+  }
+  return c;
+}
+
 }  // namespace
 
 bool IsLoopbackAddress(const std::string& host) {
@@ -48,6 +91,17 @@ Result<std::unique_ptr<OpenAIServer>> OpenAIServer::Start(const OpenAIServerOpti
                                    "(--api-key-file FILE)");
   }
   std::unique_ptr<OpenAIServer> server(new OpenAIServer(options, service, codec));
+  grammar::GrammarVocabulary vocabulary;
+  vocabulary.tokens = codec->GrammarTokens();
+  vocabulary.vocab_size = service->vocab_size();
+  if (static_cast<int>(vocabulary.tokens.size()) > vocabulary.vocab_size) {
+    vocabulary.tokens.resize(vocabulary.vocab_size);  // A tokenizer larger than the model.
+  }
+  for (int32_t id : codec->stop_token_ids()) {
+    if (id < vocabulary.vocab_size) vocabulary.stop_ids.push_back(id);
+  }
+  SPARK_ASSIGN_OR_RETURN(server->context_->grammar,
+                         grammar::GrammarCompiler::Create(vocabulary, options.grammar_threads));
   OpenAIServer* self = server.get();
   SPARK_ASSIGN_OR_RETURN(server->http_,
                          HttpServer::Start(options.http, [self](HttpRequest r, auto w) {
@@ -119,12 +173,16 @@ void OpenAIServer::Handle(HttpRequest request, std::shared_ptr<ResponseWriter> w
                          metrics_->Render(context_->service->Stats())});
   }
   if (path == "/ready" && get) return HandleReady(writer);
+  if (path == "/version" && get) {
+    return writer->Send(JsonResponse(200, {{"version", kVersion}, {"build", BuildCommit()}}));
+  }
   const bool chat = path == "/v1/chat/completions", completion = path == "/v1/completions";
-  const bool models = path == "/v1/models";
-  if (!chat && !completion && !models) {
+  const bool models = path == "/v1/models" || path.starts_with("/v1/models/");
+  const bool tokenize = path == "/tokenize", detokenize = path == "/detokenize";
+  if (!chat && !completion && !models && !tokenize && !detokenize) {
     return writer->Send(ErrorResponse(MakeError(404, "invalid_request_error", "no route " + path)));
   }
-  if ((models && !get) || ((chat || completion) && !post)) {
+  if ((models && !get) || (!models && !post)) {
     return writer->Send(ErrorResponse(
         MakeError(405, "invalid_request_error", request.method + " " + path + " is not allowed")));
   }
@@ -133,11 +191,14 @@ void OpenAIServer::Handle(HttpRequest request, std::shared_ptr<ResponseWriter> w
         MakeError(401, "invalid_request_error",
                   "missing or invalid API key (Authorization: Bearer ...)", "invalid_api_key")));
   }
-  if (models) return HandleModels(writer);
+  if (models) return HandleModels(path.size() > 11 ? path.substr(11) : "", writer);
+  if (tokenize) return HandleTokenize(request, writer);
+  if (detokenize) return HandleDetokenize(request, writer);
   HandleCompletion(chat ? Endpoint::kChat : Endpoint::kCompletion, request, writer);
 }
 
-void OpenAIServer::HandleModels(std::shared_ptr<ResponseWriter> writer) const {
+void OpenAIServer::HandleModels(const std::string& id,
+                                std::shared_ptr<ResponseWriter> writer) const {
   const std::string& name = options_.served_model_name;
   json model = {{"id", name},
                 {"object", "model"},
@@ -146,7 +207,122 @@ void OpenAIServer::HandleModels(std::shared_ptr<ResponseWriter> writer) const {
                 {"root", name},
                 {"parent", nullptr},
                 {"max_model_len", context_->service->max_model_len()}};
-  writer->Send(JsonResponse(200, {{"object", "list"}, {"data", json::array({model})}}));
+  if (id.empty()) {
+    return writer->Send(JsonResponse(200, {{"object", "list"}, {"data", json::array({model})}}));
+  }
+  if (PercentDecode(id) != name) {
+    ApiError e = MakeError(404, "invalid_request_error",
+                           "The model `" + PercentDecode(id) + "` does not exist; this server "
+                           "serves `" + name + "`.", "model_not_found");
+    e.param = "model";
+    return writer->Send(ErrorResponse(e));
+  }
+  writer->Send(JsonResponse(200, model));
+}
+
+namespace {
+
+// The body of /tokenize or /detokenize as a JSON object with only `allowed` fields, or the 400.
+std::optional<ApiError> ParseUtilityBody(const std::string& body,
+                                         std::initializer_list<std::string_view> allowed,
+                                         nlohmann::ordered_json* out) {
+  *out = nlohmann::ordered_json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (out->is_discarded() || !out->is_object()) {
+    return InvalidRequest("", "request body: expected a JSON object");
+  }
+  for (const auto& [key, value] : out->items()) {
+    if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
+      return InvalidRequest(key, key + ": not a parameter of this endpoint; remove it");
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+void OpenAIServer::HandleTokenize(const HttpRequest& request,
+                                  std::shared_ptr<ResponseWriter> writer) const {
+  nlohmann::ordered_json j;
+  if (auto e = ParseUtilityBody(request.body,
+                                {"model", "prompt", "messages", "tools", "chat_template_kwargs",
+                                 "add_generation_prompt", "add_special_tokens",
+                                 "return_token_strs"},
+                                &j)) {
+    return writer->Send(ErrorResponse(*e));
+  }
+  if (j.contains("model") && j["model"] != options_.served_model_name) {
+    ApiError e = InvalidRequest("model", "The model `" + j["model"].dump() +
+                                             "` does not exist; this server serves `" +
+                                             options_.served_model_name + "`.");
+    e.code = "model_not_found";
+    return writer->Send(ErrorResponse(e));
+  }
+  const TextCodec& codec = *context_->codec;
+  const bool chat = j.contains("messages");
+  if (chat == j.contains("prompt")) {
+    return writer->Send(
+        ErrorResponse(InvalidRequest("prompt", "give `prompt` (text) or `messages` (a chat)")));
+  }
+  for (const char* key : {"add_generation_prompt", "add_special_tokens", "return_token_strs"}) {
+    if (j.contains(key) && !j[key].is_boolean()) {
+      return writer->Send(
+          ErrorResponse(InvalidRequest(key, std::string(key) + ": expected true or false")));
+    }
+  }
+  std::vector<int32_t> ids;
+  if (chat) {
+    Result<tokenizer::ChatRequest> c = tokenizer::ParseChatRequest(j);
+    if (!c.ok()) return writer->Send(ErrorResponse(InvalidRequest("messages", c.status().message())));
+    Result<std::string> text = codec.RenderChat(*c);
+    if (!text.ok()) {
+      return writer->Send(ErrorResponse(InvalidRequest("messages", text.status().message())));
+    }
+    ids = codec.Encode(*text, j.value("add_special_tokens", false));
+  } else {
+    if (!j["prompt"].is_string()) {
+      return writer->Send(ErrorResponse(InvalidRequest("prompt", "prompt: expected a string")));
+    }
+    ids = codec.Encode(j["prompt"].get<std::string>(), j.value("add_special_tokens", true));
+  }
+  json out = {{"count", ids.size()},
+              {"max_model_len", context_->service->max_model_len()},
+              {"tokens", ids},
+              {"token_strs", nullptr}};
+  if (j.value("return_token_strs", false)) {
+    json strs = json::array();
+    for (int32_t id : ids) strs.push_back(codec.TokenText(id));
+    out["token_strs"] = strs;
+  }
+  writer->Send(JsonResponse(200, out));
+}
+
+void OpenAIServer::HandleDetokenize(const HttpRequest& request,
+                                    std::shared_ptr<ResponseWriter> writer) const {
+  nlohmann::ordered_json j;
+  if (auto e = ParseUtilityBody(request.body, {"model", "tokens"}, &j)) {
+    return writer->Send(ErrorResponse(*e));
+  }
+  if (j.contains("model") && j["model"] != options_.served_model_name) {
+    ApiError e = InvalidRequest("model", "The model `" + j["model"].dump() +
+                                             "` does not exist; this server serves `" +
+                                             options_.served_model_name + "`.");
+    e.code = "model_not_found";
+    return writer->Send(ErrorResponse(e));
+  }
+  const int vocab = context_->service->vocab_size();
+  std::vector<int32_t> ids;
+  const auto tokens = j.find("tokens");
+  bool ok = tokens != j.end() && tokens->is_array();
+  for (size_t i = 0; ok && i < tokens->size(); ++i) {
+    const auto& t = (*tokens)[i];
+    ok = t.is_number_integer() && t.get<int64_t>() >= 0 && t.get<int64_t>() < vocab;
+    if (ok) ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
+  }
+  if (!ok) {
+    return writer->Send(ErrorResponse(InvalidRequest(
+        "tokens", "tokens: expected a list of token ids below " + std::to_string(vocab))));
+  }
+  writer->Send(JsonResponse(200, {{"prompt", context_->codec->Decode(ids)}}));
 }
 
 void OpenAIServer::HandleCompletion(Endpoint endpoint, const HttpRequest& request,
@@ -174,6 +350,34 @@ void OpenAIServer::HandleCompletion(Endpoint endpoint, const HttpRequest& reques
   std::make_shared<CompletionJob>(context_, std::move(prepared), std::move(writer))->Start();
 }
 
+std::optional<ApiError> OpenAIServer::PrepareChat(CompletionRequest& request,
+                                                  PreparedRequest* out) const {
+  const TextCodec& codec = *context_->codec;
+  // As vLLM: with tool_choice "none" the tools stay in the prompt, but the output is not parsed
+  // for calls.
+  out->parse_tools = !request.chat.tools.empty() && request.tool_choice != "none";
+  Result<std::string> text = codec.RenderChat(request.chat);
+  if (!text.ok()) return InvalidRequest("messages", text.status().message());
+  std::string_view t = *text;
+  while (!t.empty() && (t.back() == '\n' || t.back() == ' ')) t.remove_suffix(1);
+  const std::string& think = codec.markers().think_begin;
+  out->starts_in_reasoning = !think.empty() && t.ends_with(think);
+  const std::string& think_end = codec.markers().think_end;
+  out->prompt_closed_think = !think_end.empty() && t.ends_with(think_end);
+  if (request.tool_choice == "required" || request.tool_choice == "function") {
+    // The reply begins a call in the model's format, and a grammar writes the rest of it.
+    out->tool_prefill = codec.ForcedToolCall(request.chat, request.tool_choice_function);
+    *text += out->tool_prefill.prompt_suffix + out->tool_prefill.markup;
+    out->tool_markup = out->tool_prefill.markup;
+    out->tool_required = true;
+    out->tool_names = ToolNames(request.chat.tools);
+    out->starts_in_reasoning = false;
+    out->prompt_closed_think = true;
+  }
+  out->prompt = codec.Encode(*text, /*add_special=*/false);
+  return std::nullopt;
+}
+
 std::optional<ApiError> OpenAIServer::Prepare(CompletionRequest request,
                                               PreparedRequest* out) const {
   if (request.model != options_.served_model_name) {
@@ -186,26 +390,7 @@ std::optional<ApiError> OpenAIServer::Prepare(CompletionRequest request,
   }
   const TextCodec& codec = *context_->codec;
   if (request.endpoint == Endpoint::kChat) {
-    // As vLLM: with tool_choice "none" the tools stay in the prompt, but the output is not
-    // parsed for calls.
-    out->parse_tools = !request.chat.tools.empty() && request.tool_choice != "none";
-    Result<std::string> text = codec.RenderChat(request.chat);
-    if (!text.ok()) return InvalidRequest("messages", text.status().message());
-    std::string_view t = *text;
-    while (!t.empty() && (t.back() == '\n' || t.back() == ' ')) t.remove_suffix(1);
-    const std::string& think = codec.markers().think_begin;
-    out->starts_in_reasoning = !think.empty() && t.ends_with(think);
-    if (request.tool_choice == "required" || request.tool_choice == "function") {
-      // No constrained decoding: the reply is made to begin a call (docs/server.md).
-      const tokenizer::ToolCallPrefill prefill =
-          codec.ForcedToolCall(request.chat, request.tool_choice_function);
-      *text += prefill.prompt_suffix + prefill.markup;
-      out->tool_markup = prefill.markup;
-      out->tool_required = true;
-      out->tool_names = ToolNames(request.chat.tools);
-      out->starts_in_reasoning = false;
-    }
-    out->prompt = codec.Encode(*text, /*add_special=*/false);
+    if (auto e = PrepareChat(request, out)) return e;
   } else {
     out->prompt =
         request.prompt_is_ids ? request.prompt_ids : codec.Encode(request.prompt_text, true);
@@ -213,15 +398,63 @@ std::optional<ApiError> OpenAIServer::Prepare(CompletionRequest request,
   const std::string prompt_param = request.endpoint == Endpoint::kChat ? "messages" : "prompt";
   if (out->prompt.empty())
     return InvalidRequest(prompt_param, prompt_param + ": the prompt is empty");
+  const int vocab = context_->service->vocab_size();
   for (int32_t t : out->prompt) {
-    if (t >= context_->service->vocab_size()) {
+    if (t >= vocab) {
       return InvalidRequest(prompt_param, "prompt: token id " + std::to_string(t) +
                                               " is outside the vocabulary of " +
-                                              std::to_string(context_->service->vocab_size()));
+                                              std::to_string(vocab));
+    }
+  }
+  for (const auto& [token, bias] : request.params.logit_bias) {
+    if (token >= vocab) {
+      return InvalidRequest("logit_bias", "logit_bias: token id " + std::to_string(token) +
+                                              " is outside the vocabulary of " +
+                                              std::to_string(vocab));
     }
   }
   out->request = std::move(request);
-  return SetMaxTokens(out);
+  if (auto e = SetMaxTokens(out)) return e;
+  return SetConstraint(out);
+}
+
+std::optional<ApiError> OpenAIServer::SetConstraint(PreparedRequest* p) const {
+  CompletionRequest& r = p->request;
+  std::optional<grammar::ConstraintRequest> c = r.structured;
+  if (p->tool_required) {
+    if (c) {
+      return InvalidRequest(c->param.substr(0, c->param.find('.')),
+                            c->param.substr(0, c->param.find('.')) +
+                                ": cannot be combined with tool_choice \"" + r.tool_choice +
+                                "\" (the reply is then a tool call)");
+    }
+    c = ForcedCallGrammar(r, p->tool_prefill);
+    p->tool_closing = p->tool_prefill.closing;
+  }
+  if (!c) return std::nullopt;
+  Result<std::shared_ptr<const runtime::ConstraintSpec>> spec = context_->grammar->Compile(*c);
+  if (!spec.ok()) {
+    const std::string& m = spec.status().message();
+    return InvalidRequest(m.substr(0, m.find(':')), m);
+  }
+  r.params.constraint = std::move(*spec);
+  const TextCodec& codec = *context_->codec;
+  runtime::ConstraintGate& gate = r.params.constraint_gate;
+  if (r.endpoint == Endpoint::kChat) {
+    gate.think_begin = codec.SingleTokenId(codec.markers().think_begin);
+    gate.think_end = codec.SingleTokenId(codec.markers().think_end);
+    gate.starts_in_reasoning = p->starts_in_reasoning;
+    gate.may_open = !p->starts_in_reasoning && !p->prompt_closed_think;
+    if (p->starts_in_reasoning && gate.think_end < 0) {
+      return InvalidRequest(c->param.substr(0, c->param.find('.')),
+                            c->param.substr(0, c->param.find('.')) +
+                                ": structured output starts after the think block, and this "
+                                "tokenizer has no single token for `" +
+                                codec.markers().think_end +
+                                "`; turn thinking off (chat_template_kwargs)");
+    }
+  }
+  return std::nullopt;
 }
 
 std::optional<ApiError> OpenAIServer::SetMaxTokens(PreparedRequest* p) const {
@@ -235,17 +468,32 @@ std::optional<ApiError> OpenAIServer::SetMaxTokens(PreparedRequest* p) const {
                               " tokens. However, your request has " + std::to_string(prompt) +
                               " input tokens. Please reduce the length of the input.");
   }
+  const std::string max_param = "max_tokens";
+  if (r.max_tokens && options_.max_tokens_limit > 0 && *r.max_tokens > options_.max_tokens_limit) {
+    return InvalidRequest(max_param, max_param + ": " + std::to_string(*r.max_tokens) +
+                                         " is above this server's limit of " +
+                                         std::to_string(options_.max_tokens_limit) +
+                                         " tokens per reply");
+  }
   if (r.max_tokens && *r.max_tokens > max_len - prompt) {
-    return InvalidRequest("max_tokens", "max_tokens: this model's maximum context length is " +
-                                            std::to_string(max_len) +
-                                            " tokens. However, you requested " +
-                                            std::to_string(prompt + *r.max_tokens) + " tokens (" +
-                                            std::to_string(prompt) + " in the input, " +
-                                            std::to_string(*r.max_tokens) + " in the completion).");
+    return InvalidRequest(max_param, max_param + ": this model's maximum context length is " +
+                                         std::to_string(max_len) +
+                                         " tokens. However, you requested " +
+                                         std::to_string(prompt + *r.max_tokens) + " tokens (" +
+                                         std::to_string(prompt) + " in the input, " +
+                                         std::to_string(*r.max_tokens) + " in the completion).");
   }
   const int room = max_len - prompt;
-  r.params.max_tokens =
-      r.max_tokens.value_or(r.endpoint == Endpoint::kChat ? room : std::min(16, room));
+  int fallback = options_.default_max_tokens > 0      ? options_.default_max_tokens
+                 : r.endpoint == Endpoint::kChat ? room
+                                                 : 16;
+  if (options_.max_tokens_limit > 0) fallback = std::min(fallback, options_.max_tokens_limit);
+  r.params.max_tokens = r.max_tokens.value_or(std::min(fallback, room));
+  if (r.params.min_tokens > r.params.max_tokens) {
+    return InvalidRequest("min_tokens", "min_tokens: " + std::to_string(r.params.min_tokens) +
+                                            " is above max_tokens " +
+                                            std::to_string(r.params.max_tokens));
+  }
   if (!r.params.ignore_eos) {
     for (int32_t id : context_->codec->stop_token_ids()) {
       if (std::count(r.params.stop_token_ids.begin(), r.params.stop_token_ids.end(), id) == 0) {

@@ -1,7 +1,9 @@
 // OpenAIServer: the OpenAI-compatible HTTP API of spark-engine, shaped after vLLM's server so
 // that existing clients and dashboards work unchanged.
 //   POST /v1/chat/completions, POST /v1/completions   (streaming and not; completion_job.h)
-//   GET  /v1/models
+//   GET  /v1/models, GET /v1/models/{id}
+//   POST /tokenize, POST /detokenize   (vLLM's shapes)
+//   GET  /version
 //   GET  /health    the process is alive (no model work)
 //   GET  /ready     a real one-token generation through the service (so through every rank),
 //                   cached for a few seconds; 503 naming the error when it fails or hangs, or
@@ -47,6 +49,14 @@ struct OpenAIServerOptions {
   // A step may run this long before a canary waiting on it counts as stalled (one long prefill
   // chunk is busy, not hung; sparkctl's monitor uses the same figure). Default: 120 s.
   std::chrono::milliseconds ready_step_timeout{120'000};
+  // max_tokens for a request that gives none; 0: chat gets the rest of the context, completions
+  // 16 (OpenAI's defaults). Never more than the context leaves.
+  int default_max_tokens = 0;
+  // The most max_tokens a request may ask for; 0: the context length. A request above it is a
+  // 400 naming both numbers.
+  int max_tokens_limit = 0;
+  // Threads that compile grammars (structured output). Default 4.
+  int grammar_threads = 4;
 };
 
 // True for 127.0.0.0/8, ::1 and "localhost".
@@ -76,8 +86,13 @@ class OpenAIServer {
   void HandleCompletion(Endpoint endpoint, const HttpRequest& request,
                         std::shared_ptr<ResponseWriter> writer);
   std::optional<ApiError> Prepare(CompletionRequest request, PreparedRequest* out) const;
+  std::optional<ApiError> PrepareChat(CompletionRequest& request, PreparedRequest* out) const;
   std::optional<ApiError> SetMaxTokens(PreparedRequest* p) const;
-  void HandleModels(std::shared_ptr<ResponseWriter> writer) const;
+  // Structured output and forced tool calls -> params.constraint (grammar_compiler.h).
+  std::optional<ApiError> SetConstraint(PreparedRequest* p) const;
+  void HandleModels(const std::string& id, std::shared_ptr<ResponseWriter> writer) const;
+  void HandleTokenize(const HttpRequest& request, std::shared_ptr<ResponseWriter> writer) const;
+  void HandleDetokenize(const HttpRequest& request, std::shared_ptr<ResponseWriter> writer) const;
   void HandleReady(std::shared_ptr<ResponseWriter> writer);
   void StartCanary();
   void FinishCanary(uint64_t id, Status result);

@@ -113,17 +113,10 @@ ParsedOutput ReasoningParser::Finish() { return Drain(true); }
 
 ParsedOutput ReasoningParser::Drain(bool final) {
   ParsedOutput out;
-  if (strip_leading_) {
-    const size_t n = buffer_.find_first_not_of(" \n\r\t");
-    buffer_.erase(0, n == std::string::npos ? buffer_.size() : n);
-    if (buffer_.empty()) return out;
-    strip_leading_ = false;
-  }
   if (state_ == State::kStart) {
     if (!begin_.empty() && buffer_.starts_with(begin_)) {
       buffer_.erase(0, begin_.size());
       state_ = State::kReasoning;
-      strip_leading_ = true;
       return Drain(final);
     }
     if (!final && !begin_.empty() && std::string_view(begin_).starts_with(buffer_)) return out;
@@ -135,7 +128,6 @@ ParsedOutput ReasoningParser::Drain(bool final) {
       out.reasoning = buffer_.substr(0, pos);
       buffer_.erase(0, pos + end_.size());
       state_ = State::kContent;
-      strip_leading_ = true;
       out.Append(Drain(final));
       return out;
     }

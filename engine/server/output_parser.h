@@ -63,8 +63,7 @@ class ReasoningParser {
   const std::string begin_;
   const std::string end_;
   State state_;
-  std::string buffer_;
-  bool strip_leading_ = true;  // Drop whitespace at the start of each part.
+  std::string buffer_;  // Whitespace is kept as the tokens carry it, as vLLM does.
 };
 
 class ToolCallParser {

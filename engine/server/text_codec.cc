@@ -76,7 +76,10 @@ tokenizer::ToolCallPrefill ByteCodec::ForcedToolCall(const tokenizer::ChatReques
                                                      std::string_view function) const {
   tokenizer::ToolCallPrefill p;
   p.markup = "<tool_call>\n{\"name\": \"";
-  if (!function.empty()) p.markup += std::string(function) + "\", \"arguments\": ";
+  p.name_suffix = "\", \"arguments\": ";
+  if (!function.empty()) p.markup += std::string(function) + p.name_suffix;
+  p.arguments_suffix = "}";
+  p.closing = "\n</tool_call>";
   return p;
 }
 
@@ -107,6 +110,22 @@ std::unique_ptr<TokenStream> ByteCodec::NewStream() const { return std::make_uni
 std::string ByteCodec::TokenText(int32_t id) const {
   if (id < 0 || id > 255) return "";
   return std::string(1, static_cast<char>(id));
+}
+
+std::string ByteCodec::Decode(std::span<const int32_t> ids) const {
+  std::string out;
+  for (int32_t id : ids) out += TokenText(id);
+  return out;
+}
+
+std::vector<std::string> ByteCodec::GrammarTokens() const {
+  std::vector<std::string> tokens(kVocabSize);
+  for (int b = 0; b < 256; ++b) tokens[b] = std::string(1, static_cast<char>(b));
+  return tokens;  // EOS (256) stays "": a control token.
+}
+
+int32_t ByteCodec::SingleTokenId(std::string_view text) const {
+  return text.size() == 1 ? static_cast<unsigned char>(text[0]) : -1;
 }
 
 Result<std::unique_ptr<TokenizerCodec>> TokenizerCodec::FromDir(const std::string& dir,
@@ -159,6 +178,32 @@ std::unique_ptr<TokenStream> TokenizerCodec::NewStream() const {
 std::string TokenizerCodec::TokenText(int32_t id) const {
   const int32_t one[] = {id};
   return tokenizer_.Decode(one);
+}
+
+std::string TokenizerCodec::Decode(std::span<const int32_t> ids) const {
+  return tokenizer_.Decode(ids);
+}
+
+std::vector<std::string> TokenizerCodec::GrammarTokens() const {
+  const std::string& sep = format_->markers().tool_sep;
+  std::vector<std::string> tokens(tokenizer_.vocab_size());
+  for (int32_t id = 0; id < tokenizer_.vocab_size(); ++id) {
+    if (!tokenizer_.IsValidId(id)) continue;
+    if (tokenizer_.IsAdded(id)) {
+      // Control tokens never appear inside grammar text, except the tool-call separator a
+      // forced call's grammar writes after the function name.
+      const std::optional<std::string> text = tokenizer_.IdToToken(id);
+      if (!sep.empty() && text == sep) tokens[id] = sep;
+      continue;
+    }
+    tokens[id] = tokenizer_.TokenBytes(id);
+  }
+  return tokens;
+}
+
+int32_t TokenizerCodec::SingleTokenId(std::string_view text) const {
+  const std::vector<int32_t> ids = tokenizer_.Encode(text, false);
+  return ids.size() == 1 ? ids[0] : -1;
 }
 
 }  // namespace spark::engine::server

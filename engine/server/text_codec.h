@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -45,6 +46,16 @@ class TextCodec {
   // Tokens that end a turn (EOS, <|im_end|>, ...): generation stops there, their text is not
   // sent.
   virtual const std::vector<int32_t>& stop_token_ids() const = 0;
+  // The text of `ids` (special tokens included), for /detokenize.
+  virtual std::string Decode(std::span<const int32_t> ids) const = 0;
+  // Each token's bytes by id, for the grammar library: "" for added (control) tokens, except the
+  // chat format's tool-call separator, which a forced call's grammar writes.
+  virtual std::vector<std::string> GrammarTokens() const = 0;
+  // The id of `text` when it encodes to exactly one token, else -1 (think markers).
+  virtual int32_t SingleTokenId(std::string_view text) const = 0;
+  // A special token (tokenizer.json's added_tokens with "special": true), whose text
+  // skip_special_tokens drops.
+  virtual bool IsSpecialToken(int32_t id) const = 0;
 };
 
 // One token per byte (ids 0-255), EOS = 256; vocab 257. The chat format is ChatML-like with
@@ -63,6 +74,10 @@ class ByteCodec : public TextCodec {
   tokenizer::ToolCallPrefill ForcedToolCall(const tokenizer::ChatRequest& request,
                                             std::string_view function) const override;
   const std::vector<int32_t>& stop_token_ids() const override { return stop_ids_; }
+  std::string Decode(std::span<const int32_t> ids) const override;
+  std::vector<std::string> GrammarTokens() const override;
+  int32_t SingleTokenId(std::string_view text) const override;
+  bool IsSpecialToken(int32_t) const override { return false; }
 
  private:
   tokenizer::ChatMarkers markers_;
@@ -89,6 +104,10 @@ class TokenizerCodec : public TextCodec {
     return format_->ForcedToolCall(request, function);
   }
   const std::vector<int32_t>& stop_token_ids() const override { return stop_ids_; }
+  std::string Decode(std::span<const int32_t> ids) const override;
+  std::vector<std::string> GrammarTokens() const override;
+  int32_t SingleTokenId(std::string_view text) const override;
+  bool IsSpecialToken(int32_t id) const override { return tokenizer_.IsSpecial(id); }
   const tokenizer::Tokenizer& tokenizer() const { return tokenizer_; }
   // The chat format in use ("qwen3"); its markers are what the output parsers split on.
   std::string_view format_name() const { return format_->name(); }

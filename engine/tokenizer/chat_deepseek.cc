@@ -51,7 +51,10 @@ class DeepSeekV3Format : public ChatFormat {
   ToolCallPrefill ForcedToolCall(const ChatRequest&, std::string_view function) const override {
     ToolCallPrefill p;
     p.markup = std::string(kCallsBegin) + kCallBegin + "function" + kSep;
-    if (!function.empty()) p.markup += std::string(function) + "\n```json\n";
+    p.name_suffix = "\n```json\n";
+    if (!function.empty()) p.markup += std::string(function) + p.name_suffix;
+    p.arguments_suffix = "\n```";
+    p.closing = std::string(kCallEnd) + kCallsEnd;
     return p;
   }
 
@@ -119,7 +122,9 @@ class DeepSeekV4Format : public ChatFormat {
       p.prompt_suffix = "</think>";
     }
     p.markup = std::string(kCallsBegin) + kCallBegin;
+    p.name_suffix = kSep;
     if (!function.empty()) p.markup += std::string(function) + kSep;
+    p.closing = std::string(kCallEnd) + kCallsEnd;
     return p;
   }
 

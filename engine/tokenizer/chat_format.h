@@ -72,6 +72,13 @@ struct ChatMarkers {
 struct ToolCallPrefill {
   std::string prompt_suffix;
   std::string markup;
+  // What a grammar that writes the rest of the call needs: the text between a function's name
+  // and its arguments (for a call of any tool, whose name the grammar writes after `markup`),
+  // the text after the arguments, and the markup that closes the call, which the server hands
+  // to the output parser once the grammar is complete (the model then stops at once).
+  std::string name_suffix;
+  std::string arguments_suffix;
+  std::string closing;
 };
 
 class ChatFormat {

@@ -41,7 +41,10 @@ class Qwen3Format : public ChatFormat {
       p.prompt_suffix = "<think>\n\n</think>\n\n";
     }
     p.markup = "<tool_call>\n{\"name\": \"";
-    if (!function.empty()) p.markup += std::string(function) + "\", \"arguments\": ";
+    p.name_suffix = "\", \"arguments\": ";
+    if (!function.empty()) p.markup += std::string(function) + p.name_suffix;
+    p.arguments_suffix = "}";
+    p.closing = "\n</tool_call>";
     return p;
   }
 

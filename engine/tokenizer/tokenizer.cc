@@ -194,6 +194,8 @@ bool Tokenizer::IsValidId(int32_t id) const {
 
 bool Tokenizer::IsSpecial(int32_t id) const { return IsValidId(id) && impl_->kind[id] == 3; }
 
+bool Tokenizer::IsAdded(int32_t id) const { return IsValidId(id) && impl_->kind[id] >= 2; }
+
 std::optional<int32_t> Tokenizer::TokenToId(std::string_view token) const {
   auto it = impl_->added_ids.find(std::string(token));
   if (it != impl_->added_ids.end()) return it->second;

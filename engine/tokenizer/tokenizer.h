@@ -53,6 +53,8 @@ class Tokenizer {
 
   bool IsValidId(int32_t id) const;
   bool IsSpecial(int32_t id) const;
+  // An added token (tokenizer.json's added_tokens, special or not: <|im_end|>, <think>).
+  bool IsAdded(int32_t id) const;
 
   // Token string (byte-level form, or an added token's content) -> id, and back.
   std::optional<int32_t> TokenToId(std::string_view token) const;

@@ -1,5 +1,5 @@
 // `sparkctl bench allreduce|allgather|link`: collectives in nccl-tests format and per-cable link
-// latency/bandwidth (docs/bench.md).
+// latency/bandwidth (docs/bench.md). `bench serve` is in serving_commands.cc.
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -159,7 +159,7 @@ int RunLink(const LinkFlags& f) {
 
 void RegisterBenchCommands(CLI::App& parent, CommandContext& context) {
   CLI::App* bench = parent.add_subcommand(
-      "bench", "Benchmark collectives (nccl-tests format) and every fabric link");
+      "bench", "Benchmark collectives (nccl-tests format), every fabric link, and serving");
   bench->require_subcommand(1);
   AddCollective(bench, bench::Collective::kAllReduce, context);
   AddCollective(bench, bench::Collective::kAllGather, context);
@@ -177,6 +177,7 @@ void RegisterBenchCommands(CLI::App& parent, CommandContext& context) {
   SetExample(link, "sparkctl bench link -c cluster.yaml --pairs neighbours --seconds 2\n"
                    "Without RDMA verbs devices the numbers are TCP numbers, and the output says so.");
   link->callback([f, &context] { context.exit_code = RunLink(*f); });
+  RegisterBenchServeCommand(bench, context);
 }
 
 }  // namespace spark::cli

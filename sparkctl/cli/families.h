@@ -18,5 +18,8 @@ void RegisterBenchCommands(CLI::App& parent, CommandContext& context);    // ben
 void RegisterSelftestCommands(CLI::App& parent, CommandContext& context);  // selftest_commands.cc
 void RegisterUpCommands(CLI::App& parent, CommandContext& context);       // up_commands.cc
 void RegisterPlanCommands(CLI::App& parent, CommandContext& context);     // plan_commands.cc
+void RegisterCheckCommands(CLI::App& parent, CommandContext& context);    // serving_commands.cc
+// `bench serve`, added to the bench family by RegisterBenchCommands.       // serving_commands.cc
+void RegisterBenchServeCommand(CLI::App* bench, CommandContext& context);
 
 }  // namespace spark::cli

@@ -149,6 +149,13 @@ void ValidateApi(const ApiSpec& a, FieldErrors* errors) {
     errors->Add("api.key_file", "required when api.bind (" + a.bind +
                                     ") is not a loopback address: the endpoint must not be open");
   }
+  if (a.default_max_tokens < 0) errors->Add("api.default_max_tokens", "must be >= 0 (0: unset)");
+  if (a.max_tokens_limit < 0) errors->Add("api.max_tokens_limit", "must be >= 0 (0: unset)");
+  if (a.max_tokens_limit > 0 && a.default_max_tokens > a.max_tokens_limit) {
+    errors->Add("api.default_max_tokens", "(" + std::to_string(a.default_max_tokens) +
+                                              ") is above api.max_tokens_limit (" +
+                                              std::to_string(a.max_tokens_limit) + ")");
+  }
 }
 
 }  // namespace

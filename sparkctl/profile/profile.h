@@ -102,6 +102,10 @@ struct ApiSpec {
   int port = 8000;
   std::string bind = "127.0.0.1";
   std::string key_file;  // required when bind is not a loopback address
+  // max_tokens for a request that gives none (0: the engine's default, the rest of the context
+  // for chat, 16 for completions), and the most a request may ask for (0: the context length).
+  int default_max_tokens = 0;
+  int max_tokens_limit = 0;
 };
 
 struct Profile {

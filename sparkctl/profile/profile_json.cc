@@ -67,7 +67,12 @@ nlohmann::ordered_json ToJson(const Profile& p) {
         {"gpus_per_node", p.topology.gpus_per_node}}},
       {"host", HostJson(p.host)},
       {"engine", EngineJson(p.engine)},
-      {"api", {{"port", p.api.port}, {"bind", p.api.bind}, {"key_file", p.api.key_file}}},
+      {"api",
+       {{"port", p.api.port},
+        {"bind", p.api.bind},
+        {"key_file", p.api.key_file},
+        {"default_max_tokens", p.api.default_max_tokens},
+        {"max_tokens_limit", p.api.max_tokens_limit}}},
       {"env", p.env},
   };
 }

@@ -122,6 +122,8 @@ void ReadApi(YamlReader* r, const YAML::Node& node, ApiSpec* a) {
   map.Optional("port", &a->port);
   map.Optional("bind", &a->bind);
   map.Optional("key_file", &a->key_file);
+  map.Optional("default_max_tokens", &a->default_max_tokens);
+  map.Optional("max_tokens_limit", &a->max_tokens_limit);
   map.RejectUnknown();
 }
 

@@ -83,6 +83,12 @@ std::vector<std::string> EngineArgv(const profile::Profile& p, const LaunchOptio
   if (p.topology.gpus_per_node > 1) {
     a.insert(a.end(), {"--ranks-per-node", std::to_string(p.topology.gpus_per_node)});
   }
+  if (p.api.default_max_tokens > 0) {
+    a.insert(a.end(), {"--default-max-tokens", std::to_string(p.api.default_max_tokens)});
+  }
+  if (p.api.max_tokens_limit > 0) {
+    a.insert(a.end(), {"--max-tokens-limit", std::to_string(p.api.max_tokens_limit)});
+  }
   a.insert(a.end(), {"--status-file", status});
   return a;
 }

@@ -16,6 +16,7 @@ using namespace spark::engine::server;
 int Run(const std::string& tokenizer_dir, OpenAIServerOptions options, int delay_ms,
         const std::string& key_file) {
   std::unique_ptr<TextCodec> codec;
+  int vocab_size = ByteCodec::kVocabSize;
   if (tokenizer_dir.empty()) {
     codec = std::make_unique<ByteCodec>();
   } else {
@@ -24,6 +25,7 @@ int Run(const std::string& tokenizer_dir, OpenAIServerOptions options, int delay
       std::fprintf(stderr, "fake_openai_server: %s\n", loaded.status().ToString().c_str());
       return 2;
     }
+    vocab_size = (*loaded)->tokenizer().vocab_size();
     codec = std::move(*loaded);
   }
   if (!key_file.empty()) {
@@ -37,7 +39,7 @@ int Run(const std::string& tokenizer_dir, OpenAIServerOptions options, int delay
   testing::FakeOptions fake;
   fake.token_delay = std::chrono::milliseconds(delay_ms);
   fake.eos = codec->stop_token_ids().empty() ? 0 : codec->stop_token_ids()[0];
-  fake.vocab_size = tokenizer_dir.empty() ? ByteCodec::kVocabSize : 1 << 30;
+  fake.vocab_size = vocab_size;  // The tokenizer's: every id it can produce.
   const TextCodec* c = codec.get();
   testing::FakeService service(
       fake,

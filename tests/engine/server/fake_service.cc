@@ -13,13 +13,15 @@ std::string FakeReply(const std::string& prompt) {
   }
   // A prompt that already begins a call (tool_choice required / named): continue it, or, when
   // the conversation says "nocall", ignore it.
+  // As under the server's grammar, the reply stops after the arguments (the server closes the
+  // call's markup itself).
   const bool nocall = prompt.find("nocall") != std::string::npos;
   if (prompt.ends_with("{\"name\": \"")) {
     return nocall ? "I would rather answer in words."
-                  : "get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
+                  : "get_weather\", \"arguments\": {\"city\": \"Paris\"}}";
   }
   if (prompt.ends_with("\"arguments\": ")) {
-    return nocall ? "not json" : "{\"city\": \"Paris\"}}\n</tool_call>";
+    return nocall ? "not json" : "{\"city\": \"Paris\"}}";
   }
   if (prompt.find("weather") != std::string::npos) {
     return "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
@@ -57,6 +59,7 @@ Status FakeService::Submit(GenerationRequest request, EventCallback callback) {
   {
     std::lock_guard lock(mu_);
     ++num_submitted_;
+    last_params_ = request.params;
     if (!seen_prompts_.insert(request.prompt).second) {
       a.cached = static_cast<int>((request.prompt.size() - 1) / 16 * 16);
     }
@@ -110,6 +113,11 @@ int FakeService::num_cancelled() const {
 int FakeService::num_active() const {
   std::lock_guard lock(mu_);
   return static_cast<int>(active_.size());
+}
+
+runtime::SamplingParams FakeService::last_params() const {
+  std::lock_guard lock(mu_);
+  return last_params_;
 }
 
 uint64_t FakeService::num_submitted() const {

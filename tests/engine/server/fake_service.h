@@ -51,6 +51,8 @@ class FakeService : public GenerationService {
   int num_cancelled() const;
   int num_active() const;
   uint64_t num_submitted() const;
+  // The sampling params of the last request submitted.
+  runtime::SamplingParams last_params() const;
 
  private:
   struct Active {
@@ -77,6 +79,7 @@ class FakeService : public GenerationService {
   bool stop_ = false;
   int num_cancelled_ = 0;
   uint64_t num_submitted_ = 0;
+  runtime::SamplingParams last_params_;
   std::thread thread_;
 };
 

@@ -78,14 +78,15 @@ def test_reasoning(c):
     m = r.choices[0].message
     reasoning = (m.model_extra or {}).get("reasoning_content")
     check(reasoning is not None and "2+2" in reasoning, "reasoning_content split out")
-    check(m.content == "The answer is 4.", "content after reasoning")
+    check(m.content == "\n\nThe answer is 4.", "content after reasoning, its whitespace kept")
     parts, content = [], ""
     for chunk in c.chat.completions.create(model="fake", stream=True,
                                            messages=[{"role": "user", "content": "think: 2+2?"}]):
         for ch in chunk.choices:
             parts.append((ch.delta.model_extra or {}).get("reasoning_content") or "")
             content += ch.delta.content or ""
-    check("".join(parts) == reasoning and content == "The answer is 4.", "reasoning split while streaming")
+    check("".join(parts) == reasoning and content == "\n\nThe answer is 4.",
+          "reasoning split while streaming")
 
 
 TOOLS = [{"type": "function", "function": {

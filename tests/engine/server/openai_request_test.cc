@@ -106,13 +106,45 @@ TEST(OpenAIRequestTest, RejectsDeepNestingAndWrongTypes) {
   EXPECT_EQ(e->param, "top_logprobs");
   e = ParseCompletionRequest(
       Endpoint::kChat,
-      R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "stream_options": {"include_usage": 1}})",
+      R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "stream": true,
+          "stream_options": {"include_usage": 1}})",
       &r);
   ASSERT_TRUE(e.has_value());
   EXPECT_EQ(e->param, "stream_options.include_usage");
   nlohmann::json j = nlohmann::json::parse(e->ToJson());
   EXPECT_EQ(j["error"]["type"], "invalid_request_error");
   EXPECT_TRUE(j["error"]["code"].is_null());
+}
+
+TEST(OpenAIRequestTest, StructuredOutputFormsAndLogitControls) {
+  CompletionRequest r;
+  auto e = ParseCompletionRequest(Endpoint::kChat, R"({"model": "m",
+      "messages": [{"role": "user", "content": "x"}],
+      "response_format": {"type": "json_schema", "json_schema": {"name": "p", "strict": true,
+                          "schema": {"type": "object"}}},
+      "logit_bias": {"5": 1.5, "7": -100}, "min_tokens": 3})",
+                                  &r);
+  ASSERT_FALSE(e.has_value()) << e->message;
+  ASSERT_TRUE(r.structured.has_value());
+  EXPECT_EQ(r.structured->kind, grammar::ConstraintRequest::Kind::kJsonSchema);
+  EXPECT_EQ(r.structured->param, "response_format.json_schema.schema");
+  EXPECT_EQ(r.structured->schema, nlohmann::ordered_json::parse(R"({"type": "object"})"));
+  EXPECT_EQ(r.params.logit_bias,
+            (std::vector<std::pair<int32_t, float>>{{5, 1.5f}, {7, -100.0f}}));
+  EXPECT_EQ(r.params.min_tokens, 3);
+  r = CompletionRequest();
+  e = ParseCompletionRequest(Endpoint::kCompletion, R"({"model": "m", "prompt": "x",
+      "structured_outputs": {"choice": ["a", "b"], "disable_any_whitespace": true}})",
+                             &r);
+  ASSERT_FALSE(e.has_value()) << e->message;
+  EXPECT_EQ(r.structured->kind, grammar::ConstraintRequest::Kind::kChoice);
+  EXPECT_EQ(r.structured->choices, (std::vector<std::string>{"a", "b"}));
+  EXPECT_FALSE(r.structured->any_whitespace);
+  e = ParseCompletionRequest(Endpoint::kCompletion, R"({"model": "m", "prompt": "x",
+      "response_format": {"type": "json_schema", "json_schema": {"name": "p", "strictly": 1}}})",
+                             &r);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->param, "response_format.json_schema.strictly");
 }
 
 }  // namespace

@@ -35,11 +35,13 @@ struct ReasoningCase {
 
 TEST(ReasoningParserTest, SplitsAtAnyChunking) {
   const std::vector<ReasoningCase> cases = {
-      {"<think>\nabc\n</think>\n\nanswer", false, "abc\n", "answer"},
+      // Whitespace is kept as the tokens carry it (vLLM's reasoning parsers return it too).
+      {"<think>\nabc\n</think>\n\nanswer", false, "\nabc\n", "\n\nanswer"},
+      {"  leading spaces", false, "", "  leading spaces"},
       {"plain answer", false, "", "plain answer"},
       {"abc</think>answer", true, "abc", "answer"},
       {"<think>never closed", false, "never closed", ""},
-      {"a < b </thin and </think> done", true, "a < b </thin and ", "done"},
+      {"a < b </thin and </think> done", true, "a < b </thin and ", " done"},
       {"<thinking is not a tag", false, "", "<thinking is not a tag"},
   };
   for (const ReasoningCase& c : cases) {

@@ -99,6 +99,8 @@ TEST(LaunchPlanTest, EveryEngineFieldReachesTheEngine) {
   p.engine.prefix_caching = false;
   p.engine.reasoning_parser = "deepseek_v4";
   p.engine.tool_parser = "qwen3";
+  p.api.default_max_tokens = 512;
+  p.api.max_tokens_limit = 4096;
   auto plan = PlanLaunch(p, Ring(), {});
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
   for (const RankLaunch& rank : plan->ranks) {
@@ -109,6 +111,8 @@ TEST(LaunchPlanTest, EveryEngineFieldReachesTheEngine) {
     EXPECT_EQ(Count(rank.argv, "--no-chunked-prefill"), 0u);
     EXPECT_TRUE(Has(rank.argv, "--reasoning-parser", "deepseek_v4"));
     EXPECT_TRUE(Has(rank.argv, "--tool-parser", "qwen3"));
+    EXPECT_TRUE(Has(rank.argv, "--default-max-tokens", "512"));
+    EXPECT_TRUE(Has(rank.argv, "--max-tokens-limit", "4096"));
   }
   p.engine.chunked_prefill = 0;
   p.engine.prefix_caching = true;
@@ -120,6 +124,7 @@ TEST(LaunchPlanTest, EveryEngineFieldReachesTheEngine) {
   EXPECT_EQ(Count(argv, "--max-batched-tokens"), 0u);
   EXPECT_EQ(Count(argv, "--no-prefix-caching"), 0u);
   EXPECT_EQ(Count(argv, "--reasoning-parser"), 0u);
+  EXPECT_EQ(Count(argv, "--default-max-tokens"), 1u);
 }
 
 TEST(LaunchPlanTest, KvCacheTypesGoToTheEngineWhichRefusesWhatItLacks) {
