@@ -221,7 +221,7 @@ void EngineService::RefreshStats() {
   if (const runtime::MemoryGuard* guard = engine_->memory_guard()) {
     stats_.memory_guard = guard->status();
   }
-    if (o.finished) e.times = o.times;
+  stats_.num_preemptions = s.num_preemptions;
 }
 
 }  // namespace spark::engine::server
