@@ -1,0 +1,58 @@
+#include "comm/oneshot/setup.h"
+
+#include "base/logging.h"
+#include "comm/oneshot/socket_wire.h"
+
+namespace spark::comm::oneshot {
+
+Exchange ExchangeOver(Communicator& comm) {
+  return [&comm](const std::string& mine) -> Result<std::vector<std::string>> {
+    std::vector<std::string> all(comm.world_size());
+    for (int r = 0; r < comm.world_size(); ++r) {
+      std::vector<uint8_t> bytes;
+      if (r == comm.rank()) bytes.assign(mine.begin(), mine.end());
+      SPARK_RETURN_IF_ERROR(BroadcastBytes(comm, &bytes, r));
+      all[r].assign(bytes.begin(), bytes.end());
+    }
+    return all;
+  };
+}
+
+Result<std::unique_ptr<Transport>> ConnectTransport(Communicator& exchange,
+                                                    const OneShotOptions& options) {
+  if (options.capacity_bytes == 0 || options.capacity_bytes > (size_t{64} << 20)) {
+    return InvalidArgumentError("one-shot capacity of " + std::to_string(options.capacity_bytes) +
+                                " bytes: use 1 byte to 64 MiB");
+  }
+  SPARK_ASSIGN_OR_RETURN(RoutePlan route,
+                         BuildRoute(exchange.rank(), exchange.world_size(), options.topology));
+  const size_t region_bytes = Mailbox::RegionBytes(route.world, options.capacity_bytes);
+  SPARK_ASSIGN_OR_RETURN(Region region, options.region ? options.region(region_bytes)
+                                                       : HostRegion(region_bytes));
+  auto mailbox = std::make_unique<Mailbox>(std::move(region), route.world, options.capacity_bytes);
+  std::unique_ptr<Wire> wire;
+  Exchange ex = ExchangeOver(exchange);
+  if (options.wire == "socket") {
+    if (options.addresses.empty()) {
+      return InvalidArgumentError("one-shot socket wire: no local address given for its links");
+    }
+    SPARK_ASSIGN_OR_RETURN(wire, SocketWire::Connect(route, mailbox.get(), options.addresses, ex,
+                                                     options.transport.timeout));
+  } else if (options.wire == "rdma") {
+    SPARK_ASSIGN_OR_RETURN(wire, VerbsWire::Connect(route, mailbox.get(), options.rails, ex,
+                                                    options.transport.timeout));
+    // Every queue pair is ready to receive before anyone writes.
+    SPARK_RETURN_IF_ERROR(exchange.Barrier());
+  } else {
+    return InvalidArgumentError("one-shot wire \"" + options.wire + "\": use socket or rdma");
+  }
+  Logger("engine.comm")
+      ->info("rank {}/{}: one-shot transport over {} ({} topology, {} link(s), up to {} bytes, "
+             "at most {} hop(s))",
+             route.rank, route.world, wire->name(), TopologyName(route.topology),
+             route.link_count(), mailbox->capacity(), route.MaxHops());
+  return std::make_unique<Transport>(std::move(route), std::move(mailbox), std::move(wire),
+                                     options.transport);
+}
+
+}  // namespace spark::comm::oneshot
