@@ -5,6 +5,41 @@
 
 namespace spark::comm::oneshot {
 
+namespace {
+
+std::vector<std::string> Split(const std::string& text, char sep) {
+  std::vector<std::string> out;
+  std::string part;
+  for (char c : text) {
+    if (c == sep) {
+      out.push_back(part);
+      part.clear();
+    } else {
+      part += c;
+    }
+  }
+  if (!text.empty()) out.push_back(part);
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> ParseAddresses(const std::string& text) { return Split(text, ','); }
+
+Result<std::vector<std::vector<RailSpec>>> ParseRails(const std::string& text) {
+  std::vector<std::vector<RailSpec>> links;
+  for (const std::string& link : Split(text, ',')) {
+    std::vector<RailSpec> rails;
+    for (const std::string& rail : Split(link, '+')) {
+      SPARK_ASSIGN_OR_RETURN(RailSpec r, ParseRail(rail));
+      rails.push_back(r);
+    }
+    if (rails.empty()) return InvalidArgumentError("RDMA rails \"" + text + "\": an empty link");
+    links.push_back(rails);
+  }
+  return links;
+}
+
 Exchange ExchangeOver(Communicator& comm) {
   return [&comm](const std::string& mine) -> Result<std::vector<std::string>> {
     std::vector<std::string> all(comm.world_size());

@@ -36,6 +36,12 @@ struct OneShotOptions {
   std::function<Result<Region>(size_t bytes)> region;
 };
 
+// The flag forms of OneShotOptions (netplan/oneshot_links.h renders them): addresses "A,B" (by
+// link) and rails "dev:gid+dev:gid,dev:gid+dev:gid" (links by ',', a link's rails by '+').
+// InvalidArgument naming the malformed part.
+std::vector<std::string> ParseAddresses(const std::string& text);
+Result<std::vector<std::vector<RailSpec>>> ParseRails(const std::string& text);
+
 // An Exchange over `comm` (one BroadcastBytes per rank).
 Exchange ExchangeOver(Communicator& comm);
 

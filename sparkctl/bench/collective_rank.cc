@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "comm/oneshot/oneshot_communicator.h"
 #include "comm/rendezvous.h"
 #ifdef SPARK_HAVE_NCCL
 #include <cuda_runtime.h>
@@ -20,11 +21,13 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Gloo: host memory; Start runs the collective to completion (Gloo calls block).
-class GlooBackend : public CollectiveBackend {
+// Gloo or the one-shot transport: host memory; Start runs the collective to completion (both
+// block).
+class HostBackend : public CollectiveBackend {
  public:
-  explicit GlooBackend(std::unique_ptr<comm::Communicator> c) : comm_(std::move(c)) {}
-  std::string name() const override { return "gloo"; }
+  HostBackend(std::string name, std::unique_ptr<comm::Communicator> c)
+      : name_(std::move(name)), comm_(std::move(c)) {}
+  std::string name() const override { return name_; }
   int rank() const override { return comm_->rank(); }
   int world_size() const override { return comm_->world_size(); }
   Status Allocate(size_t send_count, size_t recv_count) override {
@@ -44,7 +47,8 @@ class GlooBackend : public CollectiveBackend {
   }
   Status Start(Collective c, const float* send, float* recv, size_t count) override {
     if (c == Collective::kAllGather) return comm_->AllGather(send, count, recv);
-    // Gloo reduces in place: out-of-place is a copy into the receive buffer first.
+    // Gloo and the one-shot transport reduce in place: out-of-place is a copy into the receive
+  // buffer first.
     if (send != recv) std::memcpy(recv, send, count * sizeof(float));
     return comm_->AllReduceSum(recv, count);
   }
@@ -52,6 +56,7 @@ class GlooBackend : public CollectiveBackend {
   Status Barrier() override { return comm_->Barrier(); }
 
  private:
+  const std::string name_;
   std::unique_ptr<comm::Communicator> comm_;
   std::vector<float> send_, recv_;
 };
@@ -214,6 +219,9 @@ Result<int64_t> RunSweep(const CollectiveOptions& o, CollectiveBackend& b,
   ReportConfig config{o.collective, b.name(), nccl_headers, nccl_library, n, o.min_bytes,
                       o.max_bytes, o.step_factor, o.step_bytes, o.warmup_iters, o.iters, o.check,
                       device_lines};
+  if (b.name() == "oneshot") {
+    config.note = std::string("CPU ranks, ") + (o.oneshot_wire == "rdma" ? "RDMA verbs" : "TCP");
+  }
   if (b.rank() == 0 && !o.json) std::fputs(ReportHeader(config).c_str(), out);
   std::fflush(out);
   SPARK_RETURN_IF_ERROR(b.Barrier());
@@ -275,7 +283,8 @@ bool HaveGpu() {
 }
 
 // The device line of this rank for the header.
-std::string ThisDevice(const std::string& backend, const RankPlacement& p, const std::string& host) {
+std::string ThisDevice(const std::string& backend, const CollectiveOptions& o,
+                       const RankPlacement& p, const std::string& host) {
 #ifdef SPARK_HAVE_NCCL
   if (backend == "nccl") {
     cudaDeviceProp prop{};
@@ -286,6 +295,12 @@ std::string ThisDevice(const std::string& backend, const RankPlacement& p, const
     return DeviceLine(p.rank, getpid(), host, std::to_string(p.device), what);
   }
 #endif
+  if (backend == "oneshot") {
+    return DeviceLine(p.rank, getpid(), host, "-",
+                      "[cpu] oneshot over " + o.oneshot_wire + " (" +
+                          (p.oneshot_topology.empty() ? o.oneshot_topology : p.oneshot_topology) +
+                          ")");
+  }
   return DeviceLine(p.rank, getpid(), host, "-", "[cpu] " + backend + " over TCP");
 }
 
@@ -312,7 +327,30 @@ Result<std::unique_ptr<CollectiveBackend>> MakeBackend(const std::string& backen
   co.master_port = p.master_port + 1;
   co.timeout = o.timeout;
   SPARK_ASSIGN_OR_RETURN(auto c, comm::CreateCommunicator(co));
-  return std::unique_ptr<CollectiveBackend>(new GlooBackend(std::move(c)));
+  if (backend != "oneshot") {
+    return std::unique_ptr<CollectiveBackend>(new HostBackend("gloo", std::move(c)));
+  }
+  // Gloo sets the links up and runs the barriers; every size of the sweep goes one-shot.
+  comm::oneshot::OneShotOptions oo;
+  SPARK_ASSIGN_OR_RETURN(
+      oo.topology, comm::oneshot::ParseTopology(p.oneshot_topology.empty() ? o.oneshot_topology
+                                                                            : p.oneshot_topology));
+  oo.wire = o.oneshot_wire;
+  oo.capacity_bytes =
+      std::max<size_t>(SizesFor(o.collective, o.max_bytes, sizeof(float), p.world_size).send_count *
+                           sizeof(float),
+                       64);
+  oo.addresses = comm::oneshot::ParseAddresses(p.oneshot_addresses.empty() ? "127.0.0.1"
+                                                                          : p.oneshot_addresses);
+  if (!p.oneshot_rails.empty()) {
+    SPARK_ASSIGN_OR_RETURN(oo.rails, comm::oneshot::ParseRails(p.oneshot_rails));
+  } else if (oo.wire == "rdma") {
+    return InvalidArgumentError("--oneshot-wire rdma needs --oneshot-rails (the RDMA device and "
+                                "GID index of each link)");
+  }
+  oo.transport.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(o.timeout);
+  SPARK_ASSIGN_OR_RETURN(auto one, comm::oneshot::OneShotCommunicator::Create(std::move(c), oo));
+  return std::unique_ptr<CollectiveBackend>(new HostBackend("oneshot", std::move(one)));
 }
 
 Result<int64_t> RunRank(const CollectiveOptions& o, const RankPlacement& p) {
@@ -329,7 +367,7 @@ Result<int64_t> RunRank(const CollectiveOptions& o, const RankPlacement& p) {
   }
   std::string host = p.host_label.empty() ? HostName() : p.host_label;
   SPARK_ASSIGN_OR_RETURN(std::vector<std::string> lines,
-                         rdv->Join("bench", ThisDevice(backend, p, host)));
+                         rdv->Join("bench", ThisDevice(backend, o, p, host)));
   SPARK_ASSIGN_OR_RETURN(auto b, MakeBackend(backend, o, p, *rdv));
   ReportChannel ch;
   ch.set = [&](const std::string& k, const std::string& v) {

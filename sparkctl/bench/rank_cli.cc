@@ -63,7 +63,15 @@ void AddCollective(CLI::App& app, Collective c, int* exit_code) {
   cmd->add_option("-n,--iters", o->iters, "Timed iterations per size (default 20)");
   cmd->add_option("-w,--warmup_iters", o->warmup_iters, "Warm-up iterations (default 1)");
   cmd->add_option("-c,--check", o->check, "Check results: 1 (default) or 0");
-  cmd->add_option("--backend", o->backend, "auto (default), nccl or gloo");
+  cmd->add_option("--transport,--backend", o->backend,
+                  "auto (default: nccl on GPUs, else gloo), nccl, gloo or oneshot");
+  cmd->add_option("--oneshot-wire", o->oneshot_wire, "oneshot: socket (default) or rdma");
+  cmd->add_option("--oneshot-topology", o->oneshot_topology,
+                  "oneshot: mesh (default), ring or line (non-adjacent ranks relayed)");
+  cmd->add_option("--oneshot-addr", p->oneshot_addresses,
+                  "oneshot: local address of each link, ADDR[,ADDR] (default 127.0.0.1)");
+  cmd->add_option("--oneshot-rails", p->oneshot_rails,
+                  "oneshot over rdma: each link's rails, DEV:GID[+DEV:GID][,...]");
   cmd->add_option("--rank", p->rank, "This rank")->required();
   cmd->add_option("--world-size", p->world_size, "Number of ranks")->required();
   cmd->add_option("--master", raw->master, "Rendezvous ADDR:PORT served by rank 0");
