@@ -24,6 +24,7 @@ struct CollectiveFlags {
   std::string program;
   int port = 29600;
   int timeout_s = 600;
+  int collective_timeout_s = 120;
 };
 
 struct LinkFlags {
@@ -65,6 +66,10 @@ int RunCollective(bench::Collective kind, CollectiveFlags f) {
     if (!v.ok()) return ReportError(v.status());
     *out = *v;
   }
+  if (f.collective_timeout_s < 1) {
+    return ReportError(InvalidArgumentError("--collective-timeout must be at least 1 second"));
+  }
+  f.o.timeout = std::chrono::seconds(f.collective_timeout_s);
   if (Status s = f.o.Validate(); !s.ok()) return ReportError(s);
   auto program = bench::FindBenchProgram(f.program);
   if (!program.ok()) return ReportError(program.status());
@@ -127,6 +132,9 @@ void AddCollective(CLI::App* bench, bench::Collective kind, CommandContext& cont
   cmd->add_option("--program", f->program, "spark-bench to run (default: next to sparkctl)");
   cmd->add_option("--port", f->port, "Cluster mode: rendezvous port on rank 0 (default 29600)");
   cmd->add_option("--timeout", f->timeout_s, "Give up after this many seconds (default 600)");
+  cmd->add_option("--collective-timeout", f->collective_timeout_s,
+                  "A rank that waits this many seconds for a peer in the rendezvous or one "
+                  "collective fails, naming the peer where the transport can (default 120)");
   AddJsonFlag(cmd, &f->o.json, "schema sparkctl-bench-collective/v1");
   SetExample(cmd, "sparkctl bench " + name + " -b 8 -e 1G -f 2 -g 2\n  sparkctl bench " + name +
                       " -b 1M -e 256M -f 4 -c cluster.yaml --json\n  sparkctl bench " + name +
