@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "base/logging.h"
+
 namespace spark::comm::oneshot {
 
 OneShotCommunicator::OneShotCommunicator(std::unique_ptr<Communicator> fallback,
@@ -11,7 +13,12 @@ OneShotCommunicator::OneShotCommunicator(std::unique_ptr<Communicator> fallback,
       max_bytes_(std::min(max_bytes, transport_->capacity())) {}
 
 // The transport's threads go first: they may still be delivering a neighbour's goodbye.
-OneShotCommunicator::~OneShotCommunicator() { transport_.reset(); }
+OneShotCommunicator::~OneShotCommunicator() {
+  Logger("engine.comm")
+      ->info("rank {}: {} collective(s) one-shot, {} through the fallback", rank(), oneshot_calls_,
+             fallback_calls_);
+  transport_.reset();
+}
 
 Result<std::unique_ptr<OneShotCommunicator>> OneShotCommunicator::Create(
     std::unique_ptr<Communicator> fallback, const OneShotOptions& options) {

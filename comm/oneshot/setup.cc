@@ -1,5 +1,7 @@
 #include "comm/oneshot/setup.h"
 
+#include <algorithm>
+
 #include "base/logging.h"
 #include "comm/oneshot/socket_wire.h"
 
@@ -38,6 +40,48 @@ Result<std::vector<std::vector<RailSpec>>> ParseRails(const std::string& text) {
     links.push_back(rails);
   }
   return links;
+}
+
+Status OneShotSettings::Validate() const {
+  if (max_bytes > (size_t{64} << 20)) {
+    return InvalidArgumentError("--oneshot-max-bytes " + std::to_string(max_bytes) +
+                                ": the one-shot transport carries at most 64 MiB per call");
+  }
+  if (wire != "socket" && wire != "rdma") {
+    return InvalidArgumentError("--oneshot-wire '" + wire + "': use socket or rdma");
+  }
+  SPARK_RETURN_IF_ERROR(ParseTopology(topology).status());
+  if (!rails.empty()) SPARK_RETURN_IF_ERROR(ParseRails(rails).status());
+  if (enabled() && wire == "rdma" && rails.empty()) {
+    return InvalidArgumentError("--oneshot-wire rdma needs --oneshot-rails (each link's RDMA "
+                                "devices and GID index, DEV:GID[+DEV:GID][,...])");
+  }
+  return Status::Ok();
+}
+
+Result<OneShotOptions> OneShotSettings::ToOptions(const std::string& default_address,
+                                                  std::chrono::milliseconds timeout) const {
+  SPARK_RETURN_IF_ERROR(Validate());
+  OneShotOptions o;
+  SPARK_ASSIGN_OR_RETURN(o.topology, ParseTopology(topology));
+  o.wire = wire;
+  o.capacity_bytes = std::max<size_t>(max_bytes, 64);
+  o.addresses = ParseAddresses(addresses.empty() ? default_address : addresses);
+  if (!rails.empty()) {
+    SPARK_ASSIGN_OR_RETURN(o.rails, ParseRails(rails));
+  }
+  o.transport.timeout = timeout;
+  return o;
+}
+
+std::vector<std::string> OneShotSettings::Argv() const {
+  if (!enabled()) return {};
+  std::vector<std::string> a = {"--oneshot-max-bytes", std::to_string(max_bytes),
+                                "--oneshot-wire",      wire,
+                                "--oneshot-topology",  topology};
+  if (!addresses.empty()) a.insert(a.end(), {"--oneshot-addr", addresses});
+  if (!rails.empty()) a.insert(a.end(), {"--oneshot-rails", rails});
+  return a;
 }
 
 Exchange ExchangeOver(Communicator& comm) {

@@ -36,6 +36,26 @@ struct OneShotOptions {
   std::function<Result<Region>(size_t bytes)> region;
 };
 
+// What a command line says about the one-shot transport (spark-engine's --oneshot-* flags,
+// sparkctl up's profile key engine.collectives): plain text, resolved by ToOptions.
+struct OneShotSettings {
+  // Tensors up to this many bytes take the one-shot path; 0 = off.
+  size_t max_bytes = 0;
+  std::string wire = "socket";    // socket or rdma
+  std::string topology = "mesh";  // mesh, ring or line
+  std::string addresses;          // "A,B" by link; empty: the caller's default address
+  std::string rails;              // "dev:gid+dev:gid,..." (rdma)
+
+  bool enabled() const { return max_bytes > 0; }
+  // InvalidArgument naming the flag (--oneshot-max-bytes over 64 MiB, wire, topology, rails).
+  Status Validate() const;
+  // Options for ConnectTransport: capacity max_bytes, `default_address` when no addresses.
+  Result<OneShotOptions> ToOptions(const std::string& default_address,
+                                          std::chrono::milliseconds timeout) const;
+  // The flags that reproduce these settings (for child ranks).
+  std::vector<std::string> Argv() const;
+};
+
 // The flag forms of OneShotOptions (netplan/oneshot_links.h renders them): addresses "A,B" (by
 // link) and rails "dev:gid+dev:gid,dev:gid+dev:gid" (links by ',', a link's rails by '+').
 // InvalidArgument naming the malformed part.

@@ -16,6 +16,8 @@
 #include <thread>
 
 #include "base/logging.h"
+#include "comm/oneshot/oneshot_communicator.h"
+#include "comm/socket.h"
 #include "engine/cli/compute_choice.h"
 #include "engine/cli/kv_budget.h"
 #include "base/strings.h"
@@ -206,7 +208,7 @@ Status RankOptions::Validate() const {
   if (rank == 0 && num_kv_blocks < 1 && kv_memory_fraction <= 0) {
     return InvalidArgumentError("--num-kv-blocks must be >= 1");
   }
-  return Status::Ok();
+  return oneshot.Validate();
 }
 
 RankSession::RankSession(const RankOptions& options) : options_(options) {}
@@ -306,6 +308,15 @@ Status RankSession::ConnectGroup() {
   co.master_port = options_.master_port;
   co.timeout = options_.comm_timeout;
   SPARK_ASSIGN_OR_RETURN(comm_, comm::CreateCommunicator(co));
+  if (!options_.oneshot.enabled()) return Status::Ok();
+  // Small all-reduces one-shot, the rest (and the set-up) over Gloo.
+  SPARK_ASSIGN_OR_RETURN(std::string local, comm::LocalAddressFor(options_.master_addr));
+  SPARK_ASSIGN_OR_RETURN(comm::oneshot::OneShotOptions oo,
+                         options_.oneshot.ToOptions(local, options_.comm_timeout));
+  SPARK_ASSIGN_OR_RETURN(comm_,
+                         comm::oneshot::OneShotCommunicator::Create(std::move(comm_), oo));
+  Logger("engine")->info("rank {}: all-reduces up to {} bytes one-shot over {}", options_.rank,
+                         options_.oneshot.max_bytes, options_.oneshot.wire);
   return Status::Ok();
 }
 
