@@ -37,6 +37,8 @@ nlohmann::ordered_json EngineJson(const EngineSpec& e) {
       {"speculative", {{"method", e.speculative.method}, {"num_tokens", e.speculative.num_tokens}}},
       {"reasoning_parser", e.reasoning_parser},
       {"tool_parser", e.tool_parser},
+      {"collectives",
+       {{"oneshot_max_bytes", e.collectives.oneshot_max_bytes}, {"wire", e.collectives.wire}}},
   };
 }
 

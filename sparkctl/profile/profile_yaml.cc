@@ -105,6 +105,13 @@ void ReadEngine(YamlReader* r, const YAML::Node& node, EngineSpec* e) {
   }
   map.Optional("reasoning_parser", &e->reasoning_parser);
   map.Optional("tool_parser", &e->tool_parser);
+  YAML::Node coll = map.ChildMap("collectives", false);
+  if (coll.IsDefined()) {
+    YamlMap c(r, coll, "engine.collectives");
+    c.Optional("oneshot_max_bytes", &e->collectives.oneshot_max_bytes);
+    c.Optional("wire", &e->collectives.wire);
+    c.RejectUnknown();
+  }
   map.RejectUnknown();
 }
 
