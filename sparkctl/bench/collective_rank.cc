@@ -15,6 +15,9 @@
 
 #include "comm/nccl_communicator.h"
 #endif
+#ifdef SPARK_HAVE_ONESHOT_CUDA
+#include "comm/oneshot_cuda/staged_group.h"
+#endif
 
 namespace spark::bench {
 namespace {
@@ -104,6 +107,73 @@ class NcclBackend : public CollectiveBackend {
                          cudaGetErrorString(e));
   }
   std::unique_ptr<comm::NcclCommunicator> comm_;
+  float* send_ = nullptr;
+  float* recv_ = nullptr;
+};
+#endif
+
+#ifdef SPARK_HAVE_ONESHOT_CUDA
+// The one-shot transport on GPU memory: staged through pinned host memory by its kernel, on
+// this rank's stream; Gloo (host) sets it up and runs the barriers.
+class StagedBackend : public CollectiveBackend {
+ public:
+  StagedBackend(std::unique_ptr<comm::Communicator> gloo,
+                std::unique_ptr<comm::oneshot::StagedOneShot> oneshot, int device)
+      : gloo_(std::move(gloo)), oneshot_(std::move(oneshot)) {
+    cudaSetDevice(device);
+    cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking);
+  }
+  ~StagedBackend() override {
+    if (send_) cudaFree(send_);
+    if (recv_) cudaFree(recv_);
+    oneshot_.reset();
+    if (stream_) cudaStreamDestroy(stream_);
+  }
+  std::string name() const override { return "oneshot"; }
+  int rank() const override { return gloo_->rank(); }
+  int world_size() const override { return gloo_->world_size(); }
+  Status Allocate(size_t send_count, size_t recv_count) override {
+    SPARK_RETURN_IF_ERROR(Check(cudaMalloc(reinterpret_cast<void**>(&send_),
+                                           std::max<size_t>(send_count, 1) * sizeof(float)),
+                                "cudaMalloc send"));
+    return Check(cudaMalloc(reinterpret_cast<void**>(&recv_),
+                            std::max<size_t>(recv_count, 1) * sizeof(float)),
+                 "cudaMalloc recv");
+  }
+  float* send() override { return send_; }
+  float* recv() override { return recv_; }
+  Status Upload(const float* host, float* dst, size_t count) override {
+    return Check(cudaMemcpy(dst, host, count * sizeof(float), cudaMemcpyHostToDevice), "upload");
+  }
+  Status Download(const float* src, float* host, size_t count) override {
+    return Check(cudaMemcpy(host, src, count * sizeof(float), cudaMemcpyDeviceToHost),
+                 "download");
+  }
+  Status Start(Collective c, const float* send, float* recv, size_t count) override {
+    if (c == Collective::kAllGather) return oneshot_->EnqueueAllGather(send, count, recv, stream_);
+    if (send != recv) {
+      SPARK_RETURN_IF_ERROR(Check(cudaMemcpyAsync(recv, send, count * sizeof(float),
+                                                  cudaMemcpyDeviceToDevice, stream_),
+                                  "copy"));
+    }
+    return oneshot_->EnqueueAllReduceSum(recv, count, stream_);
+  }
+  Status Wait() override {
+    const cudaError_t e = cudaStreamSynchronize(stream_);
+    SPARK_RETURN_IF_ERROR(oneshot_->broken());
+    return Check(e, "cudaStreamSynchronize");
+  }
+  Status Barrier() override { return gloo_->Barrier(); }
+
+ private:
+  Status Check(cudaError_t e, const char* what) {
+    if (e == cudaSuccess) return Status::Ok();
+    return InternalError("rank " + std::to_string(rank()) + ": " + what + ": " +
+                         cudaGetErrorString(e));
+  }
+  std::unique_ptr<comm::Communicator> gloo_;
+  std::unique_ptr<comm::oneshot::StagedOneShot> oneshot_;
+  cudaStream_t stream_ = nullptr;
   float* send_ = nullptr;
   float* recv_ = nullptr;
 };
@@ -296,6 +366,18 @@ std::string ThisDevice(const std::string& backend, const CollectiveOptions& o,
   }
 #endif
   if (backend == "oneshot") {
+#ifdef SPARK_HAVE_ONESHOT_CUDA
+    if (HaveGpu()) {
+      int devices = 1;
+      cudaGetDeviceCount(&devices);
+      const int device = p.device % std::max(devices, 1);
+      cudaDeviceProp prop{};
+      cudaGetDeviceProperties(&prop, device);
+      return DeviceLine(p.rank, getpid(), host, std::to_string(device),
+                        std::string(prop.name) + " oneshot over " + o.oneshot_wire +
+                            ", staged through pinned host memory");
+    }
+#endif
     return DeviceLine(p.rank, getpid(), host, "-",
                       "[cpu] oneshot over " + o.oneshot_wire + " (" +
                           (p.oneshot_topology.empty() ? o.oneshot_topology : p.oneshot_topology) +
@@ -349,6 +431,16 @@ Result<std::unique_ptr<CollectiveBackend>> MakeBackend(const std::string& backen
                                 "GID index of each link)");
   }
   oo.transport.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(o.timeout);
+#ifdef SPARK_HAVE_ONESHOT_CUDA
+  if (HaveGpu()) {  // GPU memory, as the engine's device all-reduces
+    int devices = 1;
+    cudaGetDeviceCount(&devices);
+    const int device = p.device % std::max(devices, 1);  // ranks may share one GPU
+    SPARK_ASSIGN_OR_RETURN(auto staged, comm::oneshot::StagedOneShot::Create(*c, device, oo));
+    return std::unique_ptr<CollectiveBackend>(
+        new StagedBackend(std::move(c), std::move(staged), device));
+  }
+#endif
   SPARK_ASSIGN_OR_RETURN(auto one, comm::oneshot::OneShotCommunicator::Create(std::move(c), oo));
   return std::unique_ptr<CollectiveBackend>(new HostBackend("oneshot", std::move(one)));
 }
