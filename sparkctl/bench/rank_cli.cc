@@ -10,6 +10,7 @@
 #include "base/command_line.h"
 #include "sparkctl/bench/collective_rank.h"
 #include "sparkctl/bench/link_probe.h"
+#include "sparkctl/bench/nccl_probe.h"
 #include "sparkctl/rdma/verbs.h"
 
 namespace spark::bench {
@@ -119,6 +120,12 @@ void AddLink(CLI::App& app, int* exit_code) {
     }
     std::printf("%s\n", ToJson(*r).dump().c_str());
   });
+  auto engine = std::make_shared<std::string>(), library = std::make_shared<std::string>();
+  CLI::App* nccl = app.add_subcommand("nccl-info", "The NCCL an engine loads and its version (JSON)");
+  nccl->add_option("--engine", *engine, "The spark-engine binary whose NCCL to report");
+  nccl->add_option("--library", *library, "Open this libnccl instead");
+  nccl->footer("Example:\n  spark-bench nccl-info --engine /usr/local/lib/sparkctl/spark-engine");
+  nccl->callback([=] { std::printf("%s\n", ToJson(ProbeNccl(*engine, *library)).dump().c_str()); });
   CLI::App* info = app.add_subcommand("rdma-info", "The RDMA devices libibverbs can open (JSON)");
   info->callback([] { std::printf("%s\n", rdma::ToJson(rdma::ListVerbsDevices()).dump().c_str()); });
 }
