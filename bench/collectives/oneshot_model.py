@@ -58,10 +58,10 @@ def load(path):
         return None
 
 
-def sim_times(out, ranks, transport):
+def sim_times(out, tag, transport):
     """Median over repeats of the out-of-place time per size, or {} when not measured."""
     per_size = {}
-    for path in sorted(glob.glob(os.path.join(out, f"sim{ranks}_{transport}_*.json"))):
+    for path in sorted(glob.glob(os.path.join(out, f"sim{tag}_{transport}_*.json"))):
         j = load(path)
         if not j:
             continue
@@ -91,8 +91,9 @@ def main():
     out, result = sys.argv[1], sys.argv[2]
     s_call, s_relay = calibrate()
     loop2, loop4 = loop_p50(out, "loop_pair.json"), loop_p50(out, "loop_ring4.json")
-    sim = {n: sim_times(out, n, "oneshot") for n in (2, 4, 8)}
-    gloo4 = sim_times(out, 4, "gloo")
+    loop4m = loop_p50(out, "loop_mesh4.json")
+    sim = {t: sim_times(out, t, "oneshot") for t in ("2", "4s", "4", "8")}
+    gloo4 = sim_times(out, "4", "gloo")
     link = link_one_way_us(out)
     rows = []
     print("# PROJECTION (not a measurement): one-shot all-reduce on a 4-Spark ring over RDMA")
@@ -101,9 +102,9 @@ def main():
           f"{FIELD['twin_gbps']:.0f}/{FIELD['both_twins_gbps']:.0f} Gb/s")
     print("# measured here (socket wire): loopback threads p50; simulator medians of the "
           "out-of-place averages; link one-way p50 " + fmt(link) + " us")
-    head = ("size", "proj 4-ring", "field oneshot", "NCCL field", "loop pair", "loop ring4",
-            "sim pair", "sim ring4", "sim ring8", "sim gloo4")
-    print("%8s %12s %13s %10s %10s %10s %9s %9s %9s %9s" % head)
+    head = ("size", "proj 4-ring", "field oneshot", "NCCL field", "loop pair", "loop mesh4",
+            "loop ring4", "sim pair", "sim sw4", "sim ring4", "sim ring8", "sim gloo4")
+    print("%8s %12s %13s %10s %10s %10s %10s %9s %9s %9s %9s %9s" % head)
     for size in SIZES:
         proj = model_us(4, size, s_call, s_relay)
         field_os = FIELD["oneshot_ring4_us"].get(str(size)) or (
@@ -112,19 +113,24 @@ def main():
                 65536: FIELD["nccl_ring4_us"]["61440"]}[size]
         row = {"bytes": size, "projected_ring4_us": round(proj, 2),
                "field_oneshot_ring4_us": field_os, "field_nccl_ring4_us": nccl,
-               "loopback_pair_p50_us": loop2.get(size), "loopback_ring4_p50_us": loop4.get(size),
-               "sim_pair_us": sim[2].get(size), "sim_ring4_us": sim[4].get(size),
-               "sim_ring8_us": sim[8].get(size), "sim_gloo_ring4_us": gloo4.get(size)}
+               "loopback_pair_p50_us": loop2.get(size), "loopback_mesh4_p50_us": loop4m.get(size),
+               "loopback_ring4_p50_us": loop4.get(size), "sim_pair_us": sim["2"].get(size),
+               "sim_switched4_us": sim["4s"].get(size), "sim_ring4_us": sim["4"].get(size),
+               "sim_ring8_us": sim["8"].get(size), "sim_gloo_ring4_us": gloo4.get(size)}
         rows.append(row)
-        print("%8d %12.1f %13s %10.0f %10s %10s %9s %9s %9s %9s" % (
-            size, proj, fmt(field_os), nccl, fmt(loop2.get(size)), fmt(loop4.get(size)),
-            fmt(sim[2].get(size)), fmt(sim[4].get(size)), fmt(sim[8].get(size)),
-            fmt(gloo4.get(size))))
+        print("%8d %12.1f %13s %10.0f %10s %10s %10s %9s %9s %9s %9s %9s" % (
+            size, proj, fmt(field_os), nccl, fmt(loop2.get(size)), fmt(loop4m.get(size)),
+            fmt(loop4.get(size)), fmt(sim["2"].get(size)), fmt(sim["4s"].get(size)),
+            fmt(sim["4"].get(size)), fmt(sim["8"].get(size)), fmt(gloo4.get(size))))
     derived = {}
-    if sim[2] and sim[4]:
-        derived["sim_relay_hop_us"] = {s: round(sim[4][s] - sim[2][s], 1) for s in sim[2] if s in sim[4]}
-    if sim[2] and link:
-        derived["sim_call_software_us"] = {s: round(t - link, 1) for s, t in sim[2].items()}
+    if sim["4s"] and sim["4"]:  # the same four ranks, one hop against two (relayed)
+        derived["sim_relay_hop_us"] = {s: round(sim["4"][s] - sim["4s"][s], 1)
+                                       for s in sim["4s"] if s in sim["4"]}
+    if loop4m and loop4:
+        derived["loopback_relay_hop_us"] = {s: round(loop4[s] - loop4m[s], 1)
+                                            for s in loop4m if s in loop4}
+    if sim["2"] and link:
+        derived["sim_call_software_us"] = {s: round(t - link, 1) for s, t in sim["2"].items()}
     print("# derived from the simulator (socket wire):", json.dumps(derived))
     os.makedirs(os.path.dirname(result), exist_ok=True)
     with open(result, "w") as f:
