@@ -26,22 +26,36 @@ for spec in "2 mesh pair" "4 mesh mesh4" "4 ring ring4"; do
   "$build/bin/oneshot_latency" --ranks "$1" --topology "$2" --iters 3000 --sizes 4K,10K,64K \
     --json "$out/loop_$3.json"
 done
+# One run of `sparkctl bench allreduce ARGS` into FILE, retried once; a run that fails twice (a
+# rank starved past the rendezvous deadline on a busy host) is left out and said so.
+sample() {
+  local file=$1
+  shift
+  "$build/bin/sparkctl" bench allreduce "$@" --collective-timeout 60 --json > "$file" 2>/dev/null ||
+    "$build/bin/sparkctl" bench allreduce "$@" --collective-timeout 60 --json > "$file" ||
+    { rm -f "$file"; echo "# left out (failed twice): bench allreduce $*"; }
+}
 if [ "$(id -u)" -eq 0 ]; then
   for spec in "2 pair" "4 switched" "4 ring" "8 ring"; do
     set -- $spec
-    tag="$1$([ "$2" = switched ] && echo s)"
+    tag=$1
+    if [ "$2" = switched ]; then tag="${1}s"; fi
     name="osm$tag"
     seed="/run/sparkctl-sim/$name/cluster.yaml"
     "$build/bin/sparkctl" sim destroy --name "$name" >/dev/null 2>&1 || true
-    "$build/bin/sparkctl" sim create --name "$name" --nodes "$1" --topology "$2" >/dev/null
-    "$build/bin/sparkctl" discover -c "$seed" >/dev/null
-    "$build/bin/sparkctl" net apply -c "$seed" --yes >/dev/null
+    step() {  # a step of the cluster's set-up, retried once (a busy host can time one out)
+      "$@" > "$out/setup.log" 2>&1 || "$@" > "$out/setup.log" 2>&1 ||
+        { echo "oneshot_model: '$*' failed for $name:" >&2; tail -5 "$out/setup.log" >&2; exit 2; }
+    }
+    step "$build/bin/sparkctl" sim create --name "$name" --nodes "$1" --topology "$2"
+    step "$build/bin/sparkctl" discover -c "$seed"
+    step "$build/bin/sparkctl" net apply -c "$seed" --yes
     for ((i = 1; i <= repeat; i++)); do
       for size in $sizes; do
-        "$build/bin/sparkctl" bench allreduce -c "$seed" --transport oneshot -b "$size" \
-          -e "$size" -n 500 -w 50 --json > "$out/sim${tag}_oneshot_${size}_$i.json"
-        "$build/bin/sparkctl" bench allreduce -c "$seed" --transport gloo -b "$size" \
-          -e "$size" -n 50 -w 5 --json > "$out/sim${tag}_gloo_${size}_$i.json"
+        sample "$out/sim${tag}_oneshot_${size}_$i.json" -c "$seed" --transport oneshot \
+          -b "$size" -e "$size" -n 500 -w 50
+        sample "$out/sim${tag}_gloo_${size}_$i.json" -c "$seed" --transport gloo \
+          -b "$size" -e "$size" -n 50 -w 5
       done
     done
     [ "$1" = 2 ] && "$build/bin/sparkctl" bench link -c "$seed" --tcp --seconds 0.5 --json \
