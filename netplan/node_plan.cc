@@ -152,6 +152,9 @@ std::vector<EnvVar> MakeNcclEnv(const NodePlan& plan, const PlanInputs& inputs) 
   if (plan.kind == TopologyKind::kSwitched && inputs.nccl_ib_tc) {
     env.push_back({"NCCL_IB_TC", std::to_string(*inputs.nccl_ib_tc)});
   }
+  // Read by the Spark tuner plugin (nccl-patches/) when NCCL_TUNER_PLUGIN loads it; inert
+  // otherwise.
+  env.push_back({"SPARK_NCCL_TOPOLOGY", std::string(TopologyName(plan.kind))});
   return env;
 }
 

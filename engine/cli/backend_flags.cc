@@ -25,6 +25,21 @@ void AddBackendFlags(CLI::App* cmd, BackendFlags* flags) {
   cmd->add_flag("--no-cuda-graphs", flags->no_cuda_graphs,
                 "Run every step eagerly (for comparisons and debugging)")
       ->excludes(on);
+  comm::oneshot::OneShotSettings& o = flags->oneshot;
+  cmd->add_option("--oneshot-max-bytes", o.max_bytes,
+                  "With --tp > 1: all-reduces and all-gathers up to this many bytes go through "
+                  "the one-shot transport (one wire hop per neighbour, a fixed-order sum), larger "
+                  "ones through Gloo or NCCL; 0 (default) = off");
+  cmd->add_option("--oneshot-wire", o.wire, "One-shot wire: socket (default; TCP) or rdma");
+  cmd->add_option("--oneshot-topology", o.topology,
+                  "One-shot links: mesh (default: every pair), ring or line (a switchless ring: "
+                  "neighbours relay the other ranks)");
+  cmd->add_option("--oneshot-addr", o.addresses,
+                  "Local address of each one-shot link, ADDR[,ADDR] (ring: the cable to rank-1, "
+                  "then to rank+1); default: the address that reaches --master-addr");
+  cmd->add_option("--oneshot-rails", o.rails,
+                  "--oneshot-wire rdma: each link's RDMA devices and GID index, "
+                  "DEV:GID[+DEV:GID][,...] (sparkctl up passes them from the fabric plan)");
 }
 
 std::vector<std::string> BackendArgv(const BackendFlags& flags) {
@@ -32,6 +47,7 @@ std::vector<std::string> BackendArgv(const BackendFlags& flags) {
                                 flags.weight_dtype, "--kv-dtype",  flags.kv_dtype};
   if (flags.cuda_graphs) a.push_back("--cuda-graphs");
   if (flags.no_cuda_graphs) a.push_back("--no-cuda-graphs");
+  for (std::string& arg : flags.oneshot.Argv()) a.push_back(std::move(arg));
   return a;
 }
 
@@ -40,6 +56,7 @@ void ApplyBackendFlags(const BackendFlags& flags, RankOptions* rank) {
   rank->weight_dtype = flags.weight_dtype;
   rank->kv_dtype = flags.kv_dtype;
   if (flags.cuda_graphs || flags.no_cuda_graphs) rank->cuda_graphs = flags.cuda_graphs;
+  rank->oneshot = flags.oneshot;
 }
 
 }  // namespace spark::engine::cli

@@ -1,5 +1,5 @@
 // The compute flags `spark-engine generate` and `serve` share (--backend, --weight-dtype,
-// --kv-dtype, --cuda-graphs): one definition of their help text, of how a launcher passes them on
+// --kv-dtype, --cuda-graphs, and the collective choice --oneshot-*): one definition of their help text, of how a launcher passes them on
 // to the local rank processes it starts, and of how they fill RankOptions.
 // Thread-safety: plain values and pure functions.
 #pragma once
@@ -21,6 +21,7 @@ struct BackendFlags {
   std::string kv_dtype = "auto";
   bool cuda_graphs = false;     // --cuda-graphs
   bool no_cuda_graphs = false;  // --no-cuda-graphs
+  comm::oneshot::OneShotSettings oneshot;  // --oneshot-max-bytes, -wire, -topology, -addr, -rails
 };
 
 void AddBackendFlags(CLI::App* cmd, BackendFlags* flags);

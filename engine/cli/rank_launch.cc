@@ -19,6 +19,8 @@
 #include <thread>
 
 #include "base/logging.h"
+#include "comm/oneshot/oneshot_communicator.h"
+#include "comm/socket.h"
 #include "engine/cli/compute_choice.h"
 #include "engine/cli/kv_budget.h"
 #include "engine/cli/startup_memory.h"
@@ -255,7 +257,7 @@ Status RankOptions::Validate() const {
   if (rank == 0 && num_kv_blocks < 1 && kv_memory_fraction <= 0) {
     return InvalidArgumentError("--num-kv-blocks must be >= 1");
   }
-  return Status::Ok();
+  return oneshot.Validate();
 }
 
 RankSession::RankSession(const RankOptions& options) : options_(options) {}
@@ -392,6 +394,15 @@ Status RankSession::ConnectGroup() {
   co.master_port = options_.master_port;
   co.timeout = options_.comm_timeout;
   SPARK_ASSIGN_OR_RETURN(comm_, comm::CreateCommunicator(co));
+  if (!options_.oneshot.enabled()) return Status::Ok();
+  // Small all-reduces one-shot, the rest (and the set-up) over Gloo.
+  SPARK_ASSIGN_OR_RETURN(std::string local, comm::LocalAddressFor(options_.master_addr));
+  SPARK_ASSIGN_OR_RETURN(comm::oneshot::OneShotOptions oo,
+                         options_.oneshot.ToOptions(local, options_.comm_timeout));
+  SPARK_ASSIGN_OR_RETURN(comm_,
+                         comm::oneshot::OneShotCommunicator::Create(std::move(comm_), oo));
+  Logger("engine")->info("rank {}: all-reduces up to {} bytes one-shot over {}", options_.rank,
+                         options_.oneshot.max_bytes, options_.oneshot.wire);
   return Status::Ok();
 }
 
@@ -414,12 +425,28 @@ Status RankSession::ConnectNccl() {
   auto ordered = std::make_unique<backend::cuda::StreamOrderedCommunicator>(nccl.get(), gpu);
   // Ranks on one host with peer access sum decode tensors directly (and may do so inside CUDA
   // graphs); across machines NCCL stays. Every rank gets the same answer.
+  bool peer_on = false;
   if (Status peer = ordered->EnablePeerAllReduce(); peer.ok()) {
+    peer_on = true;
     Logger("engine")->info("rank {}: peer all-reduce on (ranks share a host)", options_.rank);
   } else if (peer.code() == StatusCode::kUnavailable) {
     Logger("engine")->info("rank {}: collectives through NCCL ({})", options_.rank, peer.message());
   } else {
     return peer;
+  }
+  // Ranks on different machines: small all-reduces one-shot, staged through pinned host memory.
+  if (options_.oneshot.enabled() && peer_on) {
+    Logger("engine")->warn("rank {}: --oneshot-max-bytes not used: the ranks share a host and "
+                           "sum through the peer all-reduce, which is faster",
+                           options_.rank);
+  } else if (options_.oneshot.enabled()) {
+    SPARK_ASSIGN_OR_RETURN(std::string local, comm::LocalAddressFor(options_.master_addr));
+    SPARK_ASSIGN_OR_RETURN(comm::oneshot::OneShotOptions oo,
+                           options_.oneshot.ToOptions(local, options_.comm_timeout));
+    SPARK_RETURN_IF_ERROR(ordered->EnableOneShot(oo, options_.oneshot.max_bytes));
+    Logger("engine")->info("rank {}: device all-reduces up to {} bytes one-shot over {} (staged "
+                           "through pinned host memory)",
+                           options_.rank, options_.oneshot.max_bytes, options_.oneshot.wire);
   }
   comm_ = std::move(ordered);
   nccl_ = std::move(nccl);

@@ -38,6 +38,7 @@
 #include "engine/cli/startup_memory.h"
 #include "engine/backend/backend.h"
 #include "comm/communicator.h"
+#include "comm/oneshot/setup.h"
 #include "comm/rendezvous.h"
 #include "engine/core/model_config.h"
 #include "engine/model/memory_plan.h"
@@ -72,6 +73,10 @@ struct RankOptions {
   int master_port = 29500;
   // Rendezvous and per-collective deadline: a dead peer gives DeadlineExceeded, not a hang.
   std::chrono::milliseconds comm_timeout = std::chrono::seconds(60);
+  // tp > 1: all-reduces and all-gathers up to oneshot.max_bytes go through the one-shot
+  // transport (comm/oneshot; on cpu over Gloo's group, on cuda staged through pinned host
+  // memory), larger ones through Gloo or NCCL. Off (0) by default.
+  comm::oneshot::OneShotSettings oneshot;
   // Rank 0: broadcast an empty plan when no plan went out for this long, so idle workers stay
   // inside comm_timeout and their status files fresh. 0 = comm_timeout / 4, kept within
   // [100 ms, 1 s].
@@ -114,7 +119,7 @@ struct RankOptions {
   std::function<Status(const Status&)> on_group_error;
 
   // InvalidArgument naming the flag (--tp, --rank, --backend, --weight-dtype, --master-port,
-  // --block-size).
+  // --block-size, --oneshot-*).
   // A known backend that this build lacks is refused later, by backend::CreateBackend.
   Status Validate() const;
 };

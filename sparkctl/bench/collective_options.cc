@@ -14,8 +14,16 @@ Status CollectiveOptions::Validate() const {
   if (step_factor == 0) return InvalidArgumentError("-f must be at least 1 (1 = step by -i)");
   if (step_factor == 1 && step_bytes == 0)
     return InvalidArgumentError("-i must be positive when -f is 1");
-  if (backend != "auto" && backend != "nccl" && backend != "gloo")
-    return InvalidArgumentError("--backend '" + backend + "': use auto, nccl or gloo");
+  if (backend != "auto" && backend != "nccl" && backend != "gloo" && backend != "oneshot")
+    return InvalidArgumentError("--transport '" + backend + "': use auto, nccl, gloo or oneshot");
+  if (oneshot_wire != "socket" && oneshot_wire != "rdma")
+    return InvalidArgumentError("--wire '" + oneshot_wire + "': use socket or rdma");
+  if (oneshot_topology != "mesh" && oneshot_topology != "ring" && oneshot_topology != "line")
+    return InvalidArgumentError("--oneshot-topology '" + oneshot_topology +
+                                "': use mesh, ring or line");
+  if (backend == "oneshot" && max_bytes > (size_t{64} << 20))
+    return InvalidArgumentError("-e " + std::to_string(max_bytes) +
+                                ": the one-shot transport carries at most 64M per call");
   return Status::Ok();
 }
 
@@ -31,6 +39,12 @@ std::vector<std::string> RankArgs(const CollectiveOptions& o, const RankPlacemen
       "--master", p.master_addr + ":" + std::to_string(p.master_port),
       "--device", std::to_string(p.device)};
   if (!p.host_label.empty()) a.insert(a.end(), {"--host-label", p.host_label});
+  if (o.backend == "oneshot") {
+    a.insert(a.end(), {"--oneshot-wire", o.oneshot_wire, "--oneshot-topology",
+                       p.oneshot_topology.empty() ? o.oneshot_topology : p.oneshot_topology});
+    if (!p.oneshot_addresses.empty()) a.insert(a.end(), {"--oneshot-addr", p.oneshot_addresses});
+    if (!p.oneshot_rails.empty()) a.insert(a.end(), {"--oneshot-rails", p.oneshot_rails});
+  }
   if (o.json) a.push_back("--json");
   return a;
 }

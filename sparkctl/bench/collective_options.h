@@ -23,13 +23,20 @@ struct CollectiveOptions {
   int iters = 20;                // -n
   int warmup_iters = 1;          // -w
   int check = 1;                 // -c: 1 = check every result, 0 = skip (#wrong shows N/A)
-  // "auto" (NCCL when this build has CUDA and a GPU is visible, else Gloo), "nccl" or "gloo".
+  // --transport (or its older spelling --backend): "auto" (NCCL when this build has CUDA and a
+  // GPU is visible, else Gloo), "nccl", "gloo" or "oneshot" (comm/oneshot: every size of the
+  // sweep through the one-shot transport, host memory on CPU ranks).
   std::string backend = "auto";
+  // --transport oneshot: the wire ("socket" or "rdma") and, in local mode, the topology of its
+  // links ("mesh", "ring", "line"; cluster mode takes the fabric plan's).
+  std::string oneshot_wire = "socket";
+  std::string oneshot_topology = "mesh";
   bool json = false;
   // Deadline for the rendezvous and each collective.
   std::chrono::seconds timeout{120};
 
-  // InvalidArgument naming the flag: -b > -e, -n < 1, -w < 0, -c not 0/1, -f 0, bad backend.
+  // InvalidArgument naming the flag: -b > -e, -n < 1, -w < 0, -c not 0/1, -f 0, bad transport,
+  // wire or topology, a one-shot slice over 64 MiB.
   Status Validate() const;
 };
 
@@ -41,6 +48,11 @@ struct RankPlacement {
   int master_port = 29600;  // the bench rendezvous; Gloo uses master_port + 1
   int device = 0;           // CUDA device ordinal for NCCL
   std::string host_label;   // the node name shown in the device lines ("" = hostname)
+  // --transport oneshot in cluster mode: this rank's links from the fabric plan
+  // (netplan/oneshot_links.h); empty: 127.0.0.1 and the options' topology.
+  std::string oneshot_topology;
+  std::string oneshot_addresses;  // "198.18.6.2,198.18.0.1"
+  std::string oneshot_rails;      // "rocep1s0f1:3+roceP2p1s0f1:3,..."
 };
 
 // argv (after the program) for `spark-bench <collective> ...` that reproduces options+placement.

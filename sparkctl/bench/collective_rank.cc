@@ -8,11 +8,15 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "comm/oneshot/oneshot_communicator.h"
 #include "comm/rendezvous.h"
 #ifdef SPARK_HAVE_NCCL
 #include <cuda_runtime.h>
 
 #include "comm/nccl_communicator.h"
+#endif
+#ifdef SPARK_HAVE_ONESHOT_CUDA
+#include "comm/oneshot_cuda/staged_group.h"
 #endif
 
 namespace spark::bench {
@@ -20,11 +24,13 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Gloo: host memory; Start runs the collective to completion (Gloo calls block).
-class GlooBackend : public CollectiveBackend {
+// Gloo or the one-shot transport: host memory; Start runs the collective to completion (both
+// block).
+class HostBackend : public CollectiveBackend {
  public:
-  explicit GlooBackend(std::unique_ptr<comm::Communicator> c) : comm_(std::move(c)) {}
-  std::string name() const override { return "gloo"; }
+  HostBackend(std::string name, std::unique_ptr<comm::Communicator> c)
+      : name_(std::move(name)), comm_(std::move(c)) {}
+  std::string name() const override { return name_; }
   int rank() const override { return comm_->rank(); }
   int world_size() const override { return comm_->world_size(); }
   Status Allocate(size_t send_count, size_t recv_count) override {
@@ -44,7 +50,8 @@ class GlooBackend : public CollectiveBackend {
   }
   Status Start(Collective c, const float* send, float* recv, size_t count) override {
     if (c == Collective::kAllGather) return comm_->AllGather(send, count, recv);
-    // Gloo reduces in place: out-of-place is a copy into the receive buffer first.
+    // Gloo and the one-shot transport reduce in place: out-of-place is a copy into the receive
+  // buffer first.
     if (send != recv) std::memcpy(recv, send, count * sizeof(float));
     return comm_->AllReduceSum(recv, count);
   }
@@ -52,6 +59,7 @@ class GlooBackend : public CollectiveBackend {
   Status Barrier() override { return comm_->Barrier(); }
 
  private:
+  const std::string name_;
   std::unique_ptr<comm::Communicator> comm_;
   std::vector<float> send_, recv_;
 };
@@ -99,6 +107,73 @@ class NcclBackend : public CollectiveBackend {
                          cudaGetErrorString(e));
   }
   std::unique_ptr<comm::NcclCommunicator> comm_;
+  float* send_ = nullptr;
+  float* recv_ = nullptr;
+};
+#endif
+
+#ifdef SPARK_HAVE_ONESHOT_CUDA
+// The one-shot transport on GPU memory: staged through pinned host memory by its kernel, on
+// this rank's stream; Gloo (host) sets it up and runs the barriers.
+class StagedBackend : public CollectiveBackend {
+ public:
+  StagedBackend(std::unique_ptr<comm::Communicator> gloo,
+                std::unique_ptr<comm::oneshot::StagedOneShot> oneshot, int device)
+      : gloo_(std::move(gloo)), oneshot_(std::move(oneshot)) {
+    cudaSetDevice(device);
+    cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking);
+  }
+  ~StagedBackend() override {
+    if (send_) cudaFree(send_);
+    if (recv_) cudaFree(recv_);
+    oneshot_.reset();
+    if (stream_) cudaStreamDestroy(stream_);
+  }
+  std::string name() const override { return "oneshot"; }
+  int rank() const override { return gloo_->rank(); }
+  int world_size() const override { return gloo_->world_size(); }
+  Status Allocate(size_t send_count, size_t recv_count) override {
+    SPARK_RETURN_IF_ERROR(Check(cudaMalloc(reinterpret_cast<void**>(&send_),
+                                           std::max<size_t>(send_count, 1) * sizeof(float)),
+                                "cudaMalloc send"));
+    return Check(cudaMalloc(reinterpret_cast<void**>(&recv_),
+                            std::max<size_t>(recv_count, 1) * sizeof(float)),
+                 "cudaMalloc recv");
+  }
+  float* send() override { return send_; }
+  float* recv() override { return recv_; }
+  Status Upload(const float* host, float* dst, size_t count) override {
+    return Check(cudaMemcpy(dst, host, count * sizeof(float), cudaMemcpyHostToDevice), "upload");
+  }
+  Status Download(const float* src, float* host, size_t count) override {
+    return Check(cudaMemcpy(host, src, count * sizeof(float), cudaMemcpyDeviceToHost),
+                 "download");
+  }
+  Status Start(Collective c, const float* send, float* recv, size_t count) override {
+    if (c == Collective::kAllGather) return oneshot_->EnqueueAllGather(send, count, recv, stream_);
+    if (send != recv) {
+      SPARK_RETURN_IF_ERROR(Check(cudaMemcpyAsync(recv, send, count * sizeof(float),
+                                                  cudaMemcpyDeviceToDevice, stream_),
+                                  "copy"));
+    }
+    return oneshot_->EnqueueAllReduceSum(recv, count, stream_);
+  }
+  Status Wait() override {
+    const cudaError_t e = cudaStreamSynchronize(stream_);
+    SPARK_RETURN_IF_ERROR(oneshot_->broken());
+    return Check(e, "cudaStreamSynchronize");
+  }
+  Status Barrier() override { return gloo_->Barrier(); }
+
+ private:
+  Status Check(cudaError_t e, const char* what) {
+    if (e == cudaSuccess) return Status::Ok();
+    return InternalError("rank " + std::to_string(rank()) + ": " + what + ": " +
+                         cudaGetErrorString(e));
+  }
+  std::unique_ptr<comm::Communicator> gloo_;
+  std::unique_ptr<comm::oneshot::StagedOneShot> oneshot_;
+  cudaStream_t stream_ = nullptr;
   float* send_ = nullptr;
   float* recv_ = nullptr;
 };
@@ -214,6 +289,9 @@ Result<int64_t> RunSweep(const CollectiveOptions& o, CollectiveBackend& b,
   ReportConfig config{o.collective, b.name(), nccl_headers, nccl_library, n, o.min_bytes,
                       o.max_bytes, o.step_factor, o.step_bytes, o.warmup_iters, o.iters, o.check,
                       device_lines};
+  if (b.name() == "oneshot") {
+    config.note = std::string("CPU ranks, ") + (o.oneshot_wire == "rdma" ? "RDMA verbs" : "TCP");
+  }
   if (b.rank() == 0 && !o.json) std::fputs(ReportHeader(config).c_str(), out);
   std::fflush(out);
   SPARK_RETURN_IF_ERROR(b.Barrier());
@@ -275,7 +353,8 @@ bool HaveGpu() {
 }
 
 // The device line of this rank for the header.
-std::string ThisDevice(const std::string& backend, const RankPlacement& p, const std::string& host) {
+std::string ThisDevice(const std::string& backend, const CollectiveOptions& o,
+                       const RankPlacement& p, const std::string& host) {
 #ifdef SPARK_HAVE_NCCL
   if (backend == "nccl") {
     cudaDeviceProp prop{};
@@ -286,6 +365,24 @@ std::string ThisDevice(const std::string& backend, const RankPlacement& p, const
     return DeviceLine(p.rank, getpid(), host, std::to_string(p.device), what);
   }
 #endif
+  if (backend == "oneshot") {
+#ifdef SPARK_HAVE_ONESHOT_CUDA
+    if (HaveGpu()) {
+      int devices = 1;
+      cudaGetDeviceCount(&devices);
+      const int device = p.device % std::max(devices, 1);
+      cudaDeviceProp prop{};
+      cudaGetDeviceProperties(&prop, device);
+      return DeviceLine(p.rank, getpid(), host, std::to_string(device),
+                        std::string(prop.name) + " oneshot over " + o.oneshot_wire +
+                            ", staged through pinned host memory");
+    }
+#endif
+    return DeviceLine(p.rank, getpid(), host, "-",
+                      "[cpu] oneshot over " + o.oneshot_wire + " (" +
+                          (p.oneshot_topology.empty() ? o.oneshot_topology : p.oneshot_topology) +
+                          ")");
+  }
   return DeviceLine(p.rank, getpid(), host, "-", "[cpu] " + backend + " over TCP");
 }
 
@@ -312,7 +409,40 @@ Result<std::unique_ptr<CollectiveBackend>> MakeBackend(const std::string& backen
   co.master_port = p.master_port + 1;
   co.timeout = o.timeout;
   SPARK_ASSIGN_OR_RETURN(auto c, comm::CreateCommunicator(co));
-  return std::unique_ptr<CollectiveBackend>(new GlooBackend(std::move(c)));
+  if (backend != "oneshot") {
+    return std::unique_ptr<CollectiveBackend>(new HostBackend("gloo", std::move(c)));
+  }
+  // Gloo sets the links up and runs the barriers; every size of the sweep goes one-shot.
+  comm::oneshot::OneShotOptions oo;
+  SPARK_ASSIGN_OR_RETURN(
+      oo.topology, comm::oneshot::ParseTopology(p.oneshot_topology.empty() ? o.oneshot_topology
+                                                                            : p.oneshot_topology));
+  oo.wire = o.oneshot_wire;
+  oo.capacity_bytes =
+      std::max<size_t>(SizesFor(o.collective, o.max_bytes, sizeof(float), p.world_size).send_count *
+                           sizeof(float),
+                       64);
+  oo.addresses = comm::oneshot::ParseAddresses(p.oneshot_addresses.empty() ? "127.0.0.1"
+                                                                          : p.oneshot_addresses);
+  if (!p.oneshot_rails.empty()) {
+    SPARK_ASSIGN_OR_RETURN(oo.rails, comm::oneshot::ParseRails(p.oneshot_rails));
+  } else if (oo.wire == "rdma") {
+    return InvalidArgumentError("--oneshot-wire rdma needs --oneshot-rails (the RDMA device and "
+                                "GID index of each link)");
+  }
+  oo.transport.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(o.timeout);
+#ifdef SPARK_HAVE_ONESHOT_CUDA
+  if (HaveGpu()) {  // GPU memory, as the engine's device all-reduces
+    int devices = 1;
+    cudaGetDeviceCount(&devices);
+    const int device = p.device % std::max(devices, 1);  // ranks may share one GPU
+    SPARK_ASSIGN_OR_RETURN(auto staged, comm::oneshot::StagedOneShot::Create(*c, device, oo));
+    return std::unique_ptr<CollectiveBackend>(
+        new StagedBackend(std::move(c), std::move(staged), device));
+  }
+#endif
+  SPARK_ASSIGN_OR_RETURN(auto one, comm::oneshot::OneShotCommunicator::Create(std::move(c), oo));
+  return std::unique_ptr<CollectiveBackend>(new HostBackend("oneshot", std::move(one)));
 }
 
 Result<int64_t> RunRank(const CollectiveOptions& o, const RankPlacement& p) {
@@ -329,7 +459,7 @@ Result<int64_t> RunRank(const CollectiveOptions& o, const RankPlacement& p) {
   }
   std::string host = p.host_label.empty() ? HostName() : p.host_label;
   SPARK_ASSIGN_OR_RETURN(std::vector<std::string> lines,
-                         rdv->Join("bench", ThisDevice(backend, p, host)));
+                         rdv->Join("bench", ThisDevice(backend, o, p, host)));
   SPARK_ASSIGN_OR_RETURN(auto b, MakeBackend(backend, o, p, *rdv));
   ReportChannel ch;
   ch.set = [&](const std::string& k, const std::string& v) {

@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <functional>
 
+#include "netplan/oneshot_links.h"
 #include "sparkctl/ssh/parallel.h"
 #include "sparkctl/ssh/self_copy.h"
 
@@ -115,7 +116,7 @@ Result<RunReport> RunLocal(const std::string& program, const CollectiveOptions& 
   auto start = Clock::now();
   std::vector<pid_t> pids;
   for (int r = 0; r < ranks; ++r) {
-    RankPlacement p{r, ranks, "127.0.0.1", port, use_gpus ? r : 0, ""};
+    RankPlacement p{r, ranks, "127.0.0.1", port, use_gpus ? r : 0, "", "", "", ""};
     std::vector<std::string> argv = {program};
     for (std::string& a : RankArgs(o, p)) argv.push_back(std::move(a));
     int out = r == 0 ? (passthrough ? STDOUT_FILENO : pipe_fds[1]) : -1;
@@ -194,8 +195,15 @@ std::vector<ClusterRank> ClusterRanks(const fabric::ClusterChanges& changes,
   std::vector<ClusterRank> ranks;
   for (const auto& n : changes.nodes) {
     auto it = control.addresses.find(n.node);
-    ranks.push_back({n.node, it == control.addresses.end() ? n.management_address : it->second,
-                     control.Env(n.plan.nccl_env)});
+    ClusterRank r{n.node, it == control.addresses.end() ? n.management_address : it->second,
+                  control.Env(n.plan.nccl_env)};
+    auto links = netplan::PlanOneShotLinks(changes.fabric, static_cast<int>(ranks.size()));
+    if (links.ok()) {
+      r.oneshot_topology = links->topology;
+      r.oneshot_addresses = links->AddressesFlag();
+      r.oneshot_rails = links->RailsFlag();
+    }
+    ranks.push_back(std::move(r));
   }
   return ranks;
 }
@@ -205,6 +213,13 @@ Result<RunReport> RunCluster(ssh::Transport& transport, const std::string& progr
                              const std::vector<ClusterRank>& ranks, int master_port,
                              std::chrono::seconds timeout) {
   if (ranks.empty()) return FailedPreconditionError("the inventory has no nodes");
+  for (const ClusterRank& r : ranks) {
+    if (options.backend == "oneshot" && r.oneshot_addresses.empty()) {
+      return FailedPreconditionError(r.node + ": the fabric plan has no one-shot links for it "
+                                     "(no addressed cable to its neighbours): run `sparkctl "
+                                     "net apply` and `sparkctl selftest`");
+    }
+  }
   std::vector<std::string> nodes;
   for (const ClusterRank& r : ranks) nodes.push_back(r.node);
   auto copies = ssh::ForEachNode<ssh::RemoteFile>(nodes, [&](const std::string& node) {
@@ -218,7 +233,8 @@ Result<RunReport> RunCluster(ssh::Transport& transport, const std::string& progr
   std::vector<Result<ssh::CommandResult>> results(n, InternalError("not run"));
   ssh::ParallelFor(n, n, [&](size_t r) {
     RankPlacement p{static_cast<int>(r), n, ranks[0].control_address, master_port, 0,
-                    ranks[r].node};
+                    ranks[r].node, ranks[r].oneshot_topology, ranks[r].oneshot_addresses,
+                    ranks[r].oneshot_rails};
     ssh::RunOptions ro;
     ro.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(timeout);
     results[r] = transport.Run(ranks[r].node, RankCommand(kRemoteBenchPath, options, p, ranks[r].env), ro);

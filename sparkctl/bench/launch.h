@@ -48,10 +48,12 @@ struct ClusterRank {
   std::string node;                 // inventory name (the SSH target)
   std::string control_address;      // rank 0's is the rendezvous address
   std::vector<netplan::EnvVar> env;  // NCCL environment from the netplan library
+  // The one-shot transport's links (netplan/oneshot_links.h); empty when the plan has none.
+  std::string oneshot_topology, oneshot_addresses, oneshot_rails;
 };
 
-// One rank per node of `changes`, in rank order, with the control plane's addresses and its
-// NCCL_SOCKET_IFNAME.
+// One rank per node of `changes`, in rank order, with the control plane's addresses, its
+// NCCL_SOCKET_IFNAME and the one-shot links of the fabric plan.
 std::vector<ClusterRank> ClusterRanks(const fabric::ClusterChanges& changes,
                                       const fabric::ControlPlane& control);
 

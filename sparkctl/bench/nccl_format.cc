@@ -126,7 +126,7 @@ std::string ReportHeader(const ReportConfig& c) {
     out += Printf("# spark-bench (nccl-tests 2.19.6 format) backend nccl nccl-headers=%d "
                   "nccl-library=%d\n", c.nccl_headers, c.nccl_library);
   } else {
-    out += "# spark-bench (nccl-tests 2.19.6 format) backend " + c.backend + " (CPU ranks, TCP)\n";
+    out += "# spark-bench (nccl-tests 2.19.6 format) backend " + c.backend + " (" + c.note + ")\n";
   }
   out += "# Collective test starting: " + std::string(NcclTestsName(c.collective)) + "\n";
   bool by_factor = c.step_factor > 1;

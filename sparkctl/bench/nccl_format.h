@@ -60,13 +60,14 @@ std::string FormatFloat(double value, int width);
 // What the header says about the run.
 struct ReportConfig {
   Collective collective = Collective::kAllReduce;
-  std::string backend;        // "nccl" or "gloo"
+  std::string backend;        // "nccl", "gloo" or "oneshot"
   int nccl_headers = 0;       // NCCL_VERSION_CODE; 0 for Gloo
   int nccl_library = 0;
   int ranks = 1;
   size_t min_bytes = 0, max_bytes = 0, step_factor = 1, step_bytes = 0;
   int warmup_iters = 1, iters = 20, check = 1;
   std::vector<std::string> device_lines;  // one per rank, without the leading "#"
+  std::string note = "CPU ranks, TCP";    // what the header says about host backends
 };
 
 struct Measurement {

@@ -10,6 +10,7 @@
 #include "base/command_line.h"
 #include "sparkctl/bench/collective_rank.h"
 #include "sparkctl/bench/link_probe.h"
+#include "sparkctl/bench/nccl_probe.h"
 #include "sparkctl/rdma/verbs.h"
 
 namespace spark::bench {
@@ -63,7 +64,15 @@ void AddCollective(CLI::App& app, Collective c, int* exit_code) {
   cmd->add_option("-n,--iters", o->iters, "Timed iterations per size (default 20)");
   cmd->add_option("-w,--warmup_iters", o->warmup_iters, "Warm-up iterations (default 1)");
   cmd->add_option("-c,--check", o->check, "Check results: 1 (default) or 0");
-  cmd->add_option("--backend", o->backend, "auto (default), nccl or gloo");
+  cmd->add_option("--transport,--backend", o->backend,
+                  "auto (default: nccl on GPUs, else gloo), nccl, gloo or oneshot");
+  cmd->add_option("--oneshot-wire", o->oneshot_wire, "oneshot: socket (default) or rdma");
+  cmd->add_option("--oneshot-topology", o->oneshot_topology,
+                  "oneshot: mesh (default), ring or line (non-adjacent ranks relayed)");
+  cmd->add_option("--oneshot-addr", p->oneshot_addresses,
+                  "oneshot: local address of each link, ADDR[,ADDR] (default 127.0.0.1)");
+  cmd->add_option("--oneshot-rails", p->oneshot_rails,
+                  "oneshot over rdma: each link's rails, DEV:GID[+DEV:GID][,...]");
   cmd->add_option("--rank", p->rank, "This rank")->required();
   cmd->add_option("--world-size", p->world_size, "Number of ranks")->required();
   cmd->add_option("--master", raw->master, "Rendezvous ADDR:PORT served by rank 0");
@@ -111,6 +120,12 @@ void AddLink(CLI::App& app, int* exit_code) {
     }
     std::printf("%s\n", ToJson(*r).dump().c_str());
   });
+  auto engine = std::make_shared<std::string>(), library = std::make_shared<std::string>();
+  CLI::App* nccl = app.add_subcommand("nccl-info", "The NCCL an engine loads and its version (JSON)");
+  nccl->add_option("--engine", *engine, "The spark-engine binary whose NCCL to report");
+  nccl->add_option("--library", *library, "Open this libnccl instead");
+  nccl->footer("Example:\n  spark-bench nccl-info --engine /usr/local/lib/sparkctl/spark-engine");
+  nccl->callback([=] { std::printf("%s\n", ToJson(ProbeNccl(*engine, *library)).dump().c_str()); });
   CLI::App* info = app.add_subcommand("rdma-info", "The RDMA devices libibverbs can open (JSON)");
   info->callback([] { std::printf("%s\n", rdma::ToJson(rdma::ListVerbsDevices()).dump().c_str()); });
 }

@@ -24,6 +24,7 @@ struct CollectiveFlags {
   std::string program;
   int port = 29600;
   int timeout_s = 600;
+  int collective_timeout_s = 120;
 };
 
 struct LinkFlags {
@@ -65,6 +66,10 @@ int RunCollective(bench::Collective kind, CollectiveFlags f) {
     if (!v.ok()) return ReportError(v.status());
     *out = *v;
   }
+  if (f.collective_timeout_s < 1) {
+    return ReportError(InvalidArgumentError("--collective-timeout must be at least 1 second"));
+  }
+  f.o.timeout = std::chrono::seconds(f.collective_timeout_s);
   if (Status s = f.o.Validate(); !s.ok()) return ReportError(s);
   auto program = bench::FindBenchProgram(f.program);
   if (!program.ok()) return ReportError(program.status());
@@ -115,13 +120,25 @@ void AddCollective(CLI::App* bench, bench::Collective kind, CommandContext& cont
   AddClusterFlag(cmd, &f->cluster_file,
                  "Cluster mode: one rank per node of this inventory, started over SSH (default: "
                  "local mode)");
-  cmd->add_option("--backend", f->o.backend, "auto (NCCL on GPUs, else Gloo; default), nccl, gloo");
+  cmd->add_option("--transport,--backend", f->o.backend,
+                  "auto (NCCL on GPUs, else Gloo; default), nccl, gloo, or oneshot (the one-shot "
+                  "transport for small messages: docs/comm.md)");
+  cmd->add_option("--wire", f->o.oneshot_wire,
+                  "--transport oneshot: socket (default; TCP) or rdma (RC verbs over the "
+                  "ConnectX ports)");
+  cmd->add_option("--oneshot-topology", f->o.oneshot_topology,
+                  "--transport oneshot in local mode: mesh (default), ring or line (relays "
+                  "non-adjacent ranks); cluster mode follows the fabric");
   cmd->add_option("--program", f->program, "spark-bench to run (default: next to sparkctl)");
   cmd->add_option("--port", f->port, "Cluster mode: rendezvous port on rank 0 (default 29600)");
   cmd->add_option("--timeout", f->timeout_s, "Give up after this many seconds (default 600)");
+  cmd->add_option("--collective-timeout", f->collective_timeout_s,
+                  "A rank that waits this many seconds for a peer in the rendezvous or one "
+                  "collective fails, naming the peer where the transport can (default 120)");
   AddJsonFlag(cmd, &f->o.json, "schema sparkctl-bench-collective/v1");
   SetExample(cmd, "sparkctl bench " + name + " -b 8 -e 1G -f 2 -g 2\n  sparkctl bench " + name +
-                      " -b 1M -e 256M -f 4 -c cluster.yaml --json\n"
+                      " -b 1M -e 256M -f 4 -c cluster.yaml --json\n  sparkctl bench " + name +
+                      " -b 4K -e 64K -f 2 -c cluster.yaml --transport oneshot --wire rdma\n"
                       "busbw = algbw * " +
                       (kind == bench::Collective::kAllReduce ? "2(n-1)/n" : "(n-1)/n") +
                       " (nccl-tests' convention): compare it with the link speed.");

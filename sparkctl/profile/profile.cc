@@ -140,6 +140,16 @@ void ValidateEngine(const EngineSpec& e, const TopologySpec& t, FieldErrors* err
              (e.speculative.num_tokens < 1 || e.speculative.num_tokens > 16)) {
     errors->Add("engine.speculative.num_tokens", "must be 1..16 when a method is set");
   }
+  const CollectivesSpec& c = e.collectives;
+  if (c.oneshot_max_bytes < 0 || c.oneshot_max_bytes > (int64_t{64} << 20)) {
+    errors->Add("engine.collectives.oneshot_max_bytes", "out of range (0 = off .. 67108864)");
+  } else if (c.oneshot_max_bytes > 0 && e.tp < 2) {
+    errors->Add("engine.collectives.oneshot_max_bytes",
+                "needs engine.tp > 1 (one rank has no collectives)");
+  }
+  if (c.wire != "socket" && c.wire != "rdma") {
+    errors->Add("engine.collectives.wire", "'" + c.wire + "' is not a wire (socket, rdma)");
+  }
 }
 
 void ValidateApi(const ApiSpec& a, FieldErrors* errors) {

@@ -78,6 +78,14 @@ struct MemoryGuardSpec {
   double hard_floor_gib = 1;
 };
 
+// The engine's collective choice by size (docs/comm.md): all-reduces and all-gathers up to
+// oneshot_max_bytes through the one-shot transport over `wire`, larger ones through NCCL (Gloo
+// on cpu). 0 = NCCL for everything.
+struct CollectivesSpec {
+  int64_t oneshot_max_bytes = 0;
+  std::string wire = "socket";  // socket (TCP over the fabric) or rdma (RC verbs)
+};
+
 struct EngineSpec {
   std::string backend = "auto";  // auto (cuda when a GPU is present), cuda, cpu
   // Linear weights in memory: auto (the engine's choice: the checkpoint's type on cuda), fp32,
@@ -96,6 +104,9 @@ struct EngineSpec {
   std::string reasoning_parser;  // "" or a parser of the engine (spark-engine info)
   std::string tool_parser;       // "" or a parser of the engine (spark-engine info)
   MemoryGuardSpec memory_guard;
+};
+
+  CollectivesSpec collectives;
 };
 
 struct ApiSpec {

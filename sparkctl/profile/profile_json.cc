@@ -41,6 +41,8 @@ nlohmann::ordered_json EngineJson(const EngineSpec& e) {
        {{"startup_floor_gib", e.memory_guard.startup_floor_gib},
         {"admit_floor_gib", e.memory_guard.admit_floor_gib},
         {"hard_floor_gib", e.memory_guard.hard_floor_gib}}},
+      {"collectives",
+       {{"oneshot_max_bytes", e.collectives.oneshot_max_bytes}, {"wire", e.collectives.wire}}},
   };
 }
 

@@ -114,6 +114,13 @@ void ReadEngine(YamlReader* r, const YAML::Node& node, EngineSpec* e) {
     g.Optional("hard_floor_gib", &e->memory_guard.hard_floor_gib);
     g.RejectUnknown();
   }
+  YAML::Node coll = map.ChildMap("collectives", false);
+  if (coll.IsDefined()) {
+    YamlMap c(r, coll, "engine.collectives");
+    c.Optional("oneshot_max_bytes", &e->collectives.oneshot_max_bytes);
+    c.Optional("wire", &e->collectives.wire);
+    c.RejectUnknown();
+  }
   map.RejectUnknown();
 }
 

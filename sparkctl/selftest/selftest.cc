@@ -9,6 +9,7 @@
 #include "sparkctl/bench/link_bench.h"
 #include "sparkctl/fabric/fabric_verify.h"
 #include "sparkctl/host/remote.h"
+#include "sparkctl/selftest/nccl_version.h"
 #include "sparkctl/ssh/parallel.h"
 #include "sparkctl/ssh/self_copy.h"
 
@@ -18,6 +19,19 @@ namespace {
 using host::CheckResult;
 using host::Verdict;
 using Clock = std::chrono::steady_clock;
+
+// `spark-bench nccl-info` on the node (installed by the RDMA step before).
+Result<bench::NcclProbe> RemoteNccl(ssh::Transport& t, const std::string& node,
+                                    const std::string& engine) {
+  SPARK_ASSIGN_OR_RETURN(ssh::CommandResult r,
+                         ssh::RunChecked(t, node, std::string(bench::kRemoteBenchPath) +
+                                                      " nccl-info --engine " + ssh::ShellQuote(engine)));
+  try {
+    return bench::NcclProbeFromJson(nlohmann::json::parse(r.stdout_data));
+  } catch (const nlohmann::json::exception& e) {
+    return InternalError(node + ": spark-bench nccl-info printed no JSON: " + e.what());
+  }
+}
 
 CheckResult Check(std::string id, std::string node, Verdict v, std::string seen,
                   std::string hint = "") {
@@ -281,6 +295,20 @@ Result<SelftestReport> RunSelftest(ssh::Transport& t, const netplan::ClusterSpec
   for (size_t i = 0; i < obs.size(); ++i) {
     if (!obs[i].facts.ok()) continue;  // SSH.REACHABLE already failed for it
     for (CheckResult& c : RdmaChecks(obs[i].name, *obs[i].facts, verbs[i])) r.checks.push_back(c);
+  }
+  auto nccl = ssh::ForEachNode<bench::NcclProbe>(nodes, [&](const std::string& node) {
+    return RemoteNccl(t, node, o.engine_path);
+  });
+  for (size_t i = 0; i < obs.size(); ++i) {
+    if (!obs[i].facts.ok()) continue;
+    if (!nccl[i].ok()) {
+      r.checks.push_back(Check("NCCL.VERSION", obs[i].name, Verdict::kWarn,
+                               nccl[i].status().message(),
+                               "run `spark-bench nccl-info --engine " + o.engine_path +
+                                   "` on the node"));
+      continue;
+    }
+    for (CheckResult& c : NcclVersionChecks(obs[i].name, *nccl[i])) r.checks.push_back(c);
   }
   if (o.full && changes.ok()) LinkChecks(t, *changes, program, &r);
   AllReduceCheck(t, program, o, Ranks(t, spec, changes, &r), &r);

@@ -9,6 +9,8 @@
 //              says the link tests fall back to TCP;
 //   link       (--full) ping-pong and bandwidth over every cable twin (`bench link`), RC verbs
 //              where devices exist, TCP otherwise (said in the check);
+//   nccl       which NCCL each node's engine loads (`spark-bench nccl-info`), against the NCCL
+//              versions with a known hang on aarch64 (nccl_version.h);
 //   allreduce  a small all-reduce on all ranks (NCCL on GPUs, Gloo otherwise) whose sums must be
 //              exact.
 // Checks reuse host::CheckResult (id, node, verdict, seen, hint). Thread-safety: functions.
@@ -34,6 +36,9 @@ struct SelftestOptions {
   std::string bench_program;  // spark-bench to install on the nodes ("" = next to sparkctl)
   int master_port = 29650;    // rendezvous of the all-reduce check on rank 0's node
   bool wireguard = true;      // verify the WireGuard control plane too
+  // The engine whose NCCL NCCL.VERSION checks: where `sparkctl up` installs it
+  // (up/launch_plan.h kRemoteEnginePath).
+  std::string engine_path = "/usr/local/lib/sparkctl/spark-engine";
 };
 
 struct SelftestReport {

@@ -93,6 +93,27 @@ std::vector<std::string> EngineArgv(const profile::Profile& p, const LaunchOptio
   return a;
 }
 
+// engine.collectives: the threshold and wire from the profile, the links from the fabric plan.
+Status AppendOneShotArgs(const profile::Profile& p, const LaunchOptions& o,
+                         const std::string& node, std::vector<std::string>* argv) {
+  const profile::CollectivesSpec& c = p.engine.collectives;
+  if (c.oneshot_max_bytes <= 0) return Status::Ok();
+  auto links = o.oneshot_links.find(node);
+  if (links == o.oneshot_links.end() && o.links_pending) return Status::Ok();
+  if (links == o.oneshot_links.end()) {
+    return FailedPreconditionError("profile " + p.source_file +
+                                   ": engine.collectives.oneshot_max_bytes needs the fabric plan's "
+                                   "one-shot links, and " + node +
+                                   " has none (run `sparkctl net apply`)");
+  }
+  const netplan::OneShotLinks& l = links->second;
+  argv->insert(argv->end(), {"--oneshot-max-bytes", std::to_string(c.oneshot_max_bytes),
+                             "--oneshot-wire", c.wire, "--oneshot-topology", l.topology,
+                             "--oneshot-addr", l.AddressesFlag()});
+  if (c.wire == "rdma") argv->insert(argv->end(), {"--oneshot-rails", l.RailsFlag()});
+  return Status::Ok();
+}
+
 std::string Hash(const profile::Profile& p, const std::vector<RankLaunch>& ranks,
                  const LaunchOptions& o) {
   nlohmann::ordered_json j = profile::ToJson(p);
@@ -167,6 +188,7 @@ Result<LaunchPlan> PlanLaunch(const profile::Profile& profile, const netplan::Cl
                            master == options.control_addresses.end() ? nodes[0]->address
                                                                      : master->second,
                            r, rank.status_path);
+    SPARK_RETURN_IF_ERROR(AppendOneShotArgs(profile, options, rank.node, &rank.argv));
     auto nccl = options.nccl_env.find(rank.node);
     rank.env = MergeEnv(nccl == options.nccl_env.end() ? std::vector<netplan::EnvVar>{}
                                                        : nccl->second,

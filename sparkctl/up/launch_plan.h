@@ -19,6 +19,7 @@
 #include "base/status.h"
 #include "netplan/cluster_spec.h"
 #include "netplan/node_plan.h"
+#include "netplan/oneshot_links.h"
 #include "sparkctl/profile/profile.h"
 
 namespace spark::up {
@@ -42,6 +43,12 @@ struct LaunchOptions {
   int stop_deadline_s = 20;
   // NCCL environment per node name (from the fabric plan); empty for none.
   std::map<std::string, std::vector<netplan::EnvVar>> nccl_env;
+  // The one-shot transport's links per node name (netplan/oneshot_links.h), for profiles with
+  // engine.collectives.oneshot_max_bytes.
+  std::map<std::string, netplan::OneShotLinks> oneshot_links;
+  // Planning before the fabric step (`up` checks the profile against the cluster first): the
+  // one-shot links are not known yet and not required.
+  bool links_pending = false;
 };
 
 struct RankLaunch {

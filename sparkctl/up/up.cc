@@ -128,6 +128,8 @@ Status Fabric(ssh::Transport& t, const netplan::ClusterSpec& cluster, const UpOp
   }
   for (size_t i = 0; i < changes->nodes.size(); ++i) {
     launch->nccl_env[changes->nodes[i].node] = changes->nodes[i].plan.nccl_env;
+    auto links = netplan::PlanOneShotLinks(changes->fabric, static_cast<int>(i));
+    if (links.ok()) launch->oneshot_links[changes->nodes[i].node] = *links;
   }
   steps.Begin();
   if (o.plan_only && changes->Count() > 0) {
@@ -143,6 +145,21 @@ Status Fabric(ssh::Transport& t, const netplan::ClusterSpec& cluster, const UpOp
   steps.Done("control-plane", control.wireguard ? "ok" : "warn",
              "control traffic over " + control.Describe() + "\n");
   return Status::Ok();
+}
+
+// The one-shot links a previous launch passed (its --oneshot-* flags), so an unchanged
+// cluster plans the same command lines.
+netplan::OneShotLinks OneShotLinksFromArgv(const std::vector<std::string>& argv) {
+  netplan::OneShotLinks links;
+  for (size_t i = 0; i + 1 < argv.size(); ++i) {
+    if (argv[i] == "--oneshot-topology") links.topology = argv[i + 1];
+    if (argv[i] == "--oneshot-addr") links.addresses = {argv[i + 1]};
+    if (argv[i] == "--oneshot-rails") {
+      // Kept whole: RailsFlag() of a single "link" renders it unchanged.
+      links.rails = {{argv[i + 1]}};
+    }
+  }
+  return links;
 }
 
 // The quick selftest: fabric preflight subset, net verify, RDMA devices, an exact all-reduce.
@@ -332,6 +349,7 @@ bool AlreadyUp(ssh::Transport& t, const netplan::ClusterSpec& cluster,
   launch.engine_sha256 = *sha;
   for (const auto& r : previous->plan.ranks) {
     launch.control_addresses[r.node] = r.control_address;
+    launch.oneshot_links[r.node] = OneShotLinksFromArgv(r.argv);
     auto& env = launch.nccl_env[r.node];
     for (const auto& e : r.env) {
       if (!profile.env.count(e.name)) env.push_back(e);
@@ -355,7 +373,9 @@ Status RunUp(ssh::Transport& t, const netplan::ClusterSpec& cluster,
   launch.master_port = o.master_port;
   launch.stop_deadline_s = o.stop_deadline_s;
   // The inventory and profile are checked before any node is contacted.
-  SPARK_RETURN_IF_ERROR(PlanLaunch(profile, cluster, launch).status());
+  LaunchOptions early = launch;
+  early.links_pending = true;
+  SPARK_RETURN_IF_ERROR(PlanLaunch(profile, cluster, early).status());
   if (AlreadyUp(t, cluster, profile, o, launch, report)) {
     report->action = "already up";
     report->seconds = std::chrono::duration<double>(Clock::now() - start).count();

@@ -39,7 +39,8 @@ TEST(NodePlanTest, RingNcclEnvironmentListsBothTwinsOfBothPorts) {
                                  {"NCCL_ALGO", "Ring"},
                                  {"NCCL_IB_SUBNET_AWARE_ROUTING", "1"},
                                  {"NCCL_IB_MERGE_NICS", "0"},
-                                 {"NCCL_CROSS_NIC", "1"}}));
+                                 {"NCCL_CROSS_NIC", "1"},
+                                 {"SPARK_NCCL_TOPOLOGY", "ring"}}));
 }
 
 TEST(NodePlanTest, PairUsesOnlyTheCabledPort) {

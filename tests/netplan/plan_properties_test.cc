@@ -339,6 +339,12 @@ TEST_P(PlanPropertiesTest, NcclEnvironmentFollowsTheFieldNotes) {
     EXPECT_EQ(node.Env("NCCL_IB_SUBNET_AWARE_ROUTING"), switchless ? "1" : "");
     EXPECT_EQ(node.Env("NCCL_IB_MERGE_NICS"), switchless ? "0" : "");
     EXPECT_EQ(node.Env("NCCL_CROSS_NIC"), switchless ? "1" : "");
+    const TopologyKind kind = *GetParam().spec.fabric.kind;
+    EXPECT_EQ(node.Env("SPARK_NCCL_TOPOLOGY"),
+              kind == TopologyKind::kRing   ? "ring"
+              : kind == TopologyKind::kLine ? "line"
+              : kind == TopologyKind::kPair ? "pair"
+                                            : "switched");
   }
 }
 

@@ -53,6 +53,21 @@ bool StreamOrderedCommunicator::PeerFits(const float* data, size_t count) const 
   return peer_ != nullptr && peer_->Fits(data, count) && !IsHostPointer(data);
 }
 
+Status StreamOrderedCommunicator::EnableOneShot(const comm::oneshot::OneShotOptions& options,
+                                                size_t max_bytes) {
+  if (world_size() == 1) return UnavailableError("one-shot: one rank");
+  comm::oneshot::OneShotOptions o = options;
+  o.capacity_bytes = max_bytes;
+  SPARK_ASSIGN_OR_RETURN(oneshot_, comm::oneshot::StagedOneShot::Create(*this, backend_->device(), o));
+  oneshot_max_bytes_ = max_bytes;
+  return Status::Ok();
+}
+
+bool StreamOrderedCommunicator::OneShotFits(const float* data, size_t count) const {
+  return oneshot_ != nullptr && count * sizeof(float) <= oneshot_max_bytes_ &&
+         !IsHostPointer(data);
+}
+
 Status StreamOrderedCommunicator::ThroughHost(const float* in, size_t in_count, float* out,
                                               size_t out_count, bool gather) {
   SPARK_RETURN_IF_ERROR(backend_->Synchronize());
@@ -76,6 +91,12 @@ Status StreamOrderedCommunicator::AllReduceSum(float* data, size_t count) {
     // holds the kernel.
     backend_->PeerAllReduceSum(*peer_->args(), data, count);
     return backend_->status();
+  }
+  if (OneShotFits(data, count)) {
+    // On the backend's stream like the peer path; a replay's host-only pass launches nothing.
+    backend_->PrepareDirectWork();
+    if (!backend_->launching()) return oneshot_->broken();
+    return oneshot_->EnqueueAllReduceSum(data, count, backend_->stream());
   }
   if (backend_->in_graph()) return GraphRefusal();
   const bool host = IsHostPointer(data);
@@ -110,6 +131,11 @@ Status StreamOrderedCommunicator::AllGather(const float* in, size_t count, float
     }
     backend_->PeerAllReduceSum(*peer_->args(), out, world * count);
     return backend_->status();
+  }
+  if (!host_in && !host_out && OneShotFits(in, count)) {
+    backend_->PrepareDirectWork();
+    if (!backend_->launching()) return oneshot_->broken();
+    return oneshot_->EnqueueAllGather(in, count, out, backend_->stream());
   }
   if (backend_->in_graph()) return GraphRefusal();
   if (nccl_ == nullptr) {

@@ -24,6 +24,7 @@
 #include "engine/backend/cuda/peer_all_reduce_group.h"
 #include "comm/communicator.h"
 #include "comm/nccl_communicator.h"
+#include "comm/oneshot_cuda/staged_group.h"
 
 namespace spark::engine::backend::cuda {
 
@@ -43,13 +44,17 @@ class StreamOrderedCommunicator : public comm::Communicator {
   Status AllGather(const float* in, size_t count, float* out) override;
   Status Broadcast(void* data, size_t bytes, int root) override;
   Status Barrier() override;
-  bool collectives_in_graphs() const override { return peer_ != nullptr; }
+  bool collectives_in_graphs() const override { return peer_ != nullptr || oneshot_ != nullptr; }
 
   // Collective: sets up the peer all-reduce for tensors of up to capacity_floats floats (a
   // multiple of 4), with `protocol` (kernels/peer_all_reduce.h). Ok when it is on; Unavailable
   // with the reason otherwise (collectives keep using the inner communicator).
   Status EnablePeerAllReduce(size_t capacity_floats = size_t{1} << 18,
                              kernels::PeerProtocol protocol = kernels::PeerProtocol::kSignal);
+  // Collective: sets up the one-shot transport for device tensors of up to max_bytes (its
+  // options: comm/oneshot/setup.h), over this communicator's host collectives. Ok when on;
+  // Unavailable when the ranks cannot pin its memory; the transport's connection errors.
+  Status EnableOneShot(const comm::oneshot::OneShotOptions& options, size_t max_bytes);
   // The peer all-reduce's arguments when a sum of data[0, count) takes that path, else null.
   const kernels::PeerAllReduceArgs* PeerArgs(const float* data, size_t count) const {
     return PeerFits(data, count) ? peer_->args() : nullptr;
@@ -58,6 +63,8 @@ class StreamOrderedCommunicator : public comm::Communicator {
  private:
   // Whether a device tensor of `count` floats at `data` takes the peer path.
   bool PeerFits(const float* data, size_t count) const;
+  // Whether a device tensor of `count` floats at `data` takes the one-shot path.
+  bool OneShotFits(const float* data, size_t count) const;
 
   // Device tensors over a host communicator: downloaded, passed to it, uploaded.
   Status ThroughHost(const float* in, size_t in_count, float* out, size_t out_count, bool gather);
@@ -66,6 +73,8 @@ class StreamOrderedCommunicator : public comm::Communicator {
   comm::NcclCommunicator* nccl_ = nullptr;  // inner_ when it takes device pointers
   CudaBackend* backend_;
   std::unique_ptr<PeerAllReduce> peer_;
+  std::unique_ptr<comm::oneshot::StagedOneShot> oneshot_;
+  size_t oneshot_max_bytes_ = 0;
 };
 
 // Whether p points to host memory (pageable or pinned) rather than device memory.

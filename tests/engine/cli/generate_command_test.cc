@@ -89,13 +89,14 @@ std::vector<std::string> Lines(const std::string& text) {
 // Runs every prompt of `model` (repeated `rounds` times) and checks the tokens; returns the
 // --print-stats line.
 nlohmann::json GenerateAndCheck(const std::string& model, int tp, const std::string& extra,
-                                int rounds = 1) {
+                                int rounds = 1, std::string* err = nullptr) {
   const Fixture f = LoadFixture(model);
   const RunResult r = RunEngine("generate --model " + kFixtures + model + " " + PromptArg(f) +
                                 " --max-tokens 12 --temperature 0 --print-ids --print-stats --tp " +
                                 std::to_string(tp) + " --threads " + std::to_string(tp) +
                                 " --comm-timeout 30 " + extra);
   EXPECT_EQ(r.exit_code, 0) << r.err;
+  if (err != nullptr) *err = r.err;
   const std::vector<std::string> lines = Lines(r.out);
   const size_t want = f.prompts.size() * rounds;
   EXPECT_EQ(lines.size(), want + 1) << r.out << r.err;
@@ -123,6 +124,35 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, GenerateTpTest,
                          testing::Values(TpCase{"qwen3-tiny", 1}, TpCase{"qwen3-tiny", 2},
                                          TpCase{"qwen3-tiny", 4}, TpCase{"qwen3-moe-tiny", 1},
                                          TpCase{"qwen3-moe-tiny", 2}, TpCase{"qwen3-moe-tiny", 4}),
+                         [](const auto& info) {
+                           std::string name = info.param.model;
+                           for (char& c : name) c = std::isalnum(c) ? c : '_';
+                           return name + "_tp" + std::to_string(info.param.tp);
+                         });
+
+// The same greedy tokens with the one-shot transport carrying every all-reduce of up to 64 KiB
+// (the ring topology: ranks 0 and 2 of four exchange through a neighbour) and Gloo the rest.
+class GenerateOneShotTest : public testing::TestWithParam<TpCase> {};
+
+TEST_P(GenerateOneShotTest, GreedyMatchesTransformers) {
+  std::string err;
+  GenerateAndCheck(GetParam().model, GetParam().tp,
+                   "--oneshot-max-bytes 65536 --oneshot-topology ring --log-level info", 1, &err);
+  EXPECT_NE(err.find("rank 0: all-reduces up to 65536 bytes one-shot over socket"),
+            std::string::npos)
+      << err;
+  // The model's collectives went through it, not only the set-up.
+  const size_t at = err.find("rank 0: ");
+  const size_t count = err.find(" collective(s) one-shot", at);
+  ASSERT_NE(count, std::string::npos) << err;
+  const size_t start = err.rfind(' ', count - 1) + 1;
+  EXPECT_GT(std::stoi(err.substr(start, count - start)), 10) << err;
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, GenerateOneShotTest,
+                         testing::Values(TpCase{"qwen3-tiny", 2}, TpCase{"qwen3-tiny", 4},
+                                         TpCase{"qwen3-moe-tiny", 2},
+                                         TpCase{"qwen3-moe-tiny", 4}),
                          [](const auto& info) {
                            std::string name = info.param.model;
                            for (char& c : name) c = std::isalnum(c) ? c : '_';

@@ -79,6 +79,14 @@ TEST_F(SelftestSimTest, RingPassesFailsOnAPulledCableAndAllReducesOnFourNodes) {
   for (const auto& c : j["checks"])
     if (c["id"] == "ALLREDUCE.CORRECT") allreduce_ok = c["verdict"] == "ok";
   EXPECT_TRUE(allreduce_ok) << json.out;
+  // Every node says which NCCL its engine would load (none in CI, the host's where it has one).
+  int nccl_checks = 0;
+  for (const auto& c : j["checks"]) {
+    if (c["id"] != "NCCL.VERSION") continue;
+    ++nccl_checks;
+    EXPECT_NE(c["verdict"], "fail") << c.dump();
+  }
+  EXPECT_EQ(nccl_checks, 4) << json.out;
 
   // Every cable twin measured; no verbs devices here, so TCP, and the report says so.
   Output link = Sh(kSparkctl + " bench link --cluster " + Seed() + " --seconds 0.2 --json 2>/dev/null");

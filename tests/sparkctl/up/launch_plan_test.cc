@@ -144,6 +144,38 @@ TEST(LaunchPlanTest, SpeculativeDecodingIsRefusedByName) {
       << plan.status().message();
 }
 
+// engine.collectives: the threshold and wire from the profile, each rank's links from the plan.
+TEST(LaunchPlanTest, OneShotThresholdAndLinksReachTheEngine) {
+  profile::Profile p = DemoProfile();
+  p.engine.collectives.oneshot_max_bytes = 65536;
+  p.engine.collectives.wire = "rdma";
+  auto missing = PlanLaunch(p, Ring(), {});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("spark-0 has none"), std::string::npos)
+      << missing.status().ToString();
+  LaunchOptions o;
+  for (int r = 0; r < 4; ++r) {
+    netplan::OneShotLinks l;
+    l.topology = "ring";
+    l.addresses = {"198.18.0." + std::to_string(r), "198.18.2." + std::to_string(r)};
+    l.rails = {{"rocep1s0f1:3"}, {"rocep1s0f0:3"}};
+    o.oneshot_links["spark-" + std::to_string(r)] = l;
+  }
+  auto plan = PlanLaunch(p, Ring(), o);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  const auto& argv = plan->ranks[2].argv;
+  EXPECT_TRUE(Has(argv, "--oneshot-max-bytes", "65536"));
+  EXPECT_TRUE(Has(argv, "--oneshot-wire", "rdma"));
+  EXPECT_TRUE(Has(argv, "--oneshot-topology", "ring"));
+  EXPECT_TRUE(Has(argv, "--oneshot-addr", "198.18.0.2,198.18.2.2"));
+  EXPECT_TRUE(Has(argv, "--oneshot-rails", "rocep1s0f1:3,rocep1s0f0:3"));
+  auto off = PlanLaunch(DemoProfile(), Ring(), o);
+  ASSERT_TRUE(off.ok());
+  EXPECT_EQ(std::find(off->ranks[0].argv.begin(), off->ranks[0].argv.end(), "--oneshot-max-bytes"),
+            off->ranks[0].argv.end());
+  EXPECT_NE(off->hash, plan->hash) << "turning the one-shot path on restarts the model";
+}
+
 TEST(LaunchPlanTest, ProfileEnvOverridesNcclEnv) {
   profile::Profile p = DemoProfile();
   p.env["NCCL_ALGO"] = "Tree";

@@ -71,8 +71,13 @@ std::string BuildMissing() {
 // A simulated cluster, discovered, with a profile for it and a private state root.
 class Cluster {
  public:
-  Cluster(std::string name, int nodes, std::string topology)
-      : name_(std::move(name)), nodes_(nodes) {
+  // `engine_extra`: more lines of the profile's engine section; `tail`: more top-level keys.
+  Cluster(std::string name, int nodes, std::string topology, std::string engine_extra = "",
+          std::string tail = "")
+      : name_(std::move(name)),
+        nodes_(nodes),
+        engine_extra_(std::move(engine_extra)),
+        tail_(std::move(tail)) {
     root_ = std::string(SPARK_BINARY_DIR) + "/up-e2e/" + name_;
     std::filesystem::remove_all(root_);
     std::filesystem::create_directories(root_);
@@ -118,6 +123,13 @@ class Cluster {
     }
     return n;
   }
+  // Lines of the engine logs on every node that contain `text`.
+  int LogLines(const std::string& text) const {
+    Output grep = Sh("grep -h -F '" + text + "' /var/log/sparkctl/" + name_ + "-rank*.log");
+    int n = 0;
+    for (char ch : grep.out) n += ch == '\n';
+    return n;
+  }
   bool HasState() const { return std::filesystem::exists(root_ + "/state/" + name_ + "/state.json"); }
 
   // One chat completion through the `openai` client, run on rank 0's node (the endpoint binds
@@ -145,12 +157,15 @@ class Cluster {
          "        fix: boot 6.17.0-1032-nvidia and hold it\n  min_cma_mib: 64\n"
          "  memlock: \"8192\"\n  min_free_memory_gib: 0.5\nengine:\n  backend: cpu\n  tp: "
       << nodes_ << "\n  context_length: 1024\n  chunked_prefill: 256\n  max_running_requests: 4\n  kv_cache:\n"
-         "    dtype: fp32\n    tokens: 4096\napi:\n  port: " << port_ << "\n  bind: 127.0.0.1\n";
+         "    dtype: fp32\n    tokens: 4096\n"
+      << engine_extra_ << "api:\n  port: " << port_ << "\n  bind: 127.0.0.1\n" << tail_;
   }
 
   std::string name_;
   std::string topology_;
   int nodes_;
+  std::string engine_extra_;
+  std::string tail_;
   int port_ = 8000;
   std::string root_;
   bool created_ = false;
@@ -232,9 +247,14 @@ void ServeChatAndStop(Cluster& c, bool kill_and_recover) {
   EXPECT_EQ(c.Status()["health"], "down");
 }
 
+// The ring runs its small all-reduces one-shot over the fabric cables (socket wire), the
+// neighbours relaying the opposite rank, as a ring profile would on Sparks.
 TEST_F(UpE2eTest, RingOfFourServesRecoversAndStops) {
-  Cluster c("upring", 4, "ring");
+  Cluster c("upring", 4, "ring", "  collectives:\n    oneshot_max_bytes: 65536\n",
+            "env:\n  SPARK_LOG_LEVEL: info\n");
   ServeChatAndStop(c, /*kill_and_recover=*/true);
+  EXPECT_GT(c.LogLines("one-shot transport over socket (ring topology"), 0)
+      << "the ranks did not set the one-shot transport up";
 }
 
 TEST_F(UpE2eTest, PairServesAndStops) {
