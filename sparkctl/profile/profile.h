@@ -104,8 +104,6 @@ struct EngineSpec {
   std::string reasoning_parser;  // "" or a parser of the engine (spark-engine info)
   std::string tool_parser;       // "" or a parser of the engine (spark-engine info)
   MemoryGuardSpec memory_guard;
-};
-
   CollectivesSpec collectives;
 };
 
