@@ -372,9 +372,10 @@ runtime::EngineOptions MakeEngineOptions(const ServeOptions& o, const core::Mode
 // group (503 on /ready for --failure-grace, then drain: the group's error).
 Status ServeUntilDone(const ServeOptions& o, cli::ServeControl& control,
                       server::EngineService& service, const server::TextCodec& codec,
-                      cli::RankStatus& status) {
+                      std::unique_ptr<grammar::GrammarCompiler> grammar, cli::RankStatus& status) {
   SPARK_ASSIGN_OR_RETURN(server::OpenAIServerOptions options, ServerOptions(o));
-  SPARK_ASSIGN_OR_RETURN(auto srv, server::OpenAIServer::Start(options, &service, &codec));
+  SPARK_ASSIGN_OR_RETURN(auto srv, server::OpenAIServer::Start(options, &service, &codec,
+                                                               std::move(grammar)));
   std::printf("serving %s on http://%s:%d\n", options.served_model_name.c_str(), o.host.c_str(),
               srv->port());
   std::fflush(stdout);
@@ -451,6 +452,10 @@ Status RunRankZero(const ServeOptions& o, std::shared_ptr<cli::ServeControl> con
                       o.tokenizer_dir.empty() ? o.model_dir : o.tokenizer_dir, o.chat_format,
                       std::string(family->chat_format)));
   SPARK_RETURN_IF_ERROR(CheckParsers(o, codec->format_name()));
+  SPARK_ASSIGN_OR_RETURN(server::OpenAIServerOptions server_options, ServerOptions(o));
+  // Before the weights: the memory baseline then holds the grammar tables with the tokenizer.
+  SPARK_ASSIGN_OR_RETURN(auto grammar, server::MakeGrammarCompiler(
+                                           *codec, config.vocab_size, server_options.grammar_threads));
   const int max_len = MaxModelLen(o, &config);
   // With --kv-memory-fraction the session sizes the cache once the weights are in.
   const int blocks =
@@ -501,7 +506,7 @@ Status RunRankZero(const ServeOptions& o, std::shared_ptr<cli::ServeControl> con
     result = WarmUp(service, *codec, std::chrono::seconds(o.comm_timeout_s + 30));
     if (result.ok()) {
       control->SetService(&service);
-      result = ServeUntilDone(o, *control, service, *codec, status);
+      result = ServeUntilDone(o, *control, service, *codec, std::move(grammar), status);
       control->SetService(nullptr);
     }
   }

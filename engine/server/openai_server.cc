@@ -82,26 +82,35 @@ bool IsLoopbackAddress(const std::string& host) {
   return host == "localhost" || host == "::1" || host.starts_with("127.");
 }
 
-Result<std::unique_ptr<OpenAIServer>> OpenAIServer::Start(const OpenAIServerOptions& options,
-                                                          GenerationService* service,
-                                                          const TextCodec* codec) {
+Result<std::unique_ptr<grammar::GrammarCompiler>> MakeGrammarCompiler(const TextCodec& codec,
+                                                                      int vocab_size,
+                                                                      int threads) {
+  grammar::GrammarVocabulary vocabulary;
+  vocabulary.tokens = codec.GrammarTokens();
+  vocabulary.vocab_size = vocab_size;
+  if (static_cast<int>(vocabulary.tokens.size()) > vocabulary.vocab_size) {
+    vocabulary.tokens.resize(vocabulary.vocab_size);  // A tokenizer larger than the model.
+  }
+  for (int32_t id : codec.stop_token_ids()) {
+    if (id < vocabulary.vocab_size) vocabulary.stop_ids.push_back(id);
+  }
+  return grammar::GrammarCompiler::Create(vocabulary, threads);
+}
+
+Result<std::unique_ptr<OpenAIServer>> OpenAIServer::Start(
+    const OpenAIServerOptions& options, GenerationService* service, const TextCodec* codec,
+    std::unique_ptr<grammar::GrammarCompiler> grammar) {
   if (!IsLoopbackAddress(options.http.host) && options.api_keys.empty()) {
     return FailedPreconditionError("--host " + options.http.host +
                                    " is not a loopback address: an API key is required "
                                    "(--api-key-file FILE)");
   }
   std::unique_ptr<OpenAIServer> server(new OpenAIServer(options, service, codec));
-  grammar::GrammarVocabulary vocabulary;
-  vocabulary.tokens = codec->GrammarTokens();
-  vocabulary.vocab_size = service->vocab_size();
-  if (static_cast<int>(vocabulary.tokens.size()) > vocabulary.vocab_size) {
-    vocabulary.tokens.resize(vocabulary.vocab_size);  // A tokenizer larger than the model.
+  if (grammar == nullptr) {
+    SPARK_ASSIGN_OR_RETURN(grammar, MakeGrammarCompiler(*codec, service->vocab_size(),
+                                                        options.grammar_threads));
   }
-  for (int32_t id : codec->stop_token_ids()) {
-    if (id < vocabulary.vocab_size) vocabulary.stop_ids.push_back(id);
-  }
-  SPARK_ASSIGN_OR_RETURN(server->context_->grammar,
-                         grammar::GrammarCompiler::Create(vocabulary, options.grammar_threads));
+  server->context_->grammar = std::move(grammar);
   OpenAIServer* self = server.get();
   SPARK_ASSIGN_OR_RETURN(server->http_,
                          HttpServer::Start(options.http, [self](HttpRequest r, auto w) {

@@ -59,16 +59,24 @@ struct OpenAIServerOptions {
   int grammar_threads = 4;
 };
 
+// The structured-output compiler over `codec`'s vocabulary cut to the model's `vocab_size`.
+// Serve makes it before loading the weights: its tables (a few MiB for a 150K vocabulary) belong
+// to the engine process, not to the weights or the cache the memory plan measures.
+Result<std::unique_ptr<grammar::GrammarCompiler>> MakeGrammarCompiler(const TextCodec& codec,
+                                                                      int vocab_size,
+                                                                      int threads);
+
 // True for 127.0.0.0/8, ::1 and "localhost".
 bool IsLoopbackAddress(const std::string& host);
 
 class OpenAIServer {
  public:
   // FailedPrecondition when binding a non-loopback address without API keys; the errors of
-  // HttpServer::Start. `service` and `codec` must outlive the server.
-  static Result<std::unique_ptr<OpenAIServer>> Start(const OpenAIServerOptions& options,
-                                                     GenerationService* service,
-                                                     const TextCodec* codec);
+  // HttpServer::Start. `service` and `codec` must outlive the server. `grammar` is the
+  // structured-output compiler made by MakeGrammarCompiler; null makes one here.
+  static Result<std::unique_ptr<OpenAIServer>> Start(
+      const OpenAIServerOptions& options, GenerationService* service, const TextCodec* codec,
+      std::unique_ptr<grammar::GrammarCompiler> grammar = nullptr);
   ~OpenAIServer();
 
   int port() const { return http_->port(); }
