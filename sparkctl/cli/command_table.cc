@@ -17,6 +17,7 @@ std::span<const CommandEntry> CommandTable() {
       {"bench", RegisterBenchCommands},
       {"weights", RegisterWeightsCommands},
       {"up", RegisterUpCommands},
+      {"bundle", RegisterBundleCommands},
       {"sim", RegisterSimCommands},
       {"node", RegisterNodeCommands},
   };

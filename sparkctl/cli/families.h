@@ -17,5 +17,6 @@ void RegisterNetCommands(CLI::App& parent, CommandContext& context);      // net
 void RegisterBenchCommands(CLI::App& parent, CommandContext& context);    // bench_commands.cc
 void RegisterSelftestCommands(CLI::App& parent, CommandContext& context);  // selftest_commands.cc
 void RegisterUpCommands(CLI::App& parent, CommandContext& context);       // up_commands.cc
+void RegisterBundleCommands(CLI::App& parent, CommandContext& context);   // bundle_commands.cc
 
 }  // namespace spark::cli

@@ -53,6 +53,13 @@ Result<std::string> Sha256File(const std::string& path) {
   return Hex(digest, size);
 }
 
+std::string Sha256Text(std::string_view text) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int size = 0;
+  EVP_Digest(text.data(), text.size(), digest, &size, EVP_sha256(), nullptr);
+  return Hex(digest, size);
+}
+
 Result<std::string> RemoteSha256(Transport& transport, const std::string& node,
                                  const std::string& remote_path) {
   const std::string quoted = ShellQuote(remote_path);

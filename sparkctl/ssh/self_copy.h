@@ -10,6 +10,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include "base/status.h"
 #include "sparkctl/ssh/transport.h"
@@ -27,6 +28,9 @@ struct RemoteFile {
 
 // Hex SHA-256 of a local file. Returns the ErrnoError of open/read.
 Result<std::string> Sha256File(const std::string& path);
+
+// Hex SHA-256 of `text`.
+std::string Sha256Text(std::string_view text);
 
 // Hex SHA-256 of the remote file, or "" when it does not exist. Errors of Run; Aborted when
 // sha256sum fails for another reason.
