@@ -25,7 +25,6 @@
 namespace spark::bench {
 
 // Where spark-bench is installed on nodes.
-inline constexpr char kRemoteBenchPath[] = "/usr/local/lib/sparkctl/spark-bench";
 
 struct RunReport {
   std::string output;   // rank 0's stdout: the report
@@ -59,8 +58,15 @@ std::vector<ClusterRank> ClusterRanks(const fabric::ClusterChanges& changes,
 std::string RankCommand(const std::string& remote_program, const CollectiveOptions& options,
                         const RankPlacement& placement, const std::vector<netplan::EnvVar>& env);
 
-// Installs spark-bench on every node and runs one rank per node, in parallel. Errors name the
-// node: the copy failing, a rank exiting non-zero other than with wrong results.
+// Installs the bundle for the node's machine with its spark-bench (or `program` in its place
+// when not empty: a local spark-bench of the node's machine) and returns spark-bench's path on
+// the node. Errors of bundle::EnsureProgram.
+Result<std::string> InstallBench(ssh::Transport& transport, const std::string& node,
+                                 const std::string& program);
+
+// Installs spark-bench on every node (InstallBench) and runs one rank per node, in parallel.
+// Errors name the node: the install failing, a rank exiting non-zero other than with wrong
+// results.
 Result<RunReport> RunCluster(ssh::Transport& transport, const std::string& program,
                              const CollectiveOptions& options,
                              const std::vector<ClusterRank>& ranks, int master_port,

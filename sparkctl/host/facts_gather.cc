@@ -186,6 +186,10 @@ NodeFacts GatherFacts(const GatherOptions& options) {
   f.kernel = ReadLine(at("proc/sys/kernel/osrelease"));
   f.os = KeyValue(ReadText(at("etc/os-release")), "PRETTY_NAME");
   f.dgx_release = DgxRelease(ReadText(at("etc/dgx-release")));
+  if (auto platform = o.run(bundle::PlatformProbeScript()); platform.ok()) {
+    auto parsed = bundle::ParsePlatform(f.hostname, *platform);
+    if (parsed.ok()) f.platform = std::move(*parsed);
+  }
   std::string meminfo = ReadText(at("proc/meminfo"));
   f.mem_total_kib = MeminfoValueKib(meminfo, "MemTotal");
   f.mem_available_kib = MeminfoValueKib(meminfo, "MemAvailable");

@@ -10,7 +10,6 @@
 #include "sparkctl/fabric/fabric_verify.h"
 #include "sparkctl/host/remote.h"
 #include "sparkctl/ssh/parallel.h"
-#include "sparkctl/ssh/self_copy.h"
 
 namespace spark::selftest {
 namespace {
@@ -256,7 +255,10 @@ std::vector<CheckResult> RdmaChecks(const std::string& node, const host::NodeFac
 Result<SelftestReport> RunSelftest(ssh::Transport& t, const netplan::ClusterSpec& spec,
                                    const SelftestOptions& o) {
   auto start = Clock::now();
-  SPARK_ASSIGN_OR_RETURN(std::string program, bench::FindBenchProgram(o.bench_program));
+  std::string program;  // "" = the spark-bench of each node's bundle
+  if (!o.bench_program.empty()) {
+    SPARK_ASSIGN_OR_RETURN(program, bench::FindBenchProgram(o.bench_program));
+  }
   SelftestReport r;
   std::vector<host::NodeObservation> obs = host::CollectFacts(t, spec, "/");
   host::PreflightInput in;
@@ -273,10 +275,10 @@ Result<SelftestReport> RunSelftest(ssh::Transport& t, const netplan::ClusterSpec
   if (changes.ok()) QosChecks(*changes, &r);
   std::vector<std::string> nodes;
   for (const auto& n : obs) nodes.push_back(n.name);
-  auto verbs = ssh::ForEachNode<rdma::VerbsReport>(nodes, [&](const std::string& node) {
-    auto f = ssh::EnsureFileOnNode(t, node, program, bench::kRemoteBenchPath);
-    if (!f.ok()) return Result<rdma::VerbsReport>(f.status().WithContext("installing spark-bench"));
-    return bench::RemoteVerbs(t, node);
+  auto verbs = ssh::ForEachNode<rdma::VerbsReport>(nodes, [&](const std::string& node)
+                                                              -> Result<rdma::VerbsReport> {
+    SPARK_ASSIGN_OR_RETURN(std::string bench_path, bench::InstallBench(t, node, program));
+    return bench::RemoteVerbs(t, node, bench_path);
   });
   for (size_t i = 0; i < obs.size(); ++i) {
     if (!obs[i].facts.ok()) continue;  // SSH.REACHABLE already failed for it
