@@ -39,8 +39,11 @@ class BareCluster {
   bool created() const { return created_; }
   std::string seed() const { return "/run/sparkctl-sim/" + name_ + "/cluster.yaml"; }
   std::string state_root() const { return std::string(SPARK_BINARY_DIR) + "/bundle-sim/" + name_; }
-  Output Exec(const std::string& node, const std::string& command) const {
-    return Sh(kSparkctl + " sim exec --name " + name_ + " " + node + " -- sh -c '" + command + "'");
+  // stdout, then stderr unless `stdout_only`.
+  Output Exec(const std::string& node, const std::string& command, bool stdout_only = false) const {
+    return spark::testing::Shell(kSparkctl + " sim exec --name " + name_ + " " + node +
+                                     " -- sh -c '" + command + "'",
+                                 !stdout_only);
   }
   Output Fault(const std::string& args) const {
     return Sh(kSparkctl + " sim fault --name " + name_ + " " + args);
@@ -97,7 +100,7 @@ TEST_F(BundleSimTest, BareNodesRunWhatTheBundleBringsAndRefuseWhatCannotRun) {
   EXPECT_EQ(engine.exit_code, 0) << engine.out;
   // The node's facts (from the bundle's sparkctl, on the node) carry its platform.
   Output facts = c.Exec("spark-1", "/usr/local/lib/sparkctl/bundles/" + id +
-                                       "/bin/sparkctl node facts --json");
+                                       "/bin/sparkctl node facts --json", /*stdout_only=*/true);
   ASSERT_EQ(facts.exit_code, 0) << facts.out;
   const nlohmann::json platform = nlohmann::json::parse(facts.out)["platform"];
   EXPECT_EQ(platform["os_name"], "Ubuntu 24.04.3 LTS") << facts.out;
@@ -114,12 +117,17 @@ TEST_F(BundleSimTest, BareNodesRunWhatTheBundleBringsAndRefuseWhatCannotRun) {
     EXPECT_NE(other.out.find(part), std::string::npos) << part << " in: " << other.out;
   }
   ASSERT_EQ(c.Fault("machine spark-1 default").exit_code, 0);
-  // A node whose glibc is older than the bundle's programs need.
+  // A fresh node (nothing installed yet) whose glibc is older than the bundle's programs need.
+  ASSERT_EQ(c.Exec("spark-1", "rm -rf /usr/local/lib/sparkctl/bundles").exit_code, 0);
   ASSERT_EQ(c.Fault("glibc spark-1 2.17").exit_code, 0);
   Output old = c.Sparkctl("preflight --json -c " + c.seed());
   EXPECT_EQ(old.exit_code, 2) << old.out;
   EXPECT_NE(old.out.find("glibc 2.17 is older than"), std::string::npos) << old.out;
+  EXPECT_EQ(c.Exec("spark-1", "ls /usr/local/lib/sparkctl/bundles 2>/dev/null | wc -l").out, "0\n");
   ASSERT_EQ(c.Fault("clear").exit_code, 0);
+  Output healthy = c.Sparkctl("preflight -c " + c.seed());
+  EXPECT_NE(healthy.out.find("SSH.REACHABLE"), std::string::npos) << healthy.out;
+  EXPECT_EQ(healthy.out.find("cannot run"), std::string::npos) << healthy.out;
 }
 
 // `up` with the tiny demo model: spark-engine runs on the bare nodes from the bundle.
