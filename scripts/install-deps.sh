@@ -21,24 +21,17 @@ case "$distro" in
     ;;
 esac
 
-# Names common to both distributions (checked against the bookworm and noble archives; see
-# docs/platforms.md).
+# The same names on both distributions (docs/platforms.md says how each was checked); on
+# Ubuntu, libcli11-dev, libgloo-dev, libspdlog-dev and wireguard-go are in universe.
 packages=(
   build-essential cmake pkg-config git ca-certificates
   libssh-dev libyaml-cpp-dev libboost-dev nlohmann-json3-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libcli11-dev libssl-dev libpcre2-dev libicu-dev
   rdma-core libibverbs-dev ibverbs-providers libgloo-dev
-  wireguard-tools openssh-server openssh-client iproute2 iputils-ping netplan.io
+  wireguard-tools wireguard-go openssh-server openssh-client iproute2 iputils-ping netplan.io
   iptables
   ninja-build procps psmisc util-linux kmod curl python3 python3-venv python3-pip
 )
-case "$distro" in
-  ubuntu-*)
-    # noble has no wireguard-go package: the kernel's WireGuard module serves (the simulator's
-    # nodes use wireguard-go only where the kernel has no module, as on some CI containers).
-    ;;
-  *) packages+=(wireguard-go) ;;
-esac
 
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
@@ -109,7 +102,7 @@ for p in "${unpacked[@]}"; do
   fi
   want+="$p=$v"$'\n'
 done
-if [ "$(cat "$prefix/.unpacked" 2>/dev/null)" != "$want" ]; then
+if [ "$(cat "$prefix/.unpacked" 2>/dev/null)" != "$(printf '%s' "$want")" ]; then
   echo "install-deps: unpacking ${unpacked[*]} into $prefix"
   work=$(mktemp -d)
   trap 'rm -rf "$work"' EXIT
