@@ -73,7 +73,45 @@ nlohmann::json JsonOf(const std::string& text) {
   return j;
 }
 
-TEST_F(BundleSimTest, BareNodesRunWhatTheBundleBringsAndRefuseWhatCannotRun) {
+// `up` with the tiny demo model on the same nodes: spark-engine runs from the bundle.
+void UpServesFromTheBundle(const BareCluster& c) {
+  const std::string model = std::string(SPARK_BINARY_DIR) + "/bundle-sim/model";
+  if (!std::filesystem::exists(model + "/config.json")) {
+    ASSERT_EQ(Sh("python3 " SPARK_SOURCE_DIR "/scripts/make_demo_model.py " + model).exit_code, 0);
+  }
+  const std::string profile = c.state_root() + "/profile.yaml";
+  std::filesystem::create_directories(c.state_root());
+  std::ofstream(profile)
+      << "schema: sparkctl-profile/v1\nname: bundle-sim\nmodel:\n  repository: "
+         "sparkctl/qwen3-tiny-demo\n  revision: 0000000000000000000000000000000000000001\n"
+         "  path: " << model << "\n  served_name: bundle-sim\ntopology:\n  kind: pair\n"
+         "  nodes: 2\nhost:\n  kernel:\n    allow: [6.17.0-1031-nvidia]\n  min_cma_mib: 64\n"
+         "  memlock: \"8192\"\n  min_free_memory_gib: 0.5\nengine:\n  backend: cpu\n  tp: 2\n"
+         "  context_length: 1024\n  chunked_prefill: 256\n  max_running_requests: 4\n"
+         "  kv_cache:\n    dtype: fp32\n    tokens: 4096\napi:\n  port: 8010\n"
+         "  bind: 127.0.0.1\n";
+  Output up = c.Sparkctl("up -c " + c.seed() + " --state-root " + c.state_root() + " -p " +
+                         profile + " --yes --json --timeout 240");
+  ASSERT_EQ(up.exit_code, 0) << up.out;
+  const nlohmann::json report = JsonOf(up.out);
+  bool engine_step = false;
+  for (const auto& step : report["steps"]) {
+    if (step["name"] != "engine") continue;
+    engine_step = true;
+    EXPECT_NE(step["detail"].get<std::string>().find("spark-engine of the x86_64 bundle"),
+              std::string::npos) << step.dump();
+  }
+  EXPECT_TRUE(engine_step) << up.out;
+  // The ranks run the bundle's engine, mapped from the bundle's libraries.
+  Output maps = c.Exec("spark-0", "grep -h libspdlog /proc/$(cat /run/sparkctl/up/*/rank0.pid)/maps "
+                                  "| head -n 1");
+  EXPECT_NE(maps.out.find("/usr/local/lib/sparkctl/bundles/"), std::string::npos) << maps.out;
+  Output down = c.Sparkctl("down -c " + c.seed() + " --state-root " + c.state_root());
+  EXPECT_EQ(down.exit_code, 0) << down.out;
+}
+
+
+TEST_F(BundleSimTest, BareNodesRunTheBundleRefuseWhatCannotRunAndServe) {
   BareCluster c("plat-bare");
   ASSERT_TRUE(c.created());
   // The mode bites: the build's own sparkctl cannot start on a node.
@@ -128,46 +166,7 @@ TEST_F(BundleSimTest, BareNodesRunWhatTheBundleBringsAndRefuseWhatCannotRun) {
   Output healthy = c.Sparkctl("preflight -c " + c.seed());
   EXPECT_NE(healthy.out.find("SSH.REACHABLE"), std::string::npos) << healthy.out;
   EXPECT_EQ(healthy.out.find("cannot run"), std::string::npos) << healthy.out;
-}
-
-// `up` with the tiny demo model: spark-engine runs on the bare nodes from the bundle.
-TEST_F(BundleSimTest, UpServesFromTheBundleOnBareNodes) {
-  BareCluster c("plat-bareup");
-  ASSERT_TRUE(c.created());
-  ASSERT_EQ(c.Sparkctl("discover -c " + c.seed()).exit_code, 0);
-  const std::string model = std::string(SPARK_BINARY_DIR) + "/bundle-sim/model";
-  if (!std::filesystem::exists(model + "/config.json")) {
-    ASSERT_EQ(Sh("python3 " SPARK_SOURCE_DIR "/scripts/make_demo_model.py " + model).exit_code, 0);
-  }
-  const std::string profile = c.state_root() + "/profile.yaml";
-  std::filesystem::create_directories(c.state_root());
-  std::ofstream(profile)
-      << "schema: sparkctl-profile/v1\nname: bundle-sim\nmodel:\n  repository: "
-         "sparkctl/qwen3-tiny-demo\n  revision: 0000000000000000000000000000000000000001\n"
-         "  path: " << model << "\n  served_name: bundle-sim\ntopology:\n  kind: pair\n"
-         "  nodes: 2\nhost:\n  kernel:\n    allow: [6.17.0-1031-nvidia]\n  min_cma_mib: 64\n"
-         "  memlock: \"8192\"\n  min_free_memory_gib: 0.5\nengine:\n  backend: cpu\n  tp: 2\n"
-         "  context_length: 1024\n  chunked_prefill: 256\n  max_running_requests: 4\n"
-         "  kv_cache:\n    dtype: fp32\n    tokens: 4096\napi:\n  port: 8010\n"
-         "  bind: 127.0.0.1\n";
-  Output up = c.Sparkctl("up -c " + c.seed() + " --state-root " + c.state_root() + " -p " +
-                         profile + " --yes --json --timeout 240");
-  ASSERT_EQ(up.exit_code, 0) << up.out;
-  const nlohmann::json report = JsonOf(up.out);
-  bool engine_step = false;
-  for (const auto& step : report["steps"]) {
-    if (step["name"] != "engine") continue;
-    engine_step = true;
-    EXPECT_NE(step["detail"].get<std::string>().find("spark-engine of the x86_64 bundle"),
-              std::string::npos) << step.dump();
-  }
-  EXPECT_TRUE(engine_step) << up.out;
-  // The ranks run the bundle's engine, mapped from the bundle's libraries.
-  Output maps = c.Exec("spark-0", "grep -h libspdlog /proc/$(cat /run/sparkctl/up/*/rank0.pid)/maps "
-                                  "| head -n 1");
-  EXPECT_NE(maps.out.find("/usr/local/lib/sparkctl/bundles/"), std::string::npos) << maps.out;
-  Output down = c.Sparkctl("down -c " + c.seed() + " --state-root " + c.state_root());
-  EXPECT_EQ(down.exit_code, 0) << down.out;
+  UpServesFromTheBundle(c);
 }
 
 }  // namespace
