@@ -2,8 +2,8 @@
 // selftest's all-reduce check): the per-rank program spark-bench (collective_rank.h) is
 //   local    started N times on this machine as child processes, rank r on CUDA device r
 //            (or N CPU ranks with Gloo), rendezvous on 127.0.0.1 at a free port;
-//   cluster  copied to every node of the inventory by SHA-256 (ssh::EnsureFileOnNode, like
-//            sparkctl's own self-copy) and started there over SSH, one rank per node in rank
+//   cluster  installed on every node of the inventory from the bundle for its machine
+//            (InstallBench, bundle/deploy.h) and started there over SSH, one rank per node in rank
 //            order, with the NCCL environment the netplan library planned for that node;
 //            rank 0's node serves the rendezvous on its control-plane address (WireGuard when
 //            the tunnel is up, else the management LAN: fabric/control_plane.h).

@@ -101,20 +101,4 @@ Result<RemoteFile> EnsureFileOnNode(Transport& transport, const std::string& nod
   return file;
 }
 
-std::string StampMatchesCondition(const std::string& remote_path, const std::string& sha256) {
-  const std::string quoted = ShellQuote(remote_path);
-  return "[ \"$(cat " + ShellQuote(remote_path + ".stamp") + " 2>/dev/null)\" = \"$(" +
-         StatCommand(quoted) + ") " + sha256 + "\" ]";
-}
-
-Result<std::string> SelfSha256() {
-  static const Result<std::string> sum = Sha256File("/proc/self/exe");
-  return sum;
-}
-
-Result<RemoteFile> EnsureSelfOnNode(Transport& transport, const std::string& node,
-                                    const std::string& remote_path) {
-  return EnsureFileOnNode(transport, node, "/proc/self/exe", remote_path, 0755);
-}
-
 }  // namespace spark::ssh
