@@ -13,7 +13,7 @@ rc=0
 (cd "$build_dir" && ctest -L aarch64 --output-on-failure --timeout 1200 -j"${SPARK_JOBS:-2}" \
   --output-junit ctest-junit.xml "$@") || rc=$?
 
-bundle="$build_dir/bundle"
+bundle="$(cd "$build_dir" && pwd)/bundle"  # absolute: the loader prints absolute paths
 if [ -x "$host_sparkctl" ]; then
   "$host_sparkctl" bundle show "$bundle" --verify >/dev/null || rc=1
   for program in sparkctl spark-engine spark-bench; do
@@ -22,7 +22,7 @@ if [ -x "$host_sparkctl" ]; then
     for lib in "$bundle"/lib/*; do
       name=$(basename "$lib")
       if echo "$trace" | grep -q "^[[:space:]]*$name => " &&
-        ! echo "$trace" | grep -q "^[[:space:]]*$name => $bundle/bin/../lib/$name "; then
+        ! echo "$trace" | grep -qF "$name => $bundle/bin/../lib/$name "; then
         echo "test-aarch64: $program takes $name from outside the bundle:" >&2
         echo "$trace" | grep "$name" >&2
         rc=1
