@@ -1,7 +1,13 @@
 # CUDA selection: SPARK_CUDA=AUTO|ON|OFF. AUTO turns CUDA on when nvcc is found.
 # Architectures: sm_90 (H200 test GPUs) and sm_121 (GB10 in the DGX Spark).
+# Cross builds never compile CUDA: a Spark builds its CUDA parts natively (scripts/build-spark.sh).
 set(SPARK_WITH_CUDA OFF)
-if(NOT SPARK_CUDA STREQUAL "OFF")
+if(CMAKE_CROSSCOMPILING AND SPARK_CUDA STREQUAL "ON")
+  message(FATAL_ERROR "SPARK_CUDA=ON in a cross build: CUDA is built natively on the target "
+                      "(on a DGX Spark: scripts/build-spark.sh). Use -DSPARK_CUDA=OFF here.")
+elseif(CMAKE_CROSSCOMPILING)
+  message(STATUS "sparkctl: CUDA off (cross build)")
+elseif(NOT SPARK_CUDA STREQUAL "OFF")
   if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
     set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
   endif()

@@ -33,12 +33,18 @@ function(spark_library)
 endfunction()
 
 # spark_executable(NAME name SOURCES ... DEPS ...): a thin main.cc that links libraries.
+# Each binary finds shared libraries first in $ORIGIN/../lib, as a DT_RPATH (not DT_RUNPATH:
+# an RPATH of the executable also serves the libraries' own dependencies). A bundle
+# (docs/bundles.md) puts its libraries there; in the build tree ../lib does not exist and the
+# system's libraries are used.
 function(spark_executable)
   cmake_parse_arguments(ARG "" "NAME" "SOURCES;DEPS" ${ARGN})
   add_executable(${ARG_NAME} ${ARG_SOURCES})
   target_link_libraries(${ARG_NAME} PRIVATE ${ARG_DEPS})
   target_compile_options(${ARG_NAME} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${SPARK_CXX_WARNINGS}>)
-  set_target_properties(${ARG_NAME} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/bin)
+  target_link_options(${ARG_NAME} PRIVATE "LINKER:--disable-new-dtags")
+  set_target_properties(${ARG_NAME} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/bin
+                        BUILD_RPATH "\$ORIGIN/../lib")
 endfunction()
 
 # spark_test(NAME name SOURCES ... DEPS ... LABEL unit|sim|gpu|e2e [TIMEOUT s]
@@ -59,6 +65,26 @@ function(spark_test)
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 300)
   endif()
+  # Cross builds compile and run (emulated) only the tests of tests/emulated_tests.cmake, with
+  # the label aarch64 and the filter given there.
+  set(filter)
+  if(CMAKE_CROSSCOMPILING)
+    set(entry)
+    foreach(e IN LISTS SPARK_EMULATED_TESTS)
+      if(e MATCHES "^${ARG_NAME}=(.*)$")
+        set(entry "${CMAKE_MATCH_1}")
+      endif()
+    endforeach()
+    if(NOT entry)
+      return()
+    endif()
+    set(ARG_LABEL ${CMAKE_SYSTEM_PROCESSOR})
+    math(EXPR ARG_TIMEOUT "${ARG_TIMEOUT} * 4")
+    if(NOT entry STREQUAL "*")
+      set(filter FILTER "${entry}")
+    endif()
+    set_property(GLOBAL APPEND PROPERTY SPARK_EMULATED_TARGETS ${ARG_NAME})
+  endif()
   add_executable(${ARG_NAME} ${ARG_SOURCES})
   # GPU tests start from the engine's configuration layer (tests/testing/engine_test_main.cc).
   if(ARG_LABEL STREQUAL "gpu")
@@ -74,7 +100,7 @@ function(spark_test)
     SPARK_SHARED_DIR="${PROJECT_SOURCE_DIR}/../shared")
   set_target_properties(${ARG_NAME} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/tests)
   spark_gtest_cases(${ARG_NAME} PREFIX ${ARG_NAME} LABEL ${ARG_LABEL} TIMEOUT ${ARG_TIMEOUT}
-                    ENVIRONMENT ${ARG_ENVIRONMENT})
+                    ${filter} ENVIRONMENT ${ARG_ENVIRONMENT})
 endfunction()
 
 # spark_gtest_cases(target PREFIX p LABEL l TIMEOUT s [FILTER gtest-filter] [ENVIRONMENT ...])

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Sets everything up and runs every test: Debian packages, build, then ctest.
+# Sets everything up and runs every test: Debian packages, build, then ctest; then, on x86-64
+# Debian, the aarch64 step (scripts/test-aarch64.sh: cross build, emulated unit tests).
 # Labels: unit, sim (needs root and network namespaces), gpu (needs a CUDA device), e2e.
 # Each test case is one ctest entry; a case that cannot run here reports itself skipped, not
 # passed. Then scripts/check_skips.py fails the run for any skip whose reason this machine should
@@ -16,4 +17,13 @@ ctest --output-on-failure --timeout 900 --output-junit ctest-junit.xml "$@" || r
 allow=()
 [ -n "${SPARK_ALLOW_SKIP:-}" ] && allow=(--allow "$SPARK_ALLOW_SKIP")
 python3 ../scripts/check_skips.py ctest-junit.xml "${allow[@]}" || rc=$((rc == 0 ? 1 : rc))
+cd ..
+# The aarch64 step (cross build, emulated unit tests, bundle check) where install-deps set up
+# the cross toolchain (x86-64 Debian); SPARK_AARCH64=0 leaves it out.
+if [ "${SPARK_AARCH64:-1}" != 0 ] && command -v aarch64-linux-gnu-g++ >/dev/null &&
+  command -v qemu-aarch64-static >/dev/null; then
+  ./scripts/test-aarch64.sh || rc=$((rc == 0 ? 1 : rc))
+  python3 scripts/check_skips.py "${SPARK_AARCH64_BUILD_DIR:-build-aarch64}/ctest-junit.xml" \
+    "${allow[@]}" || rc=$((rc == 0 ? 1 : rc))
+fi
 exit "$rc"

@@ -18,7 +18,7 @@
 
 #include "netplan/oneshot_links.h"
 #include "sparkctl/ssh/parallel.h"
-#include "sparkctl/ssh/self_copy.h"
+#include "sparkctl/bundle/deploy.h"
 
 namespace spark::bench {
 namespace {
@@ -208,6 +208,15 @@ std::vector<ClusterRank> ClusterRanks(const fabric::ClusterChanges& changes,
   return ranks;
 }
 
+Result<std::string> InstallBench(ssh::Transport& transport, const std::string& node,
+                                 const std::string& program) {
+  bundle::EnsureOptions options;
+  if (!program.empty()) options.overrides["spark-bench"] = program;
+  auto f = bundle::EnsureProgram(transport, bundle::DefaultCatalog(), node, "spark-bench", options);
+  if (!f.ok()) return f.status().WithContext("installing spark-bench");
+  return f->path;
+}
+
 Result<RunReport> RunCluster(ssh::Transport& transport, const std::string& program,
                              const CollectiveOptions& options,
                              const std::vector<ClusterRank>& ranks, int master_port,
@@ -222,12 +231,10 @@ Result<RunReport> RunCluster(ssh::Transport& transport, const std::string& progr
   }
   std::vector<std::string> nodes;
   for (const ClusterRank& r : ranks) nodes.push_back(r.node);
-  auto copies = ssh::ForEachNode<ssh::RemoteFile>(nodes, [&](const std::string& node) {
-    auto f = ssh::EnsureFileOnNode(transport, node, program, kRemoteBenchPath);
-    if (!f.ok()) return Result<ssh::RemoteFile>(f.status().WithContext(node + ": installing spark-bench"));
-    return f;
+  auto paths = ssh::ForEachNode<std::string>(nodes, [&](const std::string& node) {
+    return InstallBench(transport, node, program);
   });
-  SPARK_RETURN_IF_ERROR(ssh::JoinNodeErrors(copies));
+  SPARK_RETURN_IF_ERROR(ssh::JoinNodeErrors(paths));
   auto start = Clock::now();
   const int n = static_cast<int>(ranks.size());
   std::vector<Result<ssh::CommandResult>> results(n, InternalError("not run"));
@@ -237,7 +244,7 @@ Result<RunReport> RunCluster(ssh::Transport& transport, const std::string& progr
                     ranks[r].oneshot_rails};
     ssh::RunOptions ro;
     ro.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(timeout);
-    results[r] = transport.Run(ranks[r].node, RankCommand(kRemoteBenchPath, options, p, ranks[r].env), ro);
+    results[r] = transport.Run(ranks[r].node, RankCommand(*paths[r], options, p, ranks[r].env), ro);
   });
   RunReport report;
   for (int r = 0; r < n; ++r) {

@@ -2,8 +2,8 @@
 // selftest's all-reduce check): the per-rank program spark-bench (collective_rank.h) is
 //   local    started N times on this machine as child processes, rank r on CUDA device r
 //            (or N CPU ranks with Gloo), rendezvous on 127.0.0.1 at a free port;
-//   cluster  copied to every node of the inventory by SHA-256 (ssh::EnsureFileOnNode, like
-//            sparkctl's own self-copy) and started there over SSH, one rank per node in rank
+//   cluster  installed on every node of the inventory from the bundle for its machine
+//            (InstallBench, bundle/deploy.h) and started there over SSH, one rank per node in rank
 //            order, with the NCCL environment the netplan library planned for that node;
 //            rank 0's node serves the rendezvous on its control-plane address (WireGuard when
 //            the tunnel is up, else the management LAN: fabric/control_plane.h).
@@ -25,7 +25,6 @@
 namespace spark::bench {
 
 // Where spark-bench is installed on nodes.
-inline constexpr char kRemoteBenchPath[] = "/usr/local/lib/sparkctl/spark-bench";
 
 struct RunReport {
   std::string output;   // rank 0's stdout: the report
@@ -61,8 +60,15 @@ std::vector<ClusterRank> ClusterRanks(const fabric::ClusterChanges& changes,
 std::string RankCommand(const std::string& remote_program, const CollectiveOptions& options,
                         const RankPlacement& placement, const std::vector<netplan::EnvVar>& env);
 
-// Installs spark-bench on every node and runs one rank per node, in parallel. Errors name the
-// node: the copy failing, a rank exiting non-zero other than with wrong results.
+// Installs the bundle for the node's machine with its spark-bench (or `program` in its place
+// when not empty: a local spark-bench of the node's machine) and returns spark-bench's path on
+// the node. Errors of bundle::EnsureProgram.
+Result<std::string> InstallBench(ssh::Transport& transport, const std::string& node,
+                                 const std::string& program);
+
+// Installs spark-bench on every node (InstallBench) and runs one rank per node, in parallel.
+// Errors name the node: the install failing, a rank exiting non-zero other than with wrong
+// results.
 Result<RunReport> RunCluster(ssh::Transport& transport, const std::string& program,
                              const CollectiveOptions& options,
                              const std::vector<ClusterRank>& ranks, int master_port,

@@ -9,7 +9,6 @@
 #include "sparkctl/bench/launch.h"
 #include "sparkctl/fabric/fabric_verify.h"
 #include "sparkctl/ssh/parallel.h"
-#include "sparkctl/ssh/self_copy.h"
 
 namespace spark::bench {
 namespace {
@@ -66,9 +65,10 @@ std::vector<LinkPair> PlanLinkPairs(const fabric::ClusterChanges& c, bool all) {
   return out;
 }
 
-Result<rdma::VerbsReport> RemoteVerbs(ssh::Transport& transport, const std::string& node) {
+Result<rdma::VerbsReport> RemoteVerbs(ssh::Transport& transport, const std::string& node,
+                                      const std::string& bench_path) {
   SPARK_ASSIGN_OR_RETURN(ssh::CommandResult r,
-                         ssh::RunChecked(transport, node, std::string(kRemoteBenchPath) + " rdma-info"));
+                         ssh::RunChecked(transport, node, ssh::ShellQuote(bench_path) + " rdma-info"));
   try {
     return rdma::VerbsReportFromJson(nlohmann::json::parse(r.stdout_data));
   } catch (const nlohmann::json::exception& e) {
@@ -80,10 +80,14 @@ Result<LinkBenchReport> RunLinkBench(ssh::Transport& transport, const fabric::Cl
                                      const std::string& program, const LinkBenchOptions& o) {
   std::vector<std::string> nodes;
   for (const auto& n : c.nodes) nodes.push_back(n.node);
+  auto paths = ssh::ForEachNode<std::string>(nodes, [&](const std::string& node) {
+    return InstallBench(transport, node, program);
+  });
+  SPARK_RETURN_IF_ERROR(ssh::JoinNodeErrors(paths));
+  std::map<std::string, std::string> bench;  // node -> spark-bench there
+  for (size_t i = 0; i < nodes.size(); ++i) bench[nodes[i]] = *paths[i];
   auto verbs = ssh::ForEachNode<rdma::VerbsReport>(nodes, [&](const std::string& node) {
-    auto f = ssh::EnsureFileOnNode(transport, node, program, kRemoteBenchPath);
-    if (!f.ok()) return Result<rdma::VerbsReport>(f.status().WithContext(node + ": installing spark-bench"));
-    return RemoteVerbs(transport, node);
+    return RemoteVerbs(transport, node, bench.at(node));
   });
   SPARK_RETURN_IF_ERROR(ssh::JoinNodeErrors(verbs));
   std::map<std::string, std::set<std::string>> opened;  // node -> devices verbs can open
@@ -110,11 +114,11 @@ Result<LinkBenchReport> RunLinkBench(ssh::Transport& transport, const fabric::Cl
     };
     std::string rdma_server = rdma ? " --rdma " + Quote(p.server_rdma) + " --gid-index " + gid(p.server, p.server_rdma) : "";
     std::string rdma_client = rdma ? " --rdma " + Quote(p.client_rdma) + " --gid-index " + gid(p.client, p.client_rdma) : "";
-    std::string serve = std::string(kRemoteBenchPath) + " link-serve --bind " + Quote(p.server_address) +
+    std::string serve = ssh::ShellQuote(bench.at(p.server)) + " link-serve --bind " + Quote(p.server_address) +
                         " --port " + std::to_string(o.port) + rdma_server;
     char seconds[32];
     std::snprintf(seconds, sizeof(seconds), "%.3f", o.duration.count() / 1000.0);
-    std::string probe = std::string(kRemoteBenchPath) + " link-probe --peer " + Quote(p.server_address) +
+    std::string probe = ssh::ShellQuote(bench.at(p.client)) + " link-probe --peer " + Quote(p.server_address) +
                         " --port " + std::to_string(o.port) + " --size " + std::to_string(o.size) +
                         " --seconds " + seconds + " --pingpongs " + std::to_string(o.pingpongs) + rdma_client;
     auto server = std::async(std::launch::async, [&] { return transport.Run(p.server, serve); });

@@ -58,13 +58,14 @@ struct LinkBenchReport {
   bool ok() const;
 };
 
-// Installs spark-bench on each node, asks each for its verbs devices, then measures each pair.
+// Installs spark-bench on each node (InstallBench; `program` "" = the bundle's), asks each for its verbs devices, then measures each pair.
 // Only connection/installation errors fail the call; a failing link is a row with its status.
 Result<LinkBenchReport> RunLinkBench(ssh::Transport& transport, const fabric::ClusterChanges& changes,
                                      const std::string& program, const LinkBenchOptions& options);
 
-// The verbs view of one node (`spark-bench rdma-info` there; spark-bench already installed).
-Result<rdma::VerbsReport> RemoteVerbs(ssh::Transport& transport, const std::string& node);
+// The verbs view of one node (`spark-bench rdma-info` there; bench_path from InstallBench).
+Result<rdma::VerbsReport> RemoteVerbs(ssh::Transport& transport, const std::string& node,
+                                      const std::string& bench_path);
 
 std::string FormatLinkReport(const LinkBenchReport& report);
 nlohmann::ordered_json LinkReportJson(const LinkBenchReport& report);

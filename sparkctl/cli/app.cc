@@ -10,7 +10,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/strings.h"
 #include "base/version.h"
+#include "sparkctl/bundle/deploy.h"
 #include "sparkctl/cli/command_table.h"
 
 namespace spark::cli {
@@ -52,6 +54,13 @@ int RunSparkctl(int argc, char** argv) {
       "Every command has --help with an example. Exit codes: 0 ok, 2 failed, 3 needs input.";
   // The configuration layer: the only place sparkctl reads its environment.
   if (const char* env = std::getenv("SPARK_LOG_LEVEL")) line.env_log_level = env;
+  // The programs nodes get: this build's bundle, and those named in SPARKCTL_BUNDLES (folders
+  // separated by ':') for nodes of other machines (docs/bundles.md).
+  bundle::CatalogOptions catalog{.self_dir = SelfDir(), .version = kVersion};
+  if (const char* env = std::getenv("SPARKCTL_BUNDLES")) {
+    catalog.bundle_dirs = Split(env, ':', /*skip_empty=*/true);
+  }
+  bundle::ConfigureDefaultCatalog(std::move(catalog));
   return RunCommandLine(line, CommandTable(), argc, argv);
 }
 

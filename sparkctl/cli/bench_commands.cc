@@ -71,7 +71,9 @@ int RunCollective(bench::Collective kind, CollectiveFlags f) {
   }
   f.o.timeout = std::chrono::seconds(f.collective_timeout_s);
   if (Status s = f.o.Validate(); !s.ok()) return ReportError(s);
-  auto program = bench::FindBenchProgram(f.program);
+  // Local runs use the spark-bench next to sparkctl; cluster runs their bundle's, unless given.
+  auto program = f.cluster_file.empty() || !f.program.empty() ? bench::FindBenchProgram(f.program)
+                                                              : Result<std::string>(std::string());
   if (!program.ok()) return ReportError(program.status());
   auto timeout = std::chrono::seconds(f.timeout_s);
   Result<bench::RunReport> run = InternalError("not run");
@@ -129,7 +131,8 @@ void AddCollective(CLI::App* bench, bench::Collective kind, CommandContext& cont
   cmd->add_option("--oneshot-topology", f->o.oneshot_topology,
                   "--transport oneshot in local mode: mesh (default), ring or line (relays "
                   "non-adjacent ranks); cluster mode follows the fabric");
-  cmd->add_option("--program", f->program, "spark-bench to run (default: next to sparkctl)");
+  cmd->add_option("--program", f->program,
+                  "spark-bench to run (default: next to sparkctl; on a cluster, the bundle's)");
   cmd->add_option("--port", f->port, "Cluster mode: rendezvous port on rank 0 (default 29600)");
   cmd->add_option("--timeout", f->timeout_s, "Give up after this many seconds (default 600)");
   cmd->add_option("--collective-timeout", f->collective_timeout_s,
@@ -152,7 +155,9 @@ int RunLink(const LinkFlags& f) {
   auto size = bench::ParseByteSize(f.size, "--size");
   if (!size.ok()) return ReportError(size.status());
   if (f.seconds <= 0) return ReportError(InvalidArgumentError("--seconds must be positive"));
-  auto program = bench::FindBenchProgram(f.program);
+  // The spark-bench of each node's bundle, unless --program names one.
+  auto program = f.program.empty() ? Result<std::string>(std::string())
+                                   : bench::FindBenchProgram(f.program);
   if (!program.ok()) return ReportError(program.status());
   auto c = OpenCluster(f.cluster_file);
   if (!c.ok()) return ReportError(c.status());
@@ -188,7 +193,8 @@ void RegisterBenchCommands(CLI::App& parent, CommandContext& context) {
   link->add_option("--size", f->size, "Bytes per write in the bandwidth phase (default 1M)");
   link->add_option("--seconds", f->seconds, "Bandwidth phase per link in seconds (default 1)");
   link->add_flag("--tcp", f->tcp_only, "Measure over TCP even where RDMA devices exist");
-  link->add_option("--program", f->program, "spark-bench to install (default: next to sparkctl)");
+  link->add_option("--program", f->program,
+                   "spark-bench for the nodes in place of their bundle's (default: the bundle's)");
   link->add_option("--port", f->port, "TCP port of the link server (default 29700)");
   AddJsonFlag(link, &f->json, "schema sparkctl-bench-link/v1");
   SetExample(link, "sparkctl bench link -c cluster.yaml --pairs neighbours --seconds 2\n"

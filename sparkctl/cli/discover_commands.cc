@@ -41,16 +41,18 @@ Result<netplan::ClusterSpec> SeedFrom(const DiscoverOptions& o) {
 
 void PrintHuman(const netplan::ClusterSpec& spec, const std::vector<host::NodeObservation>& facts,
                 const inventory::CablingResult& cabling) {
-  std::printf("%-12s %-15s %-4s %-22s %-18s %-18s\n", "NODE", "ADDRESS", "RANK", "KERNEL", "P0", "P1");
+  std::printf("%-12s %-15s %-4s %-22s %-18s %-18s %s\n", "NODE", "ADDRESS", "RANK", "KERNEL", "P0",
+              "P1", "PLATFORM");
   for (size_t i = 0; i < spec.nodes.size(); ++i) {
     const auto& n = spec.nodes[i];
     auto peer = [&](size_t p) {
       return p < n.ports.size() && n.ports[p].peer ? n.ports[p].peer->node + " " + n.ports[p].peer->port : std::string("-");
     };
-    std::printf("%-12s %-15s %-4s %-22s %-18s %-18s\n", n.name.c_str(), n.address.c_str(),
+    std::printf("%-12s %-15s %-4s %-22s %-18s %-18s %s\n", n.name.c_str(), n.address.c_str(),
                 n.rank ? std::to_string(*n.rank).c_str() : "-",
                 facts[i].facts.ok() ? facts[i].facts->kernel.c_str() : "unreachable", peer(0).c_str(),
-                peer(1).c_str());
+                peer(1).c_str(),
+                facts[i].facts.ok() ? facts[i].facts->platform.Describe().c_str() : "-");
   }
   std::printf("\ntopology: %s\n", inventory::DescribeTopology(cabling).c_str());
   for (const auto& f : facts) {

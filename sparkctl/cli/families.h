@@ -21,5 +21,6 @@ void RegisterPlanCommands(CLI::App& parent, CommandContext& context);     // pla
 void RegisterCheckCommands(CLI::App& parent, CommandContext& context);    // serving_commands.cc
 // `bench serve`, added to the bench family by RegisterBenchCommands.       // serving_commands.cc
 void RegisterBenchServeCommand(CLI::App* bench, CommandContext& context);
+void RegisterBundleCommands(CLI::App& parent, CommandContext& context);   // bundle_commands.cc
 
 }  // namespace spark::cli

@@ -56,7 +56,8 @@ void RegisterSelftestCommands(CLI::App& parent, CommandContext& context) {
   cmd->add_flag("--quick", f->quick, "Checks without the link test (default)");
   cmd->add_flag("--full", f->full, "Also ping-pong every cable twin and a larger all-reduce");
   cmd->add_flag("--no-wireguard", f->no_wireguard, "The fabric was applied without WireGuard");
-  cmd->add_option("--program", f->program, "spark-bench to install (default: next to sparkctl)");
+  cmd->add_option("--program", f->program,
+                  "spark-bench for the nodes in place of their bundle's (default: the bundle's)");
   AddJsonFlag(cmd, &f->json, "schema sparkctl-selftest/v1");
   SetExample(cmd, "sparkctl selftest -c cluster.yaml --full\n"
                   "Prints `All checks passed.` or each failing check with its fix; exit 2 on "

@@ -20,6 +20,7 @@ struct SimOptions {
   std::string name = "demo";
   int nodes = 4;
   std::string topology = "ring";
+  bool bare_libs = false;
   bool json = false;
   std::string node;
   std::vector<std::string> args;
@@ -45,6 +46,8 @@ ordered_json NodeJson(const std::string& dir, const sim::NodeState& n) {
           {"machine_id", n.facts.machine_id},
           {"forward_drop", n.facts.forward_drop},
           {"mem_available_kib", n.facts.mem_available_kib},
+          {"machine", n.facts.machine},
+          {"glibc", n.facts.glibc},
           {"dir", dir + "/nodes/" + n.name}};
 }
 
@@ -61,6 +64,7 @@ ordered_json ClusterJson(const sim::Simulator& simulator, const sim::ClusterStat
           {"host_address", c.HostAddress()},
           {"bridge", c.bridge},
           {"wires_namespace", c.wires_netns},
+          {"bare_libs", c.bare_libs},
           {"nodes", nodes},
           {"faults",
            {{"unplugged", PortsJson(c.fabric.unplugged)},
@@ -75,7 +79,8 @@ int RunCreate(const SimOptions& o) {
   sim::Simulator simulator(runner);
   auto start = std::chrono::steady_clock::now();
   Result<sim::ClusterState> c =
-      simulator.Create({.name = o.name, .nodes = o.nodes, .topology = *topology});
+      simulator.Create({.name = o.name, .nodes = o.nodes, .topology = *topology,
+                        .bare_libs = o.bare_libs});
   if (!c.ok()) return ReportError(c.status());
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   sim::SeedFiles seeds = simulator.Seeds(o.name);
@@ -187,6 +192,10 @@ void RegisterSimCommands(CLI::App& parent, CommandContext& context) {
                             o.get(), "sudo sparkctl sim create --nodes 4 --topology ring");
   create->add_option("--nodes", o->nodes, "Number of Sparks, 2..8 (default 4)");
   create->add_option("--topology", o->topology, "pair, ring (default), line or switched");
+  create->add_flag("--bare-libs", o->bare_libs,
+                   "Nodes do not see the host's build libraries (libssh, yaml-cpp, spdlog, fmt, "
+                   "gloo, hiredis, ICU) and have their own /usr/local/lib/sparkctl, like a fresh "
+                   "DGX OS: what they run must come from sparkctl's bundle");
   AddJsonFlag(create, &o->json);
   create->callback([o, &context] { context.exit_code = RunCreate(*o); });
 

@@ -131,6 +131,8 @@ Status StartMonitorFor(const std::string& cluster_file, const CommonOptions& c,
 }
 
 int RunUpCommand(const UpCliOptions& o) {
+  // The profile is checked against the local engine; the nodes run their bundle's (the same
+  // build when they are of this machine), or --engine in its place.
   const std::string engine_binary = o.engine.empty() ? DefaultEngineBinary() : o.engine;
   const std::string schema = o.common.json ? "sparkctl-up/v1" : "";
   auto engine = profile::QueryEngine(engine_binary);
@@ -146,7 +148,7 @@ int RunUpCommand(const UpCliOptions& o) {
   u.cluster_file = Absolute(o.common.cluster_file);
   u.profile_file = Absolute(o.profile_file);
   u.state_dir = cluster->state_dir;
-  u.engine_binary = engine_binary;
+  u.engine_binary = o.engine;
   u.master_port = o.master_port;
   u.plan_only = o.plan_only;
   u.sync_weights = o.sync_weights;
@@ -374,7 +376,9 @@ void RegisterUpCommands(CLI::App& parent, CommandContext& context) {
   cmd->add_flag("--sync-weights", u->sync_weights, "Copy missing or corrupt weight files between nodes");
   cmd->add_flag("--no-auto-recover", u->no_auto_recover,
                 "Do not restart the model when a rank dies or hangs (default: restart)");
-  cmd->add_option("--engine", u->engine, "spark-engine to install (default: next to sparkctl)");
+  cmd->add_option("--engine", u->engine,
+                  "spark-engine for the nodes in place of their bundle's (default: the bundle's, "
+                  "which for nodes of this machine is the one next to sparkctl)");
   cmd->add_option("--master-port", u->master_port, "Rendezvous port on rank 0 (default 29500)");
   cmd->add_option("--timeout", u->timeout_s, "Seconds to wait for /ready (default 600)");
   AddJsonFlag(cmd, &u->common.json, "schema sparkctl-up/v1");

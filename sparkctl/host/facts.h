@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/status.h"
+#include "sparkctl/bundle/platform.h"
 
 namespace spark::host {
 
@@ -61,6 +62,9 @@ struct NodeFacts {
   std::string machine_id;
   std::string kernel;      // /proc/sys/kernel/osrelease
   std::string os;          // PRETTY_NAME from /etc/os-release
+  // Machine, OS, glibc and libstdc++ versions, node libraries: what decides which programs
+  // run here (the same probe the controller runs before installing a bundle).
+  bundle::NodePlatform platform;
   std::string dgx_release; // DGX_OTA_VERSION / DGX_SWBUILD_VERSION from /etc/dgx-release
   int64_t mem_total_kib = 0;
   int64_t mem_available_kib = 0;

@@ -15,6 +15,8 @@
 #include "base/strings.h"
 #include "base/version.h"
 #include "netplan/cluster_spec.h"
+#include "sparkctl/bundle/platform.h"
+#include "sparkctl/ssh/transport.h"
 
 namespace spark::host {
 namespace {
@@ -186,6 +188,11 @@ NodeFacts GatherFacts(const GatherOptions& options) {
   f.kernel = ReadLine(at("proc/sys/kernel/osrelease"));
   f.os = KeyValue(ReadText(at("etc/os-release")), "PRETTY_NAME");
   f.dgx_release = DgxRelease(ReadText(at("etc/dgx-release")));
+  if (auto platform = o.run("sh -c " + ssh::ShellQuote(bundle::PlatformProbeScript()));
+      platform.ok()) {
+    auto parsed = bundle::ParsePlatform(f.hostname, *platform);
+    if (parsed.ok()) f.platform = std::move(*parsed);
+  }
   std::string meminfo = ReadText(at("proc/meminfo"));
   f.mem_total_kib = MeminfoValueKib(meminfo, "MemTotal");
   f.mem_available_kib = MeminfoValueKib(meminfo, "MemAvailable");

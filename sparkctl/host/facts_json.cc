@@ -53,6 +53,7 @@ nlohmann::json ToJson(const NodeFacts& f) {
       {"machine_id", f.machine_id},
       {"kernel", f.kernel},
       {"os", f.os},
+      {"platform", bundle::PlatformToJson(f.platform)},
       {"dgx_release", f.dgx_release},
       {"mem_total_kib", f.mem_total_kib},
       {"mem_available_kib", f.mem_available_kib},
@@ -91,6 +92,7 @@ Result<NodeFacts> FactsFromJson(const nlohmann::json& j) {
     f.machine_id = j.at("machine_id").get<std::string>();
     f.kernel = j.at("kernel").get<std::string>();
     f.os = j.at("os").get<std::string>();
+    SPARK_ASSIGN_OR_RETURN(f.platform, bundle::PlatformFromJson(j.at("platform")));
     f.dgx_release = j.at("dgx_release").get<std::string>();
     f.mem_total_kib = j.at("mem_total_kib").get<int64_t>();
     f.mem_available_kib = j.at("mem_available_kib").get<int64_t>();

@@ -4,9 +4,9 @@
 #include <optional>
 #include <unistd.h>
 
+#include "sparkctl/bundle/deploy.h"
 #include "sparkctl/ssh/libssh_transport.h"
 #include "sparkctl/ssh/parallel.h"
-#include "sparkctl/ssh/self_copy.h"
 
 namespace spark::host {
 namespace {
@@ -52,18 +52,15 @@ namespace {
 constexpr int kNotInstalledExit = 197;
 constexpr char kNotInstalledMarker[] = "sparkctl-build-missing";
 
-// Runs `node ARGS` when the node's sparkctl is this build; the caller installs it otherwise.
-// Returns nullopt for "not installed".
+// Runs `node ARGS` when the node has this build's bundle for its machine; the caller installs
+// it otherwise. Returns nullopt for "not installed".
 Result<std::optional<ssh::CommandResult>> TryNodeCommand(ssh::Transport& transport,
                                                          const std::string& node,
                                                          const std::string& args,
                                                          const ssh::RunOptions& options) {
-  SPARK_ASSIGN_OR_RETURN(std::string sha, ssh::SelfSha256());
-  const std::string path = ssh::kDefaultRemoteSelfPath;
-  const std::string command = "if " + ssh::StampMatchesCondition(path, sha) + "; then exec " +
-                              ssh::ShellQuote(path) + " node " + args + "; fi; echo " +
-                              kNotInstalledMarker + " >&2; exit " +
-                              std::to_string(kNotInstalledExit);
+  const std::string command =
+      bundle::RunInstalledCommand(bundle::DefaultCatalog().Ids(), "sparkctl", "node " + args,
+                                  kNotInstalledMarker, kNotInstalledExit);
   SPARK_ASSIGN_OR_RETURN(ssh::CommandResult result, transport.Run(node, command, options));
   if (result.exit_code == kNotInstalledExit &&
       result.stderr_data.find(kNotInstalledMarker) != std::string::npos) {
@@ -71,6 +68,11 @@ Result<std::optional<ssh::CommandResult>> TryNodeCommand(ssh::Transport& transpo
   }
   if (result.exit_code != 0) return ssh::CommandFailedError(node, "sparkctl node " + args, result);
   return std::optional<ssh::CommandResult>(std::move(result));
+}
+
+// The bundle for the node's machine, installed when missing; the path of its sparkctl.
+Result<bundle::ProgramOnNode> InstallSparkctl(ssh::Transport& transport, const std::string& node) {
+  return bundle::EnsureProgram(transport, bundle::DefaultCatalog(), node, "sparkctl");
 }
 
 template <typename T>
@@ -103,7 +105,7 @@ Result<std::string> RunNodeCommand(ssh::Transport& transport, const std::string&
   options.timeout = timeout;
   SPARK_ASSIGN_OR_RETURN(auto ran, TryNodeCommand(transport, node, args, options));
   if (ran) return ran->stdout_data;
-  SPARK_ASSIGN_OR_RETURN(ssh::RemoteFile self, ssh::EnsureSelfOnNode(transport, node));
+  SPARK_ASSIGN_OR_RETURN(auto self, InstallSparkctl(transport, node));
   SPARK_ASSIGN_OR_RETURN(ssh::CommandResult result,
                          ssh::RunChecked(transport, node, self.path + " node " + args, options));
   return result.stdout_data;
@@ -130,8 +132,8 @@ std::vector<Result<BeaconReport>> CollectBeacons(ssh::Transport& transport,
                                                  std::chrono::milliseconds duration) {
   std::vector<std::string> names = NodeNames(cluster);
   // Install first on every node, so the beacon windows of all nodes overlap.
-  auto installed = ssh::ForEachNode<ssh::RemoteFile>(
-      names, [&](const std::string& node) { return ssh::EnsureSelfOnNode(transport, node); });
+  auto installed = ssh::ForEachNode<bundle::ProgramOnNode>(
+      names, [&](const std::string& node) { return InstallSparkctl(transport, node); });
   return ssh::ForEachNode<BeaconReport>(names, [&](const std::string& node) -> Result<BeaconReport> {
     size_t i = std::find(names.begin(), names.end(), node) - names.begin();
     if (!installed[i].ok()) return installed[i].status();
@@ -169,8 +171,8 @@ std::vector<NodeProbe> CollectProbes(ssh::Transport& transport, const netplan::C
   }
   if (!missing.empty()) {
     // Install where needed, then probe everyone again: beacons only work when all run together.
-    auto installed = ssh::ForEachNode<ssh::RemoteFile>(
-        missing, [&](const std::string& node) { return ssh::EnsureSelfOnNode(transport, node); });
+    auto installed = ssh::ForEachNode<bundle::ProgramOnNode>(
+        missing, [&](const std::string& node) { return InstallSparkctl(transport, node); });
     Status install = ssh::JoinNodeErrors(installed);
     attempts = probe_all();
     for (size_t i = 0; i < names.size(); ++i) {

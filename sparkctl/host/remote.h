@@ -1,9 +1,11 @@
 // Running node-side sparkctl operations on every node of a cluster over SSH: build the transport
-// from the inventory, install this very binary on each node when it differs, then run
+// from the inventory, install this build's bundle for each node's machine when the node lacks it
+// (bundle/deploy.h: refused, with the fix, on a node that cannot run it), then run
 // `sparkctl node facts` / `node beacon` / `node probe` in parallel and parse their JSON.
 //
-// One round trip per operation: the command checks the installed binary's stamp and runs it
-// in the same SSH exec; only a node that lacks this build gets a second trip (upload, then run).
+// One round trip per operation: the command picks the installed bundle for the node's machine
+// and runs its sparkctl in the same SSH exec; only a node that lacks it gets more trips (read
+// the platform, upload, then run).
 #pragma once
 
 #include <memory>
@@ -28,7 +30,7 @@ Result<std::unique_ptr<ssh::Transport>> MakeTransport(const netplan::ClusterSpec
 
 std::vector<std::string> NodeNames(const netplan::ClusterSpec& cluster);
 
-// Installs sparkctl on the node if needed and runs `sparkctl node ARGS`; returns its stdout.
+// Installs the bundle on the node if needed and runs `sparkctl node ARGS`; returns its stdout.
 // Errors name the node.
 Result<std::string> RunNodeCommand(ssh::Transport& transport, const std::string& node,
                                    const std::string& args, std::chrono::milliseconds timeout);

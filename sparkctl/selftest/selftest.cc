@@ -11,7 +11,6 @@
 #include "sparkctl/host/remote.h"
 #include "sparkctl/selftest/nccl_version.h"
 #include "sparkctl/ssh/parallel.h"
-#include "sparkctl/ssh/self_copy.h"
 
 namespace spark::selftest {
 namespace {
@@ -20,11 +19,11 @@ using host::CheckResult;
 using host::Verdict;
 using Clock = std::chrono::steady_clock;
 
-// `spark-bench nccl-info` on the node (installed by the RDMA step before).
+// `spark-bench nccl-info` on the node (`bench_path` from bench::InstallBench).
 Result<bench::NcclProbe> RemoteNccl(ssh::Transport& t, const std::string& node,
-                                    const std::string& engine) {
+                                    const std::string& bench_path, const std::string& engine) {
   SPARK_ASSIGN_OR_RETURN(ssh::CommandResult r,
-                         ssh::RunChecked(t, node, std::string(bench::kRemoteBenchPath) +
+                         ssh::RunChecked(t, node, ssh::ShellQuote(bench_path) +
                                                       " nccl-info --engine " + ssh::ShellQuote(engine)));
   try {
     return bench::NcclProbeFromJson(nlohmann::json::parse(r.stdout_data));
@@ -270,7 +269,10 @@ std::vector<CheckResult> RdmaChecks(const std::string& node, const host::NodeFac
 Result<SelftestReport> RunSelftest(ssh::Transport& t, const netplan::ClusterSpec& spec,
                                    const SelftestOptions& o) {
   auto start = Clock::now();
-  SPARK_ASSIGN_OR_RETURN(std::string program, bench::FindBenchProgram(o.bench_program));
+  std::string program;  // "" = the spark-bench of each node's bundle
+  if (!o.bench_program.empty()) {
+    SPARK_ASSIGN_OR_RETURN(program, bench::FindBenchProgram(o.bench_program));
+  }
   SelftestReport r;
   std::vector<host::NodeObservation> obs = host::CollectFacts(t, spec, "/");
   host::PreflightInput in;
@@ -287,24 +289,31 @@ Result<SelftestReport> RunSelftest(ssh::Transport& t, const netplan::ClusterSpec
   if (changes.ok()) QosChecks(*changes, &r);
   std::vector<std::string> nodes;
   for (const auto& n : obs) nodes.push_back(n.name);
-  auto verbs = ssh::ForEachNode<rdma::VerbsReport>(nodes, [&](const std::string& node) {
-    auto f = ssh::EnsureFileOnNode(t, node, program, bench::kRemoteBenchPath);
-    if (!f.ok()) return Result<rdma::VerbsReport>(f.status().WithContext("installing spark-bench"));
-    return bench::RemoteVerbs(t, node);
+  auto verbs = ssh::ForEachNode<rdma::VerbsReport>(nodes, [&](const std::string& node)
+                                                              -> Result<rdma::VerbsReport> {
+    SPARK_ASSIGN_OR_RETURN(std::string bench_path, bench::InstallBench(t, node, program));
+    return bench::RemoteVerbs(t, node, bench_path);
   });
   for (size_t i = 0; i < obs.size(); ++i) {
     if (!obs[i].facts.ok()) continue;  // SSH.REACHABLE already failed for it
     for (CheckResult& c : RdmaChecks(obs[i].name, *obs[i].facts, verbs[i])) r.checks.push_back(c);
   }
-  auto nccl = ssh::ForEachNode<bench::NcclProbe>(nodes, [&](const std::string& node) {
-    return RemoteNccl(t, node, o.engine_path);
+  auto nccl = ssh::ForEachNode<bench::NcclProbe>(nodes, [&](const std::string& node)
+                                                             -> Result<bench::NcclProbe> {
+    SPARK_ASSIGN_OR_RETURN(std::string bench_path, bench::InstallBench(t, node, program));
+    const std::string engine = !o.engine_path.empty()
+                                   ? o.engine_path
+                                   : bench_path.substr(0, bench_path.rfind('/') + 1) + "spark-engine";
+    return RemoteNccl(t, node, bench_path, engine);
   });
   for (size_t i = 0; i < obs.size(); ++i) {
     if (!obs[i].facts.ok()) continue;
     if (!nccl[i].ok()) {
       r.checks.push_back(Check("NCCL.VERSION", obs[i].name, Verdict::kWarn,
                                nccl[i].status().message(),
-                               "run `spark-bench nccl-info --engine " + o.engine_path +
+                               "run `spark-bench nccl-info --engine " +
+                                   (o.engine_path.empty() ? "<bundle>/bin/spark-engine"
+                                                          : o.engine_path) +
                                    "` on the node"));
       continue;
     }

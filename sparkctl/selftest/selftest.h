@@ -33,12 +33,12 @@ namespace spark::selftest {
 
 struct SelftestOptions {
   bool full = false;          // --full: also the link test and a larger all-reduce sweep
-  std::string bench_program;  // spark-bench to install on the nodes ("" = next to sparkctl)
+  std::string bench_program;  // spark-bench for the nodes in place of their bundle's ("" = the bundle's)
   int master_port = 29650;    // rendezvous of the all-reduce check on rank 0's node
   bool wireguard = true;      // verify the WireGuard control plane too
-  // The engine whose NCCL NCCL.VERSION checks: where `sparkctl up` installs it
-  // (up/launch_plan.h kRemoteEnginePath).
-  std::string engine_path = "/usr/local/lib/sparkctl/spark-engine";
+  // The engine whose NCCL NCCL.VERSION checks; "" = the spark-engine of the node's bundle, the
+  // one `sparkctl up` runs (bundle/deploy.h).
+  std::string engine_path;
 };
 
 struct SelftestReport {

@@ -45,7 +45,9 @@ json NodeToJson(const NodeState& n) {
             {"machine_id", n.facts.machine_id},
             {"sshd_running", n.facts.sshd_running},
             {"forward_drop", n.facts.forward_drop},
-            {"mem_available_kib", n.facts.mem_available_kib}}}};
+            {"mem_available_kib", n.facts.mem_available_kib},
+            {"machine", n.facts.machine},
+            {"glibc", n.facts.glibc}}}};
 }
 
 NodeState NodeFromJson(const json& j) {
@@ -60,7 +62,8 @@ NodeState NodeFromJson(const json& j) {
   const json& f = j.at("facts");
   n.facts = {f.at("kernel_release"), f.at("cma_kib"),      f.at("memlock"),
              f.at("machine_id"),     f.at("sshd_running"), f.at("forward_drop"),
-             f.value("mem_available_kib", kDefaultMemAvailableKib)};
+             f.value("mem_available_kib", kDefaultMemAvailableKib),
+             f.value("machine", ""),  f.value("glibc", "")};
   return n;
 }
 
@@ -76,6 +79,7 @@ json StateToJson(const ClusterState& s) {
           {"made_netns_mount", s.made_netns_mount},
           {"ready", s.ready},
           {"default_memlock", s.default_memlock},
+          {"bare_libs", s.bare_libs},
           {"nodes", nodes},
           {"fabric",
            {{"unplugged", PortsToJson(s.fabric.unplugged)},
@@ -93,6 +97,7 @@ Result<ClusterState> StateFromJson(const json& j) {
   s.made_netns_mount = j.at("made_netns_mount");
   s.ready = j.at("ready");
   s.default_memlock = j.value("default_memlock", std::string(kDefaultMemlock));
+  s.bare_libs = j.value("bare_libs", false);
   for (const json& n : j.at("nodes")) s.nodes.push_back(NodeFromJson(n));
   const json& f = j.at("fabric");
   s.fabric.unplugged = PortsFromJson(f.at("unplugged"));

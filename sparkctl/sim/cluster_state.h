@@ -31,6 +31,10 @@ struct NodeFacts {
   bool sshd_running = true;
   bool forward_drop = false;
   long long mem_available_kib = kDefaultMemAvailableKib;  // MemAvailable (and MemFree)
+  // What `uname -m` and `getconf GNU_LIBC_VERSION` report; "" = the host's own (the truth).
+  // Faults set them to show sparkctl a node it cannot run its programs on.
+  std::string machine;
+  std::string glibc;
 };
 
 struct NodeState {
@@ -55,6 +59,9 @@ struct ClusterState {
   // memlock of a healthy node: "unlimited", or the host's hard limit where the host cannot
   // raise it (no CAP_SYS_RESOURCE, e.g. inside some containers).
   std::string default_memlock = kDefaultMemlock;
+  // Nodes do not see the host's build libraries (docs/simulator.md, "Bare libraries") and
+  // have their own /usr/local/lib/sparkctl, like a fresh DGX OS install.
+  bool bare_libs = false;
   std::vector<NodeState> nodes;
   FabricFaults fabric;
 

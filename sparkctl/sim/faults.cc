@@ -19,7 +19,7 @@ struct KindInfo {
   const char* help;
 };
 
-constexpr std::array<KindInfo, 14> kKinds = {{
+constexpr std::array<KindInfo, 16> kKinds = {{
     {FaultKind::kUnplug, "unplug", "NODE PORT", "pull the cable at NODE's PORT (0|1)"},
     {FaultKind::kPlug, "plug", "NODE PORT", "plug it back"},
     {FaultKind::kSwap, "swap", "NODE PORT", "cross the cable's twins at NODE's PORT (again: undo)"},
@@ -33,6 +33,8 @@ constexpr std::array<KindInfo, 14> kKinds = {{
     {FaultKind::kForwardAccept, "forward-accept", "NODE", "FORWARD policy ACCEPT again"},
     {FaultKind::kKill, "kill", "NODE PATTERN", "SIGKILL the node's processes matching PATTERN"},
     {FaultKind::kMemory, "memory", "NODE KIB", "set MemAvailable to KIB (default: undo)"},
+    {FaultKind::kMachine, "machine", "NODE NAME", "uname -m reports NAME, e.g. aarch64 (default: undo)"},
+    {FaultKind::kGlibc, "glibc", "NODE VERSION", "getconf reports glibc VERSION (default: undo)"},
     {FaultKind::kClear, "clear", "", "undo every fault"},
 }};
 
@@ -69,6 +71,12 @@ Status CheckValue(const Fault& f) {
       return InvalidArgumentError("machine-id wants 32 lowercase hex digits, not '" + f.value +
                                   "'");
     }
+    case FaultKind::kMachine:
+    case FaultKind::kGlibc:
+      if (!f.value.empty() && f.value.find_first_of(" \t\n'\"\\$`") == std::string::npos) {
+        return Status::Ok();
+      }
+      return InvalidArgumentError("'" + f.value + "' is not a single word");
     default:
       return Status::Ok();
   }
@@ -130,6 +138,8 @@ Status ResetNode(Runner& runner, const std::string& dir, const std::string& meml
   n.facts.mem_available_kib = kDefaultMemAvailableKib;
   n.facts.memlock = memlock;
   n.facts.machine_id = n.default_machine_id;
+  n.facts.machine.clear();
+  n.facts.glibc.clear();
   SPARK_RETURN_IF_ERROR(WriteNodeFacts(dir, n));
   SPARK_RETURN_IF_ERROR(SetMemlock(runner, dir, n));
   if (n.facts.forward_drop) SPARK_RETURN_IF_ERROR(SetForward(runner, n, false));
@@ -153,6 +163,12 @@ Status ApplyNodeFault(Runner& runner, const std::string& dir, const ClusterState
       break;
     case FaultKind::kMachineId:
       facts.machine_id = reset ? n.default_machine_id : f.value;
+      break;
+    case FaultKind::kMachine:
+      facts.machine = reset ? "" : f.value;
+      break;
+    case FaultKind::kGlibc:
+      facts.glibc = reset ? "" : f.value;
       break;
     case FaultKind::kMemlock:
       facts.memlock = reset ? c.default_memlock : f.value;

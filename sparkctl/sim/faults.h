@@ -1,7 +1,8 @@
 // Fault injection into a simulated cluster, from outside the nodes, the way things break on real
 // Sparks: cables pulled, swapped or miscabled; a bad kernel, no CMA, a low memlock limit, sshd
 // down, a duplicated machine-id, a FORWARD DROP firewall, a killed process, memory that runs
-// short (MemAvailable in /proc/meminfo).
+// short (MemAvailable in /proc/meminfo); and a node that reports another machine or an older
+// glibc (one sparkctl's programs cannot run on).
 //
 // Every fault has an inverse (plug, swap/miscable again, `default` values, sshd start,
 // forward-accept) and `clear` restores the cluster as created. Faults are recorded in the
@@ -20,7 +21,7 @@ namespace spark::sim {
 
 enum class FaultKind {
   kUnplug, kPlug, kSwap, kMiscable, kKernel, kCma, kMemlock, kSshd, kMachineId,
-  kForwardDrop, kForwardAccept, kKill, kMemory, kClear,
+  kForwardDrop, kForwardAccept, kKill, kMemory, kMachine, kGlibc, kClear,
 };
 
 struct Fault {

@@ -1,6 +1,7 @@
 #include "sparkctl/sim/node_image.h"
 
 #include <filesystem>
+#include <map>
 #include <utility>
 #include <vector>
 
@@ -15,6 +16,13 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr long long kMemTotalKib = 127601864;  // ~121.7 GiB usable of 128 GB
+
+// The host's multiarch library folder (below /usr/lib).
+#if defined(__aarch64__)
+constexpr char kHostMultiarch[] = "aarch64-linux-gnu";
+#else
+constexpr char kHostMultiarch[] = "x86_64-linux-gnu";
+#endif
 
 Status MakeDirs(const std::string& path) {
   std::error_code ec;
@@ -57,10 +65,67 @@ std::string SshdConfig(const std::string& cluster_dir, const std::string& dir) {
       cluster_dir, dir);
 }
 
+// DGX OS 7's /etc/os-release (Ubuntu 24.04); the node's overlay shows it instead of the host's.
+constexpr char kOsRelease[] =
+    "PRETTY_NAME=\"Ubuntu 24.04.3 LTS\"\nNAME=\"Ubuntu\"\nVERSION_ID=\"24.04\"\n"
+    "VERSION=\"24.04.3 LTS (Noble Numbat)\"\nVERSION_CODENAME=noble\nID=ubuntu\nID_LIKE=debian\n"
+    "UBUNTU_CODENAME=noble\n";
+
+// The host's build libraries a fresh DGX OS lacks (prefixes of file names in /usr/lib and its
+// multiarch folder): what sparkctl's bundles must carry. Bare-library nodes do not see them.
+constexpr const char* kHiddenLibraries[] = {"libssh.so",   "libssh_threads.so", "libyaml-cpp.so",
+                                            "libspdlog.so", "libfmt.so",         "libgloo.so",
+                                            "libhiredis.so", "libicu"};
+
+bool Hidden(const std::string& name) {
+  for (const char* prefix : kHiddenLibraries) {
+    if (name.starts_with(prefix)) return true;
+  }
+  return false;
+}
+
+// `farm`: a symlink to `target/<name>` for every entry of `real` that is not hidden, except
+// `nested` (a name -> folder of its own farm).
+Status WriteLinkFarm(const std::string& real, const std::string& target, const std::string& farm,
+                     const std::map<std::string, std::string>& nested) {
+  SPARK_RETURN_IF_ERROR(MakeDirs(farm));
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(real, ec)) {
+    const std::string name = e.path().filename().string();
+    if (Hidden(name)) continue;
+    auto it = nested.find(name);
+    fs::create_symlink(it != nested.end() ? it->second : target + "/" + name, farm + "/" + name,
+                       ec);
+    if (ec) return InternalError("cannot link " + farm + "/" + name + ": " + ec.message());
+  }
+  if (ec) return InternalError("cannot list " + real + ": " + ec.message());
+  return Status::Ok();
+}
+
+// The bare-library view of /usr/lib: links into the real /usr/lib (bound at <node>/.hostlib
+// inside the node) for everything but the hidden libraries, in /usr/lib and in its multiarch
+// folder (which becomes a farm of its own).
+Status WriteBareLibraries(const std::string& dir) {
+  const std::string triplet = std::string(kHostMultiarch);
+  SPARK_RETURN_IF_ERROR(MakeDirs(dir + "/.hostlib"));
+  SPARK_RETURN_IF_ERROR(MakeDirs(dir + "/sparkctl-lib"));
+  SPARK_RETURN_IF_ERROR(WriteLinkFarm("/usr/lib/" + triplet, dir + "/.hostlib/" + triplet,
+                                      dir + "/usrlib-" + triplet, {}));
+  return WriteLinkFarm("/usr/lib", dir + "/.hostlib", dir + "/usrlib",
+                       {{triplet, dir + "/usrlib-" + triplet}});
+}
+
 // Runs once as `ip netns exec NS unshare --uts --mount --propagation private sh setup.sh`, then
 // stays as the holder of the node's mount and UTS namespaces (`sleep infinity`).
 std::string SetupScript(const std::string& cluster_dir, const std::string& dir,
-                        const NodeState& node) {
+                        const NodeState& node, bool bare_libs) {
+  // After /run is private again (the cluster folder is bound back without submounts).
+  const std::string bare =
+      bare_libs ? "mount --bind /usr/lib \"$N/.hostlib\"\n"
+                  "mount --bind \"$N/usrlib\" /usr/lib\n"
+                  "mkdir -p /usr/local/lib/sparkctl\n"
+                  "mount --bind \"$N/sparkctl-lib\" /usr/local/lib/sparkctl\n"
+                : "";
   return fmt::format(
       R"(#!/bin/sh
 # Setup of simulated Spark {2}: hostname, emulated files, private /run; then holds the namespaces.
@@ -87,14 +152,14 @@ mount -t tmpfs -o mode=0755 sparksim-run /run
 mkdir -p /run/sshd "$C"
 mount --no-canonicalize --bind . "$C"
 cd /
-/usr/local/bin/sparksim-refresh
+{3}/usr/local/bin/sparksim-refresh
 setsid /bin/bash -c 'ip monitor link address | while read -r _; do
   while read -r -t 0.05 _; do :; done; /usr/local/bin/sparksim-refresh; done' \
   </dev/null >/dev/null 2>&1 &
 echo "ready $$"
 exec sleep infinity </dev/null >/dev/null 2>&1
 )",
-      cluster_dir, dir, node.name);
+      cluster_dir, dir, node.name, bare);
 }
 
 // The static part of the RDMA tree; sparksim-refresh fills in state, MTU and GIDs.
@@ -130,7 +195,7 @@ Status WriteTools(const std::string& dir, const NodeState& node) {
       {"ibdev2netdev", Ibdev2netdevScript()}, {"show_gids", ShowGidsScript()},
       {"update-grub", UpdateGrubScript()},   {"uname", UnameScript()},
       {"dpkg-query", DpkgQueryScript()},     {"apt-mark", AptMarkScript()},
-      {"dcb", DcbScript()}};
+      {"dcb", DcbScript()},                  {"getconf", GetconfScript()}};
   for (const auto& [name, text] : tools)
     SPARK_RETURN_IF_ERROR(WriteFileAtomic(dir + "/bin/" + name, text, 0755));
   return Status::Ok();
@@ -213,12 +278,15 @@ Status WriteNodeImage(const std::string& cluster_dir, const ClusterState& cluste
   SPARK_RETURN_IF_ERROR(WriteFileAtomic(
       dir + "/etc/hosts", "127.0.0.1\tlocalhost\n127.0.1.1\t" + node.name + "\n"));
   SPARK_RETURN_IF_ERROR(WriteFileAtomic(dir + "/etc/dgx-release", DgxReleaseText(cluster, node)));
+  SPARK_RETURN_IF_ERROR(WriteFileAtomic(dir + "/etc/os-release", kOsRelease));
+  if (cluster.bare_libs) SPARK_RETURN_IF_ERROR(WriteBareLibraries(dir));
   SPARK_RETURN_IF_ERROR(WriteFileAtomic(dir + "/etc/sparksim/dpkg-status", DpkgStatusText()));
   SPARK_RETURN_IF_ERROR(WriteNodeFacts(cluster_dir, node));
   SPARK_RETURN_IF_ERROR(WriteInfinibandSkeleton(dir, node));
   SPARK_RETURN_IF_ERROR(WriteTools(dir, node));
   SPARK_RETURN_IF_ERROR(WriteFileAtomic(dir + "/ssh/sshd_config", SshdConfig(cluster_dir, dir)));
-  return WriteFileAtomic(dir + "/setup.sh", SetupScript(cluster_dir, dir, node), 0755);
+  return WriteFileAtomic(dir + "/setup.sh", SetupScript(cluster_dir, dir, node, cluster.bare_libs),
+                         0755);
 }
 
 Status WriteNodeFacts(const std::string& cluster_dir, const NodeState& node) {
@@ -228,6 +296,9 @@ Status WriteNodeFacts(const std::string& cluster_dir, const NodeState& node) {
   SPARK_RETURN_IF_ERROR(WriteFileInPlace(dir + "/proc/meminfo", MeminfoText(node.facts.cma_kib,
                                                                   node.facts.mem_available_kib)));
   SPARK_RETURN_IF_ERROR(WriteFileInPlace(dir + "/etc/machine-id", node.facts.machine_id + "\n"));
+  // Empty: the stand-ins report the host's own values.
+  SPARK_RETURN_IF_ERROR(WriteFileInPlace(dir + "/etc/sparksim/machine", node.facts.machine + "\n"));
+  SPARK_RETURN_IF_ERROR(WriteFileInPlace(dir + "/etc/sparksim/glibc", node.facts.glibc + "\n"));
   return WriteFileInPlace(dir + "/etc/security/limits.d/90-sparkctl-sim.conf",
                           LimitsText(node.facts.memlock));
 }

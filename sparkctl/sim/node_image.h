@@ -2,7 +2,8 @@
 // interfaces sparkctl reads (kernel release, /proc/meminfo with CMA, /etc/machine-id,
 // /etc/dgx-release, memlock limits, the /sys/class/infiniband tree for the four RoCE devices)
 // and the stand-ins for DGX OS tools Debian lacks (nvidia-smi, ibdev2netdev, show_gids,
-// update-grub, uname -r). Generated here, on the host, under the node's state directory; the
+// update-grub, uname -r / -m, getconf GNU_LIBC_VERSION), DGX OS's /etc/os-release, and for
+// bare-library clusters the /usr/lib view without the host's build libraries. Generated here, on the host, under the node's state directory; the
 // node's setup script mounts them into its private mount namespace.
 //
 // Node directory layout (<cluster>/nodes/<hostname>/):
@@ -12,6 +13,9 @@
 //   bin/        bind-mounted over /usr/local/bin: the stand-in tools and sparksim-refresh
 //   infiniband/ bind-mounted at /sys/class/infiniband (next to the netns' real class/net)
 //   ssh/        host key and sshd_config;  setup.sh;  log/;  sshd.pid
+//   usrlib/, usrlib-<multiarch>/, .hostlib/, sparkctl-lib/   bare-library clusters only: link
+//               farms bound over /usr/lib, the real /usr/lib they point into, and the node's
+//               own /usr/local/lib/sparkctl
 // Thread-safety: functions only; different nodes may be written from different threads.
 #pragma once
 
@@ -48,6 +52,7 @@ std::string DpkgQueryScript();
 std::string AptMarkScript();
 std::string DcbScript();
 std::string UnameScript();
+std::string GetconfScript();
 
 // The emulated dpkg database of a node (/etc/sparksim/dpkg-status): the kernel packages of
 // DGX OS for the allowed and the denied releases, and the meta packages, which depend on the

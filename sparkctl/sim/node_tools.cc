@@ -311,13 +311,28 @@ esac
 std::string UnameScript() {
   return R"SH(#!/bin/bash
 # uname stand-in: the kernel release comes from /proc/sys/kernel/osrelease (the node's kernel),
-# everything else from the real uname.
+# the machine from /etc/sparksim/machine when a fault set one, everything else from the real
+# uname.
 read -r rel < /proc/sys/kernel/osrelease
 real=$(/usr/bin/uname -r)
+machine=$(cat /etc/sparksim/machine 2>/dev/null)
 case "$*" in
   -r | --kernel-release) echo "$rel" ;;
-  *) out=$(/usr/bin/uname "$@") || exit $?; echo "${out//$real/$rel}" ;;
+  -m | --machine) if [ -n "$machine" ]; then echo "$machine"; else /usr/bin/uname -m; fi ;;
+  *) out=$(/usr/bin/uname "$@") || exit $?; out=${out//$real/$rel}
+     [ -n "$machine" ] && out=${out//$(/usr/bin/uname -m)/$machine}
+     echo "$out" ;;
 esac
+)SH";
+}
+
+std::string GetconfScript() {
+  return R"SH(#!/bin/sh
+# getconf stand-in: GNU_LIBC_VERSION from /etc/sparksim/glibc when a fault set one, everything
+# else (and that, without a fault) from the real getconf.
+v=$(cat /etc/sparksim/glibc 2>/dev/null)
+if [ "$*" = GNU_LIBC_VERSION ] && [ -n "$v" ]; then echo "glibc $v"; exit 0; fi
+exec /usr/bin/getconf "$@"
 )SH";
 }
 

@@ -95,6 +95,7 @@ Result<ClusterState> Simulator::Create(const CreateOptions& o) {
   fs::remove_all(ClusterDir(o.name), ec);  // without state.json nothing in it is live
   SPARK_ASSIGN_OR_RETURN(int slot, FreeSlot());
   ClusterState c = PlanCluster(o.name, o.topology, o.nodes, slot);
+  c.bare_libs = o.bare_libs;
   std::vector<std::string> taken = ListNetns(runner_);
   for (const std::string& ns : taken)
     if (ns.starts_with("sparksim-" + o.name + "-"))

@@ -24,6 +24,7 @@ struct CreateOptions {
   std::string name = "demo";             // cluster name: [a-z0-9-]{1,32}
   int nodes = 4;                         // 2..8 (pair: 2, ring: 3..8)
   Topology topology = Topology::kRing;
+  bool bare_libs = false;                // ClusterState::bare_libs
 };
 
 // Files a created cluster hands to the controller.

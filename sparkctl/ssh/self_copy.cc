@@ -53,6 +53,13 @@ Result<std::string> Sha256File(const std::string& path) {
   return Hex(digest, size);
 }
 
+std::string Sha256Text(std::string_view text) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int size = 0;
+  EVP_Digest(text.data(), text.size(), digest, &size, EVP_sha256(), nullptr);
+  return Hex(digest, size);
+}
+
 Result<std::string> RemoteSha256(Transport& transport, const std::string& node,
                                  const std::string& remote_path) {
   const std::string quoted = ShellQuote(remote_path);
@@ -92,22 +99,6 @@ Result<RemoteFile> EnsureFileOnNode(Transport& transport, const std::string& nod
   Logger("ssh")->info("{}: installed {} ({})", node, remote_path, local_sum.substr(0, 12));
   file.uploaded = true;
   return file;
-}
-
-std::string StampMatchesCondition(const std::string& remote_path, const std::string& sha256) {
-  const std::string quoted = ShellQuote(remote_path);
-  return "[ \"$(cat " + ShellQuote(remote_path + ".stamp") + " 2>/dev/null)\" = \"$(" +
-         StatCommand(quoted) + ") " + sha256 + "\" ]";
-}
-
-Result<std::string> SelfSha256() {
-  static const Result<std::string> sum = Sha256File("/proc/self/exe");
-  return sum;
-}
-
-Result<RemoteFile> EnsureSelfOnNode(Transport& transport, const std::string& node,
-                                    const std::string& remote_path) {
-  return EnsureFileOnNode(transport, node, "/proc/self/exe", remote_path, 0755);
 }
 
 }  // namespace spark::ssh

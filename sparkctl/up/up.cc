@@ -6,13 +6,13 @@
 #include <ctime>
 
 #include "base/strings.h"
+#include "sparkctl/bundle/deploy.h"
 #include "sparkctl/fabric/apply.h"
 #include "sparkctl/fabric/control_plane.h"
 #include "sparkctl/host/pin.h"
 #include "sparkctl/host/remote.h"
 #include "sparkctl/selftest/selftest.h"
 #include "sparkctl/ssh/parallel.h"
-#include "sparkctl/ssh/self_copy.h"
 #include "sparkctl/up/launcher.h"
 #include "sparkctl/up/node_memory.h"
 #include "sparkctl/weights/cluster_verify.h"
@@ -219,34 +219,47 @@ Status Weights(ssh::Transport& t, const netplan::ClusterSpec& cluster,
   return Status::Ok();
 }
 
+// The engine of each node's bundle (with --engine in its place when given), installed where
+// missing. Every rank runs the same program: nodes of different machines cannot form one model.
+Result<bundle::ProgramOnNode> EnsureEngines(ssh::Transport& t, const netplan::ClusterSpec& cluster,
+                                            const UpOptions& o, bool install, int* installed) {
+  bundle::EnsureOptions eo{.install = install};
+  if (!o.engine_binary.empty()) eo.overrides["spark-engine"] = o.engine_binary;
+  const std::vector<std::string> nodes = host::NodeNames(cluster);
+  auto results = ssh::ForEachNode<bundle::ProgramOnNode>(nodes, [&](const std::string& node) {
+    return bundle::EnsureProgram(t, bundle::DefaultCatalog(), node, "spark-engine", eo);
+  });
+  SPARK_RETURN_IF_ERROR(ssh::JoinNodeErrors(results));
+  if (results.empty()) return FailedPreconditionError("the inventory has no nodes");
+  std::string machines;
+  *installed = 0;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    machines += "\n  " + nodes[i] + ": " + results[i]->platform.Describe();
+    *installed += install ? results[i]->uploaded : !results[i]->installed;
+  }
+  for (const auto& r : results) {
+    if (r->path != results[0]->path) {
+      return FailedPreconditionError("the nodes need different engine builds; one model runs on "
+                                     "nodes of one machine and one bundle:" + machines);
+    }
+  }
+  return *results[0];
+}
+
 Status EngineBinary(ssh::Transport& t, const netplan::ClusterSpec& cluster, const UpOptions& o,
                     Steps& steps, LaunchOptions* launch) {
   steps.Begin();
-  auto sha = ssh::Sha256File(o.engine_binary);
-  if (!sha.ok()) {
-    return steps.Fail("engine", sha.status().WithContext("engine binary " + o.engine_binary +
-                                                         " (build it, or pass --engine PATH)"));
-  }
-  launch->engine_sha256 = *sha;
-  auto results = ssh::ForEachNode<bool>(
-      host::NodeNames(cluster), [&](const std::string& node) -> Result<bool> {
-        if (o.plan_only) {
-          SPARK_ASSIGN_OR_RETURN(std::string remote, ssh::RemoteSha256(t, node, kRemoteEnginePath));
-          return remote != *sha;
-        }
-        SPARK_ASSIGN_OR_RETURN(auto f, ssh::EnsureFileOnNode(t, node, o.engine_binary,
-                                                             kRemoteEnginePath, 0755));
-        return f.uploaded;
-      });
-  Status joined = ssh::JoinNodeErrors(results);
-  if (!joined.ok()) return steps.Fail("engine", joined);
-  int copied = 0;
-  for (const auto& r : results) copied += *r;
-  steps.Done("engine", copied == 0 ? "ok" : (o.plan_only ? "would-change" : "changed"),
-             "spark-engine " + sha->substr(0, 12) +
-                 (copied ? " " + std::string(o.plan_only ? "to copy to " : "copied to ") +
-                               std::to_string(copied) + " node(s)"
-                         : " on every node") + "\n");
+  int changed = 0;
+  auto engine = EnsureEngines(t, cluster, o, !o.plan_only, &changed);
+  if (!engine.ok()) return steps.Fail("engine", engine.status());
+  launch->engine_path = engine->path;
+  launch->engine_sha256 = engine->bundle_id;
+  const std::string what = "spark-engine of the " + engine->platform.machine + " bundle " +
+                           engine->bundle_id.substr(0, 12);
+  steps.Done("engine", changed == 0 ? "ok" : (o.plan_only ? "would-change" : "changed"),
+             what + (changed ? std::string(o.plan_only ? ": to install on " : ": installed on ") +
+                                   std::to_string(changed) + " node(s)"
+                             : " on every node") + "\n");
   return Status::Ok();
 }
 
@@ -344,9 +357,12 @@ bool AlreadyUp(ssh::Transport& t, const netplan::ClusterSpec& cluster,
                const profile::Profile& profile, const UpOptions& o, LaunchOptions launch,
                UpReport* report) {
   auto previous = LoadState(o.state_dir);
-  auto sha = ssh::Sha256File(o.engine_binary);
-  if (!previous.ok() || !sha.ok()) return false;
-  launch.engine_sha256 = *sha;
+  if (!previous.ok()) return false;
+  int missing = 0;
+  auto engine = EnsureEngines(t, cluster, o, /*install=*/false, &missing);
+  if (!engine.ok() || missing > 0) return false;
+  launch.engine_path = engine->path;
+  launch.engine_sha256 = engine->bundle_id;
   for (const auto& r : previous->plan.ranks) {
     launch.control_addresses[r.node] = r.control_address;
     launch.oneshot_links[r.node] = OneShotLinksFromArgv(r.argv);

@@ -1,10 +1,11 @@
 // `sparkctl up`: from checked nodes to a serving endpoint, in the order of docs/up.md:
 //   preflight (stop on a failed check, with its hint) -> host pin check -> fabric (apply only
 //   when it differs from the plan) -> quick fabric check (net verify) -> weights (verify; sync
-//   with --sync-weights) -> engine binary on every node (same SHA-256, copied when not) ->
-//   memory plan on each node's MemAvailable (node_memory.h; stop when a node would keep less
-//   than the profile's start-up floor) -> launch (one spark-engine per rank, launcher.h) ->
-//   wait for rank 0's /ready with progress.
+//   with --sync-weights) -> the bundle for each node's machine, with its spark-engine
+//   (bundle/deploy.h: installed by content where missing) -> memory plan on each node's
+//   MemAvailable (node_memory.h; stop when a node would keep less than the profile's start-up
+//   floor) -> launch (one spark-engine per rank, launcher.h) -> wait for rank 0's /ready with
+//   progress.
 // Idempotent: when the state file records the same launch hash and the ranks run, nothing is
 // touched ("already up"); a different hash (profile, inventory, engine build) stops every rank
 // and starts them all again (a single rank cannot rejoin its group).
@@ -30,7 +31,7 @@ struct UpOptions {
   std::string cluster_file;  // absolute, recorded in the state
   std::string profile_file;  // absolute, recorded in the state
   std::string state_dir;     // StateDir(root, cluster name)
-  std::string engine_binary; // local spark-engine to install on the nodes (required)
+  std::string engine_binary; // spark-engine for the nodes in place of their bundle's; "" = the bundle's
   int master_port = 29500;
   int stop_deadline_s = 20;
   bool plan_only = false;     // report what would happen; change nothing

@@ -9,7 +9,7 @@
 #include "base/strings.h"
 #include "sparkctl/profile/profile_yaml.h"
 #include "sparkctl/ssh/parallel.h"
-#include "sparkctl/ssh/self_copy.h"
+#include "sparkctl/bundle/deploy.h"
 #include "sparkctl/weights/atomic_file.h"
 #include "sparkctl/weights/manifest.h"
 #include "sparkctl/weights/verify_report.h"
@@ -42,7 +42,8 @@ Result<VerifyReport> VerifyOneNode(ssh::Transport& transport, const std::string&
                                    const ClusterVerifyOptions& o) {
   std::string sparkctl = o.sparkctl_path;
   if (sparkctl.empty()) {
-    SPARK_ASSIGN_OR_RETURN(ssh::RemoteFile self, ssh::EnsureSelfOnNode(transport, node));
+    SPARK_ASSIGN_OR_RETURN(auto self, bundle::EnsureProgram(transport, bundle::DefaultCatalog(),
+                                                            node, "sparkctl"));
     sparkctl = self.path;
   }
   ssh::RunOptions run;

@@ -52,7 +52,7 @@ struct ClusterVerifyReport {
 
 struct ClusterVerifyOptions {
   // The remote sparkctl to run. Default (empty): install this binary on each node with
-  // ssh::EnsureSelfOnNode and run that.
+  // bundle::EnsureProgram and run that.
   std::string sparkctl_path;
   bool allow_extra = false;  // extra files do not fail a node
   bool use_cache = true;     // nodes answer unchanged files from their verify cache

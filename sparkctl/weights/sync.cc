@@ -13,7 +13,7 @@
 #include "netplan/address_plan.h"
 #include "sparkctl/profile/profile_yaml.h"
 #include "sparkctl/ssh/parallel.h"
-#include "sparkctl/ssh/self_copy.h"
+#include "sparkctl/bundle/deploy.h"
 #include "sparkctl/weights/atomic_file.h"
 
 namespace spark::weights {
@@ -197,7 +197,8 @@ Result<std::map<std::string, std::string>> InstallSparkctl(ssh::Transport& trans
                                                            const std::string& given) {
   auto paths = ssh::ForEachNode<std::string>(nodes, [&](const std::string& node) -> Result<std::string> {
     if (!given.empty()) return given;
-    SPARK_ASSIGN_OR_RETURN(ssh::RemoteFile f, ssh::EnsureSelfOnNode(transport, node));
+    SPARK_ASSIGN_OR_RETURN(auto f, bundle::EnsureProgram(transport, bundle::DefaultCatalog(), node,
+                                                         "sparkctl"));
     return f.path;
   });
   SPARK_RETURN_IF_ERROR(ssh::JoinNodeErrors(paths));

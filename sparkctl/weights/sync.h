@@ -58,7 +58,7 @@ struct SyncPlan {
 Result<SyncPlan> PlanSync(const Manifest& manifest, const ClusterVerifyReport& before);
 
 struct SyncOptions {
-  std::string sparkctl_path;  // empty: install this binary on each node (EnsureSelfOnNode)
+  std::string sparkctl_path;  // empty: this build's bundle, installed on each node
   int port = kDefaultSyncPort;
   bool plan_only = false;  // verify and plan, move nothing
   std::chrono::milliseconds connect_timeout{std::chrono::seconds(60)};

@@ -66,8 +66,9 @@ template <int R>
 }  // namespace
 
 // On x86-64 an AVX2 clone (one 256-bit register per V8, chosen at load time when the CPU has it)
-// next to the baseline SSE2 one; both run the same IEEE operations in the same order (no FMA:
-// -ffp-contract is off in ISO C++ mode), so they give the same bits.
+// next to the baseline SSE2 one; on aarch64 the same code in NEON (two 128-bit registers per V8).
+// All run the same IEEE operations in the same order (no FMA: this library is compiled with
+// -ffp-contract=off), so they give the same bits.
 #if defined(__x86_64__)
 __attribute__((target_clones("avx2", "default")))
 #endif

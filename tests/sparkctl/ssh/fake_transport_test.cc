@@ -134,7 +134,7 @@ TEST(EnsureFileOnNodeTest, UploadsWhenMissingOrDifferentAndSkipsWhenSame) {
 TEST(EnsureFileOnNodeTest, UnreachableNodeErrorPassesThrough) {
   FakeTransport fake;
   fake.SetNodeDown("spark-4", UnavailableError("spark-4: unreachable: refused"));
-  Result<RemoteFile> result = EnsureSelfOnNode(fake, "spark-4");
+  Result<RemoteFile> result = EnsureFileOnNode(fake, "spark-4", "/proc/self/exe", "/tmp/x");
   EXPECT_EQ(result.status().code(), StatusCode::kUnavailable);
   EXPECT_NE(result.status().message().find("spark-4"), std::string::npos);
 }

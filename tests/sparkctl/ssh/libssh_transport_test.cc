@@ -381,22 +381,22 @@ TEST_F(LibsshTransportTest, WriteFileAndReadFileRoundTripBinary) {
   EXPECT_THAT(missing.status().message(), HasSubstr(Tmp("nothing-here")));
 }
 
-TEST_F(LibsshTransportTest, SelfCopyUploadsOnceThenSkipsUntilTheBuildDiffers) {
+TEST_F(LibsshTransportTest, FileCopyUploadsOnceThenSkipsUntilTheFileDiffers) {
   auto t = MakeOne();
   const std::string remote = Tmp("lib/sparkctl/sparkctl");
-  Result<RemoteFile> first = EnsureSelfOnNode(*t, "spark-1", remote);
+  Result<RemoteFile> first = EnsureFileOnNode(*t, "spark-1", "/proc/self/exe", remote);
   ASSERT_TRUE(first.ok()) << first.status().ToString();
   EXPECT_TRUE(first->uploaded);
   EXPECT_EQ(first->sha256, *Sha256File("/proc/self/exe"));
   EXPECT_EQ(*Sha256File(remote), first->sha256);
   EXPECT_EQ(access(remote.c_str(), X_OK), 0);
 
-  Result<RemoteFile> second = EnsureSelfOnNode(*t, "spark-1", remote);
+  Result<RemoteFile> second = EnsureFileOnNode(*t, "spark-1", "/proc/self/exe", remote);
   ASSERT_TRUE(second.ok()) << second.status().ToString();
   EXPECT_FALSE(second->uploaded);
 
   ASSERT_TRUE(Shell("echo other-build >> " + remote).ok());
-  Result<RemoteFile> third = EnsureSelfOnNode(*t, "spark-1", remote);
+  Result<RemoteFile> third = EnsureFileOnNode(*t, "spark-1", "/proc/self/exe", remote);
   ASSERT_TRUE(third.ok()) << third.status().ToString();
   EXPECT_TRUE(third->uploaded);
   EXPECT_EQ(*Sha256File(remote), first->sha256);
