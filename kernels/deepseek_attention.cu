@@ -226,9 +226,13 @@ __global__ void SparseCombineKernel(SparseAttentionParams p, int splits,
 template <int kHeads>
 Status Launch(const SparseAttentionParams& p, const SparseAttentionPlan& plan, bool keys_aligned,
               float* workspace, cudaStream_t stream) {
+  // The opt-in is the most any head_dim takes: the attribute is set once per device, and a
+  // launch asking for more than it would fail (cudaErrorInvalidValue).
   static std::atomic<uint64_t> configured{0};
+  constexpr size_t kMostSmem = sizeof(float) * kKeys * (kMaxSparseHeadDim + 4);
   const size_t smem = sizeof(float) * kKeys * (p.head_dim + 4);
-  SPARK_RETURN_IF_ERROR(detail::AllowSharedMemory(SparseAttentionKernel<kHeads>, smem, configured));
+  SPARK_RETURN_IF_ERROR(
+      detail::AllowSharedMemory(SparseAttentionKernel<kHeads>, kMostSmem, configured));
   const dim3 grid(static_cast<unsigned>(p.num_rows), static_cast<unsigned>(plan.splits),
                   static_cast<unsigned>(plan.head_blocks));
   SPARK_CUDA_RETURN_IF_ERROR(detail::LaunchDependent(SparseAttentionKernel<kHeads>, grid, kThreads,

@@ -2,14 +2,18 @@
 //  - Expand, collapse and post: a thread per four channels of a token (one channel where the
 //    rows do not align), all n streams of those channels in registers.
 //  - HcMix: the projection m = fn f of a token's n * hidden floats (20480 for V4.1-Flash, 24
-//    outputs) is a tall-skinny product bound by reading the streams once. A warp takes two tokens
-//    and 512 columns (four float4 a lane), accumulates the 24 dot products and the sum of
-//    squares per lane, and reduces the 32 values of each token across the lanes in 31 shuffles
-//    (each step halves the values a lane keeps); a block's 8 warps take 16 tokens of the same
-//    columns, so fn comes from L1. The per-chunk sums go to scratch [chunks, tokens, 32]; a
-//    second kernel adds them in chunk order (deterministic) and runs the sigmoid gates and the
-//    Sinkhorn iterations, one lane per token, in the reference's order (row softmax summed in
-//    double).
+//    outputs) plus its sum of squares, as per-chunk partial sums in scratch [chunks, tokens, 32]
+//    (outputs, then the sum of squares in slot 31), by one of two kernels:
+//      columns (up to 64 tokens: decode): a block per 128 columns (160 for V4.1-Flash), fn's
+//        rows there staged once and held in registers, a warp per token, a float4 a lane, the
+//        lanes' sums added by shuffles; the 2 MB of fn are read by 160 blocks at once;
+//      tiles (more tokens: prefill): 256 tokens x 16 columns at a time through shared memory,
+//        two tokens a thread, 24 dot products each against fn float4s every lane reads at the
+//        same address, the columns cut into chunks so that ~256 blocks run.
+//    A finish kernel adds a token's chunks in a fixed order (one warp, or eight for the 160
+//    chunks of the columns kernel, combined in warp order), so results are deterministic; then
+//    the sigmoid gates and Sinkhorn run on one warp a token, a comb entry a lane, in the
+//    reference's order (row softmax summed in double).
 //  - Engram gate: one block per (token, stream), three block sums, then the gated add.
 #include <algorithm>
 #include <initializer_list>
@@ -20,6 +24,7 @@
 #include "kernels/deepseek_hc.h"
 #include "kernels/device_math.cuh"
 #include "kernels/launch.cuh"
+#include "kernels/mma.cuh"
 
 namespace spark::kernels {
 namespace {
@@ -29,11 +34,19 @@ using detail::Load4;
 using detail::Sigmoid;
 
 constexpr int kThreads = 256;
-constexpr int kMixCols = 512;   // columns of one partial sum (four float4 a lane)
-constexpr int kMixTokens = 2;   // tokens a warp
-constexpr int kMixWarps = 8;    // warps a block (of the same columns)
-constexpr int kMixValues = 32;  // a warp's values per token: outputs, then ss in slot 31
+constexpr int kMixValues = 32;  // a token's sums in a chunk: outputs, then ss in slot 31
 constexpr int kSumSlot = kMixValues - 1;
+constexpr int kMixOutputs = kMaxHcStreams * (kMaxHcStreams + 2);  // at most 24 dot products
+static_assert(kMixOutputs < kSumSlot, "the outputs and the sum of squares fit a warp's lanes");
+constexpr int kMixWarps = 8;  // warps of the columns and finish kernels
+// The columns kernel (few tokens): 128 columns a block, a float4 a lane.
+constexpr int kMixDecodeCols = 128;
+constexpr int kMixMostColumnTokens = 64;  // more tokens take the tiles kernel
+// The tiles kernel (many tokens): 256 tokens x 16 columns a step.
+constexpr int kMixTileWarps = 4;
+constexpr int kMixTileTokens = 2 * kMixTileWarps * 32;
+constexpr int kMixTileCols = 16;
+constexpr int kMixTileBlocks = 256;  // blocks the chunking aims at (independent of the GPU)
 
 unsigned GridFor(int64_t items) {
   return static_cast<unsigned>(std::clamp<int64_t>(detail::CeilDiv(items, kThreads), 1, 65536));
@@ -159,112 +172,186 @@ __device__ __forceinline__ float TransposeSum32(float (&v)[kMixValues], int lane
   return v[0];
 }
 
+// Few tokens (decode): the projection is the read of fn (2 MB for V4.1-Flash), so it spreads
+// over many blocks. Block `chunk` takes columns [chunk * 128, + 128) of every token: its 256
+// threads stage fn's rows there (outputs x 128 floats) in shared memory, each warp copies them
+// into registers (a float4 of each row a lane), then takes tokens warp, warp + 8, ...: one float4
+// of the token a lane, the dot products and the sum of squares a lane, and TransposeSum32 for
+// the warp's sums (lane o gets value o), stored at partial[chunk, token].
 __global__ void __launch_bounds__(kMixWarps * 32)
-    HcMixPartialKernel(const float* __restrict__ x, int64_t tokens, int width,
+    HcMixColumnsKernel(const float* __restrict__ x, int64_t tokens, int width,
                        const float* __restrict__ fn, int outputs, float* __restrict__ partial) {
-  detail::WaitForPrecedingKernel();
+  __shared__ __align__(16) float fs[kMixOutputs * kMixDecodeCols];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int chunk = blockIdx.x;
-  const int64_t t0 = (int64_t{blockIdx.y} * kMixWarps + warp) * kMixTokens;
-  if (t0 >= tokens) return;  // the whole warp: no block-wide synchronisation below
-  float acc[kMixTokens][kMixValues];
+  const int col0 = chunk * kMixDecodeCols;
+  const int cols = min(kMixDecodeCols, width - col0);  // a multiple of 4
+  // fn is a weight (no kernel writes it): its loads go before the wait for the kernel before.
+  for (int i = threadIdx.x; i < outputs * (kMixDecodeCols / 4); i += blockDim.x) {
+    const int o = i / (kMixDecodeCols / 4), c = i % (kMixDecodeCols / 4) * 4;
+    const float4 v = c < cols ? Load4(fn + int64_t{o} * width + col0 + c, true)
+                              : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    *reinterpret_cast<float4*>(fs + o * kMixDecodeCols + c) = v;
+  }
+  detail::WaitForPrecedingKernel();
+  __syncthreads();
+  float4 f[kMixOutputs];
 #pragma unroll
-  for (int k = 0; k < kMixTokens; ++k)
+  for (int o = 0; o < kMixOutputs; ++o) {
+    f[o] = o < outputs ? *reinterpret_cast<const float4*>(fs + o * kMixDecodeCols + 4 * lane)
+                       : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  }
+  const bool in_row = 4 * lane < cols;
+  for (int64_t t = warp; t < tokens; t += kMixWarps) {
+    const float4 xv =
+        in_row ? Load4(x + t * width + col0 + 4 * lane, true) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    float acc[kMixValues];
 #pragma unroll
-    for (int o = 0; o < kMixValues; ++o) acc[k][o] = 0.0f;
+    for (int o = 0; o < kMixValues; ++o) acc[o] = o < kMixOutputs ? Dot4(f[o], xv) : 0.0f;
+    acc[kSumSlot] = Dot4(xv, xv);
+    const float v = TransposeSum32(acc, lane);
+    partial[(int64_t{chunk} * tokens + t) * kMixValues + lane] = v;
+  }
+}
+
+// Many tokens (prefill): a tiled product, lanes = tokens. A block of kMixTileWarps warps takes
+// kMixTileTokens tokens (two a thread, 128 apart) and the columns [chunk * chunk_cols, +
+// chunk_cols); 16 columns at a time of the tokens and of fn's rows go to shared memory by
+// cp.async (double-buffered), then each thread adds, per four columns, the dot products of its
+// two tokens with every fn row (the fn float4 the same address for the whole warp: a broadcast)
+// and their sums of squares. The sums go to partial[chunk, token].
+__global__ void __launch_bounds__(kMixTileWarps * 32)
+    HcMixTilesKernel(const float* __restrict__ x, int64_t tokens, int width,
+                     const float* __restrict__ fn, int outputs, int chunk_cols,
+                     float* __restrict__ partial) {
+  constexpr int kThreadsT = kMixTileWarps * 32;
+  constexpr int kPitch = kMixTileCols + 4;  // floats a staged token row: rows 4 banks apart
+  __shared__ __align__(16) float xs[2][kMixTileTokens * kPitch];
+  __shared__ __align__(16) float fs[2][kMixOutputs * kMixTileCols];
+  detail::WaitForPrecedingKernel();
+  const int chunk = blockIdx.x;
+  const int64_t t0 = int64_t{blockIdx.y} * kMixTileTokens;
+  const int col0 = chunk * chunk_cols;
+  const int col1 = min(width, col0 + chunk_cols);
+  const int steps = (col1 - col0) / kMixTileCols;
+  auto stage = [&](int buf, int c0) {
+    for (int i = threadIdx.x; i < kMixTileTokens * (kMixTileCols / 4); i += kThreadsT) {
+      const int r = i / (kMixTileCols / 4), c = i % (kMixTileCols / 4) * 4;
+      const bool valid = t0 + r < tokens;
+      detail::CpAsync16(xs[buf] + r * kPitch + c, valid ? x + (t0 + r) * width + c0 + c : x, valid);
+    }
+    for (int i = threadIdx.x; i < outputs * (kMixTileCols / 4); i += kThreadsT) {
+      const int o = i / (kMixTileCols / 4), c = i % (kMixTileCols / 4) * 4;
+      detail::CpAsync16(fs[buf] + o * kMixTileCols + c, fn + int64_t{o} * width + c0 + c, true);
+    }
+    detail::CpAsyncCommit();
+  };
+  const int r0 = threadIdx.x, r1 = threadIdx.x + kThreadsT;  // this thread's tokens in the tile
+  float acc0[kMixValues], acc1[kMixValues];
 #pragma unroll
-  for (int r = 0; r < kMixCols / 128; ++r) {
-    const int col = chunk * kMixCols + r * 128 + 4 * lane;
-    if (col < width) {  // width % 4 == 0: the whole float4 is in the row
-      float4 xv[kMixTokens];
+  for (int o = 0; o < kMixValues; ++o) acc0[o] = acc1[o] = 0.0f;
+  stage(0, col0);
+  for (int step = 0; step < steps; ++step) {
+    const int buf = step % 2;
+    if (step + 1 < steps) {
+      stage(buf ^ 1, col0 + (step + 1) * kMixTileCols);
+      detail::CpAsyncWaitGroup<1>();
+    } else {
+      detail::CpAsyncWaitGroup<0>();
+    }
+    __syncthreads();
 #pragma unroll
-      for (int k = 0; k < kMixTokens; ++k) {
-        xv[k] = t0 + k < tokens ? Load4(x + (t0 + k) * width + col, true)
-                                : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        acc[k][kSumSlot] += Dot4(xv[k], xv[k]);
-      }
+    for (int c = 0; c < kMixTileCols; c += 4) {
+      const float4 x0 = *reinterpret_cast<const float4*>(xs[buf] + r0 * kPitch + c);
+      const float4 x1 = *reinterpret_cast<const float4*>(xs[buf] + r1 * kPitch + c);
+      acc0[kSumSlot] += Dot4(x0, x0);
+      acc1[kSumSlot] += Dot4(x1, x1);
 #pragma unroll
-      for (int o = 0; o < kSumSlot; ++o) {
+      for (int o = 0; o < kMixOutputs; ++o) {
         if (o < outputs) {
-          const float4 f = Load4(fn + int64_t{o} * width + col, true);
-#pragma unroll
-          for (int k = 0; k < kMixTokens; ++k) acc[k][o] += Dot4(f, xv[k]);
+          const float4 f = *reinterpret_cast<const float4*>(fs[buf] + o * kMixTileCols + c);
+          acc0[o] += Dot4(f, x0);
+          acc1[o] += Dot4(f, x1);
         }
       }
     }
+    __syncthreads();  // the buffer is staged again two steps on
   }
+  float* out0 = partial + (int64_t{chunk} * tokens + t0 + r0) * kMixValues;
+  float* out1 = partial + (int64_t{chunk} * tokens + t0 + r1) * kMixValues;
 #pragma unroll
-  for (int k = 0; k < kMixTokens; ++k) {
-    const float v = TransposeSum32(acc[k], lane);
-    if (t0 + k < tokens) partial[(int64_t{chunk} * tokens + t0 + k) * kMixValues + lane] = v;
+  for (int o = 0; o <= kMixOutputs; ++o) {  // the outputs, then the sum of squares
+    const int slot = o < kMixOutputs ? o : kSumSlot;
+    if (o < kMixOutputs && o >= outputs) continue;
+    if (t0 + r0 < tokens) out0[slot] = acc0[slot];
+    if (t0 + r1 < tokens) out1[slot] = acc1[slot];
   }
 }
 
-// The reference's softmax of n values in place (double sum; a row without a finite maximum
-// becomes zeros).
-__device__ void SoftmaxRow(float* v, int n) {
-  float max = -INFINITY;
-  for (int i = 0; i < n; ++i) max = fmaxf(max, v[i]);
-  if (!isfinite(max)) {
-    for (int i = 0; i < n; ++i) v[i] = 0.0f;
-    return;
-  }
-  double sum = 0;
-  for (int i = 0; i < n; ++i) {
-    v[i] = expf(v[i] - max);
-    sum += v[i];
-  }
-  for (int i = 0; i < n; ++i) v[i] = static_cast<float>(v[i] / sum);
-}
-
-// Row softmax + eps, a column normalisation, then iters - 1 rounds of rows and columns.
-__device__ void Sinkhorn(float* c, int n, int iters, float eps) {
-  for (int i = 0; i < n; ++i) {
-    SoftmaxRow(c + i * n, n);
-    for (int j = 0; j < n; ++j) c[i * n + j] += eps;
-  }
-  for (int it = 0; it < iters; ++it) {
-    if (it > 0) {  // rows
-      for (int i = 0; i < n; ++i) {
-        float sum = 0.0f;
-        for (int j = 0; j < n; ++j) sum += c[i * n + j];
-        for (int j = 0; j < n; ++j) c[i * n + j] /= sum + eps;
-      }
-    }
-    for (int j = 0; j < n; ++j) {  // columns
-      float sum = 0.0f;
-      for (int i = 0; i < n; ++i) sum += c[i * n + j];
-      for (int i = 0; i < n; ++i) c[i * n + j] /= sum + eps;
-    }
-  }
-}
-
-// A warp per token: the chunks' sums (lane = value), then lane 0 finishes the token.
-__global__ void HcMixFinishKernel(const float* __restrict__ partial, int chunks, HcMixParams p) {
-  detail::WaitForPrecedingKernel();
-  __shared__ float vals[kMixWarps][kMixValues];
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int64_t t = int64_t{blockIdx.x} * kMixWarps + warp;
-  if (t >= p.tokens) return;
-  float v = 0.0f;
-  for (int c = 0; c < chunks; ++c) v += partial[(int64_t{c} * p.tokens + t) * kMixValues + lane];
-  vals[warp][lane] = v;
-  __syncwarp();
-  if (lane != 0) return;
+// The finish of one token on one warp, lane = value: the mixing weights from the projection's
+// sums raw[32] (outputs, then the sum of squares in slot 31), as the reference computes them.
+// Sinkhorn runs on n * n lanes, lane i * n + j holding comb[i][j]; a row's or a column's sum is
+// read through shuffles in the reference's order (row softmax summed in double), so each lane
+// divides exactly as the reference does. Every lane of the warp calls it.
+__device__ void HcMixFinishWarp(const float* raw, const HcMixParams& p, int64_t t, int lane) {
   const int n = p.n;
-  const float* raw = vals[warp];
   const float inv = 1.0f / sqrtf(raw[kSumSlot] / static_cast<float>(n * p.hidden) + p.norm_eps);
-  for (int j = 0; j < n; ++j) {
-    p.pre[t * n + j] = Sigmoid(raw[j] * inv * p.scale[0] + p.base[j]) + p.hc_eps;
+  if (lane < n) p.pre[t * n + lane] = Sigmoid(raw[lane] * inv * p.scale[0] + p.base[lane]) + p.hc_eps;
+  if (p.post == nullptr) return;  // the same for the whole warp
+  if (lane >= n && lane < 2 * n) {
+    p.post[t * n + lane - n] = 2.0f * Sigmoid(raw[lane] * inv * p.scale[1] + p.base[lane]);
   }
-  if (p.post == nullptr) return;
-  for (int j = 0; j < n; ++j) {
-    p.post[t * n + j] = 2.0f * Sigmoid(raw[n + j] * inv * p.scale[1] + p.base[n + j]);
+  const bool mine = lane < n * n;
+  const int row = mine ? lane / n : 0, col = mine ? lane % n : 0;
+  float c = mine ? raw[2 * n + lane] * inv * p.scale[2] + p.base[2 * n + lane] : 0.0f;
+  auto at = [&](float v, int i, int j) { return __shfl_sync(0xffffffffu, v, i * n + j); };
+  // Row softmax (a row without a finite maximum becomes zeros), then + eps.
+  float max = -INFINITY;
+  for (int j = 0; j < n; ++j) max = fmaxf(max, at(c, row, j));
+  const float e = isfinite(max) ? expf(c - max) : 0.0f;
+  double sum = 0;
+  for (int j = 0; j < n; ++j) sum += at(e, row, j);
+  c = (isfinite(max) ? static_cast<float>(e / sum) : 0.0f) + p.hc_eps;
+  for (int it = 0; it < p.sinkhorn_iters; ++it) {
+    if (it > 0) {  // rows
+      float s = 0.0f;
+      for (int j = 0; j < n; ++j) s += at(c, row, j);
+      c /= s + p.hc_eps;
+    }
+    float s = 0.0f;  // columns
+    for (int i = 0; i < n; ++i) s += at(c, i, col);
+    c /= s + p.hc_eps;
   }
-  float c[kMaxHcStreams * kMaxHcStreams];
-  for (int i = 0; i < n * n; ++i) c[i] = raw[2 * n + i] * inv * p.scale[2] + p.base[2 * n + i];
-  Sinkhorn(c, n, p.sinkhorn_iters, p.hc_eps);
-  for (int i = 0; i < n * n; ++i) p.comb[t * n * n + i] = c[i];
+  if (mine) p.comb[t * n * n + lane] = c;
+}
+
+// Adds the chunks' sums of each token in a fixed order (deterministic), then finishes it. A
+// token takes kWarpsPerToken warps of the block: warp w of a token adds chunks w, w + k, ...
+// (lane = value), and the token's first warp adds those sums in warp order.
+template <int kWarpsPerToken>
+__global__ void __launch_bounds__(kMixWarps * 32)
+    HcMixFinishKernel(const float* __restrict__ partial, int chunks, HcMixParams p) {
+  constexpr int kTokensPerBlock = kMixWarps / kWarpsPerToken;
+  __shared__ float sums[kMixWarps][kMixValues];
+  detail::WaitForPrecedingKernel();
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int part = warp % kWarpsPerToken, slot = warp / kWarpsPerToken;
+  const int64_t t = int64_t{blockIdx.x} * kTokensPerBlock + slot;
+  float v = 0.0f;
+  if (t < p.tokens) {
+    for (int c = part; c < chunks; c += kWarpsPerToken) {
+      v += partial[(int64_t{c} * p.tokens + t) * kMixValues + lane];
+    }
+  }
+  sums[warp][lane] = v;
+  __syncthreads();
+  if (part != 0 || t >= p.tokens) return;  // whole warps
+  float total = sums[warp][lane];
+  for (int w = 1; w < kWarpsPerToken; ++w) total += sums[warp + w][lane];
+  __syncwarp();
+  sums[warp][lane] = total;
+  __syncwarp();
+  HcMixFinishWarp(sums[warp], p, t, lane);
 }
 
 __global__ void EngramGateKernel(EngramGateParams p) {
@@ -327,9 +414,39 @@ Status HcExpand(const float* x, int64_t tokens, int n, int hidden, float* stream
   return Status::Ok();
 }
 
+namespace {
+
+// How HcMix splits its projection: the columns kernel for few tokens (or widths the tiles do
+// not divide), else the tiles kernel with the columns cut into `chunks` of `chunk_cols` so that
+// about kMixTileBlocks blocks run. Fixed by the shape alone, so the summation order is too.
+struct MixPlan {
+  bool tiles = false;
+  int chunks = 0, chunk_cols = 0;
+  int64_t token_blocks = 1;
+};
+
+MixPlan PlanMix(int64_t tokens, int64_t width) {
+  MixPlan m;
+  m.tiles = tokens > kMixMostColumnTokens && width % kMixTileCols == 0;
+  if (!m.tiles) {
+    m.chunk_cols = kMixDecodeCols;
+    m.chunks = static_cast<int>((width + kMixDecodeCols - 1) / kMixDecodeCols);
+    return m;
+  }
+  m.token_blocks = (tokens + kMixTileTokens - 1) / kMixTileTokens;
+  const int64_t steps = width / kMixTileCols;
+  const int64_t want = std::clamp<int64_t>((kMixTileBlocks + m.token_blocks - 1) / m.token_blocks,
+                                           1, steps);
+  m.chunk_cols = static_cast<int>((steps + want - 1) / want) * kMixTileCols;
+  m.chunks = static_cast<int>((width + m.chunk_cols - 1) / m.chunk_cols);
+  return m;
+}
+
+}  // namespace
+
 int64_t HcMixScratchFloats(int64_t tokens, int n, int hidden) {
-  const int64_t chunks = (int64_t{n} * hidden + kMixCols - 1) / kMixCols;
-  return chunks * tokens * kMixValues;
+  if (tokens <= 0) return 0;
+  return PlanMix(tokens, int64_t{n} * hidden).chunks * tokens * kMixValues;
 }
 
 Status HcMix(const HcMixParams& p, float* scratch, cudaStream_t stream) {
@@ -345,19 +462,31 @@ Status HcMix(const HcMixParams& p, float* scratch, cudaStream_t stream) {
   }
   if (p.tokens <= 0) return Status::Ok();
   const int outputs = p.post != nullptr ? p.n * (p.n + 2) : p.n;
-  const int chunks = static_cast<int>((width + kMixCols - 1) / kMixCols);
-  const int64_t token_blocks = (p.tokens + kMixWarps * kMixTokens - 1) / (kMixWarps * kMixTokens);
-  if (token_blocks > 65535) {
-    return InvalidArgumentError("hc mix: " + std::to_string(p.tokens) +
-                                " tokens in one call (at most " +
-                                std::to_string(65535 * kMixWarps * kMixTokens) + ")");
+  const MixPlan m = PlanMix(p.tokens, width);
+  if (m.token_blocks > 65535 || p.tokens > INT32_MAX / kMixValues) {
+    return InvalidArgumentError("hc mix: " + std::to_string(p.tokens) + " tokens in one call");
   }
-  SPARK_CUDA_RETURN_IF_ERROR(detail::LaunchDependent(
-      HcMixPartialKernel, dim3(chunks, static_cast<unsigned>(token_blocks)), kMixWarps * 32, 0,
-      stream, p.streams, p.tokens, static_cast<int>(width), p.fn, outputs, scratch));
-  SPARK_CUDA_RETURN_IF_ERROR(detail::LaunchDependent(
-      HcMixFinishKernel, detail::CeilDiv(p.tokens, kMixWarps), kMixWarps * 32, 0, stream,
-      static_cast<const float*>(scratch), chunks, p));
+  if (m.tiles) {
+    SPARK_CUDA_RETURN_IF_ERROR(detail::LaunchDependent(
+        HcMixTilesKernel, dim3(m.chunks, static_cast<unsigned>(m.token_blocks)),
+        kMixTileWarps * 32, 0, stream, p.streams, p.tokens, static_cast<int>(width), p.fn, outputs,
+        m.chunk_cols, scratch));
+  } else {
+    SPARK_CUDA_RETURN_IF_ERROR(detail::LaunchDependent(
+        HcMixColumnsKernel, m.chunks, kMixWarps * 32, 0, stream, p.streams, p.tokens,
+        static_cast<int>(width), p.fn, outputs, scratch));
+  }
+  const float* partial = scratch;
+  if (m.chunks >= 4 * kMixWarps) {  // many chunks: eight warps a token
+    SPARK_CUDA_RETURN_IF_ERROR(detail::LaunchDependent(HcMixFinishKernel<kMixWarps>,
+                                                       static_cast<unsigned>(p.tokens),
+                                                       kMixWarps * 32, 0, stream, partial,
+                                                       m.chunks, p));
+  } else {
+    SPARK_CUDA_RETURN_IF_ERROR(detail::LaunchDependent(
+        HcMixFinishKernel<1>, detail::CeilDiv(p.tokens, kMixWarps), kMixWarps * 32, 0, stream,
+        partial, m.chunks, p));
+  }
   return Status::Ok();
 }
 

@@ -77,7 +77,9 @@ inline bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 1
 
 // Lets `kernel` use `bytes` of dynamic shared memory on the current device. The opt-in is a
 // per-device function attribute (not a stream operation, so legal while a graph is captured):
-// `configured` (one per kernel instantiation) remembers the devices already set.
+// `configured` (one per kernel instantiation) remembers the devices already set, so `bytes` must
+// be the most any launch of the kernel asks for (a later launch above the first call's bytes
+// fails with cudaErrorInvalidValue).
 template <typename Kernel>
 Status AllowSharedMemory(Kernel kernel, size_t bytes, std::atomic<uint64_t>& configured) {
   int device = 0;

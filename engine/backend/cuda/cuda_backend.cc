@@ -109,6 +109,23 @@ Result<void*> CudaBackend::StageShared(const void* host, size_t bytes) {
   return Stage(host, bytes, /*shared=*/true);
 }
 
+Status CudaBackend::ReserveStaging(size_t bytes) {
+  if (memory_.StagingFits(bytes)) return Status::Ok();
+  if (in_graph()) {
+    return FailedPreconditionError("cuda backend: graph step '" + graph_.key() +
+                                   "' stages more than " +
+                                   std::to_string(memory_.staging_bytes()) + " bytes of inputs");
+  }
+  // Everything staged so far may still be read by queued work: wait, then start over.
+  SPARK_RETURN_IF_ERROR(WaitStream());
+  ResetStaging();
+  if (!memory_.StagingFits(bytes)) {
+    graph_.DropAll();  // the captured graphs copy from the old areas
+    SPARK_RETURN_IF_ERROR(memory_.GrowStaging(bytes));
+  }
+  return Status::Ok();
+}
+
 Result<void*> CudaBackend::Stage(const void* host, size_t bytes, bool shared) {
   if (in_graph() && !memory_.StagingFits(bytes)) {
     return FailedPreconditionError("cuda backend: graph step '" + graph_.key() +

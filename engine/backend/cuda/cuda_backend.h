@@ -195,6 +195,11 @@ class CudaBackend : public Backend {
     SPARK_ASSIGN_OR_RETURN(void* p, StageShared(host.data(), host.size_bytes()));
     return static_cast<const T*>(p);
   }
+  // Makes room for `bytes` more staged bytes (the sum of DeviceMemory::Align of each span an op
+  // is about to stage), waiting for the stream or growing the areas now if they lack it. An op
+  // that stages several spans reserves their total first: a Stage that found the areas full
+  // would start them over and reuse the places of the spans the op staged before it.
+  Status ReserveStaging(size_t bytes);
   // Forgets this step's staged spans and the attention metadata staged with them.
   void ResetStaging();
   // Device memory of `bytes` as `dtype` elements, freed when the returned handle dies (from the

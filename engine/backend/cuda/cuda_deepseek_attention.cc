@@ -136,22 +136,31 @@ Status CudaDeepseekOps::IndexerTopKImpl(const IndexerArgs& a) {
     SPARK_ASSIGN_OR_RETURN(index, b_.Scratch(per_pass * stride * sizeof(int32_t)));
     SPARK_ASSIGN_OR_RETURN(kept, b_.Scratch(tokens * sizeof(int32_t)));
   }
+  const int queries_per_group = kernels::IndexerQueriesPerGroup(a.heads, share && !compact);
+  // Every pass's row groups, so the op's staging is reserved before its first span.
+  std::vector<std::vector<kernels::IndexerGroup>> pass_groups;
+  size_t staged = internal::StagedBytes(c.slots, c.count);
+  for (int64_t begin = 0; begin < tokens; begin += per_pass) {
+    pass_groups.push_back(Groups(c, begin, std::min(tokens, begin + per_pass),
+                                 compact ? 1 : queries_per_group));
+    staged += internal::StagedBytes(std::span<const kernels::IndexerGroup>(pass_groups.back()));
+  }
+  SPARK_RETURN_IF_ERROR(b_.ReserveStaging(staged));
   const int64_t* d_slots = nullptr;
   if (!c.slots.empty()) {
     SPARK_ASSIGN_OR_RETURN(d_slots, b_.Stage(c.slots));
   }
   SPARK_ASSIGN_OR_RETURN(const int32_t* d_count, b_.Stage(c.count));
   kernels::IndexerScoreArgs s = ScoreArgs(a, d_slots);
-  s.queries_per_group = kernels::IndexerQueriesPerGroup(a.heads, share && !compact);
+  s.queries_per_group = queries_per_group;
   s.scores = a.scores != nullptr ? a.scores : scratch.data();
   s.score_stride = stride;
   if (a.scores != nullptr && b_.launching()) {
     SPARK_RETURN_IF_ERROR(kernels::FillFloat(a.scores, tokens * stride, minus_inf, b_.stream_));
   }
-  for (int64_t begin = 0; begin < tokens; begin += per_pass) {
+  for (int64_t begin = 0, pass = 0; begin < tokens; begin += per_pass, ++pass) {
     const int64_t end = std::min(tokens, begin + per_pass);
-    const std::vector<kernels::IndexerGroup> groups =
-        Groups(c, begin, end, compact ? 1 : s.queries_per_group);
+    const std::vector<kernels::IndexerGroup>& groups = pass_groups[pass];
     const kernels::IndexerGroup* d_groups = nullptr;
     if (!groups.empty()) {
       SPARK_ASSIGN_OR_RETURN(d_groups, b_.Stage(std::span<const kernels::IndexerGroup>(groups)));
@@ -238,6 +247,9 @@ Status CudaDeepseekOps::SparseAttentionImpl(const SparseAttentionArgs& a) {
         "cuda backend: SparseAttention has window keys or entries to read but no such field");
   }
   if (tables.empty()) tables.push_back(0);  // no context at all: a table nothing reads
+  SPARK_RETURN_IF_ERROR(b_.ReserveStaging(
+      internal::StagedBytes(std::span<const int32_t>(tables),
+                            std::span<const kernels::SparseRow>(meta), c.slots)));
   SPARK_ASSIGN_OR_RETURN(const int32_t* d_tables, b_.Stage(std::span<const int32_t>(tables)));
   SPARK_ASSIGN_OR_RETURN(const kernels::SparseRow* d_meta,
                          b_.Stage(std::span<const kernels::SparseRow>(meta)));

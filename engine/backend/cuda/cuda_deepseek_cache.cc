@@ -48,6 +48,7 @@ void CudaDeepseekOps::WriteCompressorInputs(const CompressorInputs& in,
                                   std::to_string(positions.size()) + " positions for " +
                                   std::to_string(slots.size()) + " slots");
     }
+    SPARK_RETURN_IF_ERROR(b_.ReserveStaging(internal::StagedBytes(slots, positions)));
     SPARK_ASSIGN_OR_RETURN(const int64_t* d_slots, b_.Stage(slots));
     const int32_t* d_positions = nullptr;
     if (in.ape != nullptr) {
@@ -89,6 +90,8 @@ Status CudaDeepseekOps::CompressImpl(const CompressArgs& a) {
   p.eps = a.eps;
   p.out = Rows(a.out);
   p.out_rows = a.out_rows;
+  SPARK_RETURN_IF_ERROR(b_.ReserveStaging(
+      internal::StagedBytes(a.source_slots, a.entry_slots, a.entry_positions)));
   SPARK_ASSIGN_OR_RETURN(p.source_slots, b_.Stage(a.source_slots));
   if (a.out_rows == nullptr) {
     SPARK_ASSIGN_OR_RETURN(p.entry_slots, b_.Stage(a.entry_slots));

@@ -189,7 +189,8 @@ TEST_P(CudaDeepseekCompressTest, PoolsLikeTheReference) {
   Twin out = Both(std::vector<float>(size_t{1} * c.entries * c.dim, 7.0f));
   auto args = [&](bool device, RopeTable* rope) {
     float* base = cache.on(device);
-    *rope = {freq.on(device), std::min(64, c.dim), 0.9f};
+    // RopeTable's contract: an even rope_dim (dim 5 rotates 4 channels after one nope channel).
+    *rope = {freq.on(device), std::min(64, c.dim) / 2 * 2, 0.9f};
     CompressArgs a;
     a.kv = {base, stride, 0, w};
     if (c.gate) a.gate = {base, stride, w, w};
