@@ -3,6 +3,7 @@
 // primes, offsets, hash ids, numpy RNG internals, also at the released Flash sizes), and precise
 // errors for missing, mis-shaped and unexpected tensors and short Engram tables.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -242,7 +243,8 @@ Status LoadEdited(const std::string& tag, const std::function<void(testing::RawT
     if (!copy.name.empty()) tensors.push_back(std::move(copy));
   }
   tensors.insert(tensors.end(), extra.begin(), extra.end());
-  const auto dir = std::filesystem::temp_directory_path() / ("spark_dsv41_" + tag);
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("spark_dsv41_" + tag + "_" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
   testing::WriteSafetensors((dir / "model.safetensors").string(), tensors);
   auto edited = dsv4::TensorSource::Open(dir.string());
@@ -390,7 +392,8 @@ TEST(DeepseekV41EngramTest, ReadsTablesByRowNotWhole) {
   auto hashing = EngramHashing::Create(parsed->dsv41, 2);
   ASSERT_TRUE(hashing.ok());
   config["engram_num_embeddings"] = {hashing->RowsNeeded(0), hashing->RowsNeeded(1)};
-  const auto dir = std::filesystem::temp_directory_path() / "spark_dsv41_big_engram";
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("spark_dsv41_big_engram_" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
   std::ofstream(dir / "config.json") << config.dump();
   auto source = dsv4::TensorSource::Open(FixtureDir());

@@ -1,6 +1,7 @@
 // The DeepSeek-V4 weight loader: name mapping and precise errors for missing, mis-shaped and
 // unexpected tensors, on copies of the tiny fixture rewritten by the test.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -9,10 +10,10 @@
 #include <set>
 
 #include "engine/core/model_config.h"
-#include "engine/model/model_family.h"
 #include "engine/model/deepseek_v4/tensor_source.h"
 #include "engine/model/deepseek_v4/weight_names.h"
 #include "engine/model/deepseek_v4/weights.h"
+#include "engine/model/model_family.h"
 #include "tests/engine/core/safetensors_writer.h"
 
 namespace spark::engine::model::dsv4 {
@@ -52,7 +53,8 @@ Result<Weights> LoadEdited(const std::string& tag,
     if (!copy.name.empty()) tensors.push_back(std::move(copy));
   }
   tensors.insert(tensors.end(), extra.begin(), extra.end());
-  const auto dir = std::filesystem::temp_directory_path() / ("spark_dsv4_" + tag);
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("spark_dsv4_" + tag + "_" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
   testing::WriteSafetensors((dir / "model.safetensors").string(), tensors);
   auto edited = TensorSource::Open(dir.string());
@@ -156,7 +158,8 @@ TEST(DeepseekV4TensorSourceTest, ReadsReleasedDtypesThroughTheCoreReader) {
 }
 
 TEST(DeepseekV4TensorSourceTest, JoinsShardsOfAnIndex) {
-  const auto dir = std::filesystem::temp_directory_path() / "spark_dsv4_shards";
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("spark_dsv4_shards_" + std::to_string(getpid()));
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   testing::WriteSafetensors((dir / "a.safetensors").string(),
@@ -189,7 +192,8 @@ TEST(DeepseekV4TensorSourceTest, JoinsShardsOfAnIndex) {
 }
 
 TEST(DeepseekV4TensorSourceTest, RejectsMalformedFilesNamingTheTensor) {
-  const auto dir = std::filesystem::temp_directory_path() / "spark_dsv4_malformed";
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("spark_dsv4_malformed_" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
   const std::string path = (dir / "model.safetensors").string();
   // 4 bytes of data but the tensor claims 8.
