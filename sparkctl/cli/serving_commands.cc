@@ -5,9 +5,8 @@
 
 #include <cstdio>
 #include <fstream>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "base/strings.h"
 #include "sparkctl/cli/families.h"
@@ -86,19 +85,19 @@ Result<Resolved> ResolveCluster(const EndpointFlags& f, Resolved r) {
   Result<up::UpState> state = up::LoadState(dir);
   if (!state.ok()) {
     return FailedPreconditionError("no model runs on cluster " + spec.name + " (" +
-                                   state.status().message() +
-                                   "); start one with `sparkctl up -c " + f.cluster_file +
-                                   " -p PROFILE`, or give --url");
+                                   state.status().message() + "); start one with `sparkctl up -c " +
+                                   f.cluster_file + " -p PROFILE`, or give --url");
   }
   SPARK_ASSIGN_OR_RETURN(profile::Profile p, profile::LoadProfileFile(state->profile_file));
   std::string host = p.api.bind;
   if (IsLoopbackHost(host)) {
     return FailedPreconditionError(
         "the model on " + spec.name + " binds " + p.api.bind + " on node " + state->plan.api_node +
-        " (" + state->profile_file + ": api.bind), which this machine cannot reach; bind "
-        "0.0.0.0 with an api.key_file, or forward the port (ssh -L " + std::to_string(p.api.port) +
-        ":127.0.0.1:" + std::to_string(p.api.port) + " " + state->plan.api_node +
-        ") and give --url http://127.0.0.1:" + std::to_string(p.api.port));
+        " (" + state->profile_file +
+        ": api.bind), which this machine cannot reach; bind "
+        "0.0.0.0 with an api.key_file, or forward the port (ssh -L " +
+        std::to_string(p.api.port) + ":127.0.0.1:" + std::to_string(p.api.port) + " " +
+        state->plan.api_node + ") and give --url http://127.0.0.1:" + std::to_string(p.api.port));
   }
   if (host == "0.0.0.0" || host == "::") {
     for (const netplan::NodeSpec& n : spec.nodes) {
@@ -110,8 +109,9 @@ Result<Resolved> ResolveCluster(const EndpointFlags& f, Resolved r) {
   if (f.api_key_file.empty() && !p.api.key_file.empty()) {
     Result<std::string> key = ReadKey(p.api.key_file);
     if (!key.ok()) {
-      return key.status().WithContext("the profile's api.key_file (give --api-key-file with a "
-                                      "copy of the key)");
+      return key.status().WithContext(
+          "the profile's api.key_file (give --api-key-file with a "
+          "copy of the key)");
     }
     r.endpoint.api_key = *key;
   }
@@ -181,11 +181,11 @@ int RunCheck(const CheckFlags& f) {
   if (f.json) {
     json doc = serving::AcceptanceJson(r->endpoint, o, results);
     doc["build"] = r->identity.build;
-    std::printf("%s\n", doc.dump(2).c_str());
+    std::printf("%s\n", doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {
     std::fputs(serving::AcceptanceTable(results).c_str(), stdout);
-    std::printf("%s\n", serving::AllPassed(results) ? "all checks passed"
-                                                    : "some checks FAILED (exit 2)");
+    std::printf("%s\n",
+                serving::AllPassed(results) ? "all checks passed" : "some checks FAILED (exit 2)");
   }
   return serving::AllPassed(results) ? kExitOk : kExitFailed;
 }
@@ -243,8 +243,7 @@ int RunBenchServe(const BenchServeFlags& f) {
   o.on_progress = [tty](size_t cell, size_t cells, int round, int done, int streams,
                         const std::string& what) {
     std::fprintf(stderr, "%s[cell %zu/%zu] %s, round %d: %d/%d streams done%s", tty ? "\r" : "",
-                 cell + 1, cells, what.c_str(), round, done, streams,
-                 tty ? "   " : "\n");
+                 cell + 1, cells, what.c_str(), round, done, streams, tty ? "   " : "\n");
     if (tty && done == streams) std::fputc('\n', stderr);
   };
   Result<serving::BenchServeRun> run = serving::RunBenchServe(r->endpoint, r->identity, o);
@@ -253,7 +252,7 @@ int RunBenchServe(const BenchServeFlags& f) {
   const json doc = serving::BenchJson(*run);
   if (!f.out_file.empty()) {
     std::ofstream out(f.out_file);
-    out << doc.dump(2) << "\n";
+    out << doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     if (!out) return ReportError(InternalError(f.out_file + ": cannot write"), schema);
   }
   if (!f.plot_file.empty()) {
@@ -262,7 +261,7 @@ int RunBenchServe(const BenchServeFlags& f) {
     if (!out) return ReportError(InternalError(f.plot_file + ": cannot write"), schema);
   }
   if (f.json) {
-    std::printf("%s\n", doc.dump(2).c_str());
+    std::printf("%s\n", doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {
     std::fputs(serving::BenchTable(*run, cells).c_str(), stdout);
     if (before) std::fputs(("\n" + serving::CompareTable(cells, *before)).c_str(), stdout);
@@ -278,8 +277,9 @@ int RunBenchServe(const BenchServeFlags& f) {
 void RegisterCheckCommands(CLI::App& parent, CommandContext& context) {
   auto f = std::make_shared<CheckFlags>();
   CLI::App* cmd = parent.add_subcommand(
-      "check", "Acceptance checks of a running model: answers, JSON Schema output, thinking, "
-               "tools, streaming, long prompts, concurrency");
+      "check",
+      "Acceptance checks of a running model: answers, JSON Schema output, thinking, "
+      "tools, streaming, long prompts, concurrency");
   AddEndpointFlags(cmd, f->endpoint);
   cmd->add_flag("--random-weights", f->random_weights,
                 "The model has random weights: content checks report \"not judged\", protocol "
@@ -288,9 +288,10 @@ void RegisterCheckCommands(CLI::App& parent, CommandContext& context) {
   cmd->add_option("--long-prompt-tokens", f->long_prompt_tokens,
                   "Prompt length of the long-prompt check (default min(8000, max_model_len / 2))");
   AddJsonFlag(cmd, &f->json, serving::kCheckSchema);
-  SetExample(cmd, "sparkctl check -c cluster.yaml\n"
-                  "  sparkctl check --url http://10.0.0.1:8000 --api-key-file key.txt --json\n"
-                  "Exit status 2 when any check fails.");
+  SetExample(cmd,
+             "sparkctl check -c cluster.yaml\n"
+             "  sparkctl check --url http://10.0.0.1:8000 --api-key-file key.txt --json\n"
+             "Exit status 2 when any check fails.");
   cmd->callback([f, cmd, &context] {
     f->endpoint.cluster_given = cmd->count("--cluster") > 0;
     context.exit_code = RunCheck(*f);
@@ -300,11 +301,11 @@ void RegisterCheckCommands(CLI::App& parent, CommandContext& context) {
 void RegisterBenchServeCommand(CLI::App* bench, CommandContext& context) {
   auto f = std::make_shared<BenchServeFlags>();
   CLI::App* cmd = bench->add_subcommand(
-      "serve", "Serving benchmark: TTFT, prefill and decode tok/s, P50/P95 over a matrix of "
-               "context lengths and concurrent streams (protocol in docs/bench.md)");
+      "serve",
+      "Serving benchmark: TTFT, prefill and decode tok/s, P50/P95 over a matrix of "
+      "context lengths and concurrent streams (protocol in docs/bench.md)");
   AddEndpointFlags(cmd, f->endpoint);
-  cmd->add_option("--concurrency", f->concurrency,
-                  "Concurrent streams, a list (default 1,2,4,8)");
+  cmd->add_option("--concurrency", f->concurrency, "Concurrent streams, a list (default 1,2,4,8)");
   cmd->add_option("--context", f->context, "Prompt tokens, a list; k = 1024 (default 1k,32k,128k)");
   cmd->add_option("--output-tokens", f->output_tokens,
                   "Tokens each stream generates, exactly (min_tokens + ignore_eos; default 128)");
@@ -319,10 +320,11 @@ void RegisterBenchServeCommand(CLI::App* bench, CommandContext& context) {
                   "An earlier --json result to compare with; refused when its cluster, profile "
                   "or build differ");
   AddJsonFlag(cmd, &f->json, serving::kBenchServeSchema);
-  SetExample(cmd, "sparkctl bench serve -c cluster.yaml --concurrency 1,2,4,8 --context "
-                  "1k,32k,128k --plot serve.svg --out serve.json\n"
-                  "  sparkctl bench serve --url http://127.0.0.1:8000 --context 1k --repeats 5 "
-                  "--compare serve.json");
+  SetExample(cmd,
+             "sparkctl bench serve -c cluster.yaml --concurrency 1,2,4,8 --context "
+             "1k,32k,128k --plot serve.svg --out serve.json\n"
+             "  sparkctl bench serve --url http://127.0.0.1:8000 --context 1k --repeats 5 "
+             "--compare serve.json");
   cmd->callback([f, cmd, &context] {
     f->endpoint.cluster_given = cmd->count("--cluster") > 0;
     context.exit_code = RunBenchServe(*f);

@@ -8,6 +8,19 @@
 #include "sparkctl/serving/corpus.h"
 
 namespace spark::serving {
+std::string ClipText(const std::string& s, size_t n) {
+  std::string out = s;
+  if (out.size() > n) {
+    // Back to the first byte of a UTF-8 sequence: a cut inside one is not valid text.
+    while (n > 0 && (static_cast<unsigned char>(out[n]) & 0xC0) == 0x80) --n;
+    out = out.substr(0, n) + "...";
+  }
+  for (char& c : out) {
+    if (c == '\n' || c == '\r' || c == '\t') c = ' ';
+  }
+  return out;
+}
+
 namespace {
 
 using nlohmann::json;
@@ -20,9 +33,8 @@ json UserMessage(const std::string& text) { return {{"role", "user"}, {"content"
 
 // Characters (code points) of UTF-8 text: JSON Schema's maxLength counts these, not bytes.
 size_t Utf8Length(const std::string& s) {
-  return static_cast<size_t>(std::count_if(s.begin(), s.end(), [](char c) {
-    return (static_cast<unsigned char>(c) & 0xC0) != 0x80;
-  }));
+  return static_cast<size_t>(std::count_if(
+      s.begin(), s.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
 }
 
 json WeatherTool() {
@@ -81,13 +93,7 @@ struct Runner {
     r.verdict = o.random_weights ? Verdict::kNotJudged : ok ? Verdict::kPass : Verdict::kFail;
   }
 
-  static std::string Clip(const std::string& s, size_t n = 80) {
-    std::string out = s.size() > n ? s.substr(0, n) + "..." : s;
-    for (char& c : out) {
-      if (c == '\n' || c == '\r' || c == '\t') c = ' ';
-    }
-    return out;
-  }
+  static std::string Clip(const std::string& s, size_t n = 80) { return ClipText(s, n); }
 
   void Models(int* max_model_len) {
     CheckResult r{"models", false};
@@ -110,23 +116,24 @@ struct Runner {
       }
     }
     r.verdict = listed ? Verdict::kPass : Verdict::kFail;
-    r.detail = listed ? "lists " + e.model + (*max_model_len > 0 ? ", max_model_len " +
-                                                                       std::to_string(*max_model_len)
-                                                                 : "")
-                      : "/v1/models does not list " + e.model;
+    r.detail =
+        listed ? "lists " + e.model +
+                     (*max_model_len > 0 ? ", max_model_len " + std::to_string(*max_model_len) : "")
+               : "/v1/models does not list " + e.model;
     Add(r);
   }
 
   void Arithmetic() {
     CheckResult r{"arithmetic", true};
     StreamResult s;
-    if (Ask(r, {{"messages", {UserMessage("What is 17 * 23? Reply with the number only.")}},
-                {"temperature", 0},
-                {"max_tokens", 64},
-                {"chat_template_kwargs", kThinkingOff}},
+    if (Ask(r,
+            {{"messages", {UserMessage("What is 17 * 23? Reply with the number only.")}},
+             {"temperature", 0},
+             {"max_tokens", 64},
+             {"chat_template_kwargs", kThinkingOff}},
             &s)) {
-      Judge(r, s.content.find("391") != std::string::npos, "replied \"" + Clip(s.content) + "\"" +
-                                                               " (expected 391)");
+      Judge(r, s.content.find("391") != std::string::npos,
+            "replied \"" + Clip(s.content) + "\"" + " (expected 391)");
     }
     Add(r);
   }
@@ -134,11 +141,13 @@ struct Runner {
   void Code() {
     CheckResult r{"code", true};
     StreamResult s;
-    if (Ask(r, {{"messages", {UserMessage("Write a Python function named add that returns the "
-                                          "sum of its two arguments. Reply with the code only.")}},
-                {"temperature", 0},
-                {"max_tokens", 256},
-                {"chat_template_kwargs", kThinkingOff}},
+    if (Ask(r,
+            {{"messages",
+              {UserMessage("Write a Python function named add that returns the "
+                           "sum of its two arguments. Reply with the code only.")}},
+             {"temperature", 0},
+             {"max_tokens", 256},
+             {"chat_template_kwargs", kThinkingOff}},
             &s)) {
       const bool ok = s.content.find("def add(") != std::string::npos &&
                       s.content.find("return") != std::string::npos;
@@ -156,13 +165,14 @@ struct Runner {
                          {"required", {"name", "age"}},
                          {"additionalProperties", false}};
     StreamResult s;
-    if (Ask(r, {{"messages", {UserMessage("Invent a person. Reply as JSON with name and age.")}},
-                {"temperature", 0},
-                {"max_tokens", 256},
-                {"chat_template_kwargs", kThinkingOff},
-                {"response_format",
-                 {{"type", "json_schema"},
-                  {"json_schema", {{"name", "person"}, {"strict", true}, {"schema", schema}}}}}},
+    if (Ask(r,
+            {{"messages", {UserMessage("Invent a person. Reply as JSON with name and age.")}},
+             {"temperature", 0},
+             {"max_tokens", 256},
+             {"chat_template_kwargs", kThinkingOff},
+             {"response_format",
+              {{"type", "json_schema"},
+               {"json_schema", {{"name", "person"}, {"strict", true}, {"schema", schema}}}}}},
             &s)) {
       const json doc = json::parse(s.content, nullptr, false);
       const bool ok = doc.is_object() && doc.size() == 2 && doc.contains("name") &&
@@ -170,8 +180,8 @@ struct Runner {
                       doc.contains("age") && doc["age"].is_number_integer() && doc["age"] >= 0 &&
                       doc["age"] <= 150;
       r.verdict = ok ? Verdict::kPass : Verdict::kFail;
-      r.detail = (ok ? "valid: " : "does not follow the schema (finish_reason " +
-                                       s.finish_reason + "): ") +
+      r.detail = (ok ? "valid: "
+                     : "does not follow the schema (finish_reason " + s.finish_reason + "): ") +
                  Clip(s.content);
     }
     Add(r);
@@ -180,10 +190,11 @@ struct Runner {
   void Thinking(bool on) {
     CheckResult r{on ? "thinking_on" : "thinking_off", true};
     StreamResult s;
-    if (Ask(r, {{"messages", {UserMessage("Is 221 a prime number?")}},
-                {"temperature", 0},
-                {"max_tokens", 256},  // Reasoning shows in the first tokens.
-                {"chat_template_kwargs", on ? kThinkingOn : kThinkingOff}},
+    if (Ask(r,
+            {{"messages", {UserMessage("Is 221 a prime number?")}},
+             {"temperature", 0},
+             {"max_tokens", 256},  // Reasoning shows in the first tokens.
+             {"chat_template_kwargs", on ? kThinkingOn : kThinkingOff}},
             &s)) {
       const bool ok = on ? !s.reasoning.empty() : s.reasoning.empty() && !s.content.empty();
       Judge(r, ok,
@@ -200,8 +211,12 @@ struct Runner {
     const json ask = UserMessage("What is the weather in Paris right now?");
     CheckResult chosen{"tool_call_auto", true};
     StreamResult s;
-    if (Ask(chosen, {{"messages", {ask}}, {"tools", WeatherTool()}, {"temperature", 0},
-                     {"max_tokens", 256}, {"chat_template_kwargs", kThinkingOff}},
+    if (Ask(chosen,
+            {{"messages", {ask}},
+             {"tools", WeatherTool()},
+             {"temperature", 0},
+             {"max_tokens", 256},
+             {"chat_template_kwargs", kThinkingOff}},
             &s)) {
       bool ok = false;
       for (const json& c : s.tool_calls) {
@@ -210,16 +225,23 @@ struct Runner {
                     args["city"].is_string() &&
                     args["city"].get<std::string>().find("Paris") != std::string::npos);
       }
-      Judge(chosen, ok, std::to_string(s.tool_calls.size()) + " call(s): " +
-                            Clip(s.tool_calls.dump(), 120) + " (expected get_weather(Paris))");
+      Judge(chosen, ok,
+            std::to_string(s.tool_calls.size()) + " call(s): " +
+                Clip(s.tool_calls.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+                     120) +
+                " (expected get_weather(Paris))");
     }
     Add(chosen);
 
     CheckResult forced{"tool_call", false};
     json call;
-    if (Ask(forced, {{"messages", {ask}}, {"tools", WeatherTool()}, {"tool_choice", "required"},
-                     {"temperature", 0}, {"max_tokens", 256},
-                     {"chat_template_kwargs", kThinkingOff}},
+    if (Ask(forced,
+            {{"messages", {ask}},
+             {"tools", WeatherTool()},
+             {"tool_choice", "required"},
+             {"temperature", 0},
+             {"max_tokens", 256},
+             {"chat_template_kwargs", kThinkingOff}},
             &s)) {
       bool ok = s.tool_calls.size() >= 1 && s.finish_reason == "tool_calls";
       if (ok) {
@@ -229,8 +251,10 @@ struct Runner {
              args.contains("city") && args["city"].is_string();
       }
       forced.verdict = ok ? Verdict::kPass : Verdict::kFail;
-      forced.detail = (ok ? "" : "expected one get_weather call with a string city, got ") +
-                      Clip(s.tool_calls.dump(), 120) + ", finish_reason " + s.finish_reason;
+      forced.detail =
+          (ok ? "" : "expected one get_weather call with a string city, got ") +
+          Clip(s.tool_calls.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), 120) +
+          ", finish_reason " + s.finish_reason;
     }
     Add(forced);
 
@@ -239,7 +263,8 @@ struct Runner {
       second.detail = "no call from tool_call to answer";
       return Add(second);
     }
-    const std::string id = call["id"].get<std::string>().empty() ? "call_0" : call["id"].get<std::string>();
+    const std::string id =
+        call["id"].get<std::string>().empty() ? "call_0" : call["id"].get<std::string>();
     const json messages = {
         ask,
         {{"role", "assistant"},
@@ -248,11 +273,18 @@ struct Runner {
           {{{"id", id},
             {"type", "function"},
             {"function", {{"name", "get_weather"}, {"arguments", call["arguments"]}}}}}}},
-        {{"role", "tool"}, {"tool_call_id", id}, {"content", R"({"temperature_c": 22, "sky": "clear"})"}}};
-    if (Ask(second, {{"messages", messages}, {"tools", WeatherTool()}, {"temperature", 0},
-                     {"max_tokens", 256}, {"chat_template_kwargs", kThinkingOff}},
+        {{"role", "tool"},
+         {"tool_call_id", id},
+         {"content", R"({"temperature_c": 22, "sky": "clear"})"}}};
+    if (Ask(second,
+            {{"messages", messages},
+             {"tools", WeatherTool()},
+             {"temperature", 0},
+             {"max_tokens", 256},
+             {"chat_template_kwargs", kThinkingOff}},
             &s)) {
-      const bool replied = !s.finish_reason.empty() && (!s.content.empty() || !s.tool_calls.empty());
+      const bool replied =
+          !s.finish_reason.empty() && (!s.content.empty() || !s.tool_calls.empty());
       second.verdict = replied ? Verdict::kPass : Verdict::kFail;
       second.detail = "replied \"" + Clip(s.content) + "\", finish_reason " + s.finish_reason;
       CheckResult uses{"tool_result_used", true};
@@ -269,10 +301,11 @@ struct Runner {
   void Streaming() {
     CheckResult r{"streaming_usage", false};
     StreamResult s;
-    if (Ask(r, {{"messages", {UserMessage("Count from 1 to 50.")}},
-                {"temperature", 0},
-                {"max_tokens", 32},
-                {"chat_template_kwargs", kThinkingOff}},
+    if (Ask(r,
+            {{"messages", {UserMessage("Count from 1 to 50.")}},
+             {"temperature", 0},
+             {"max_tokens", 32},
+             {"chat_template_kwargs", kThinkingOff}},
             &s)) {
       const bool ok = s.usage && s.usage->completion_tokens >= 1 &&
                       s.usage->completion_tokens <= 32 && s.usage->prompt_tokens > 0 &&
@@ -295,8 +328,9 @@ struct Runner {
 
   void LongPrompt(int max_model_len) {
     CheckResult protocol{"long_prompt", false};
-    int target = o.long_prompt_tokens > 0 ? o.long_prompt_tokens
-                                          : std::min(8000, max_model_len > 0 ? max_model_len / 2 : 8000);
+    int target = o.long_prompt_tokens > 0
+                     ? o.long_prompt_tokens
+                     : std::min(8000, max_model_len > 0 ? max_model_len / 2 : 8000);
     std::mt19937_64 rng(std::random_device{}());
     const std::string word = "zebra" + std::to_string(rng() % 90000 + 10000);
     // About 4 characters a token for English prose.
@@ -305,15 +339,16 @@ struct Runner {
                              "\n\nWhat is the secret word given at the start? Reply with the word "
                              "only.";
     StreamResult s;
-    if (Ask(protocol, {{"messages", {UserMessage(text)}},
-                       {"temperature", 0},
-                       {"max_tokens", 32},
-                       {"chat_template_kwargs", kThinkingOff}},
+    if (Ask(protocol,
+            {{"messages", {UserMessage(text)}},
+             {"temperature", 0},
+             {"max_tokens", 32},
+             {"chat_template_kwargs", kThinkingOff}},
             &s)) {
       const int got = s.usage ? s.usage->prompt_tokens : 0;
       protocol.verdict = got >= target / 2 ? Verdict::kPass : Verdict::kFail;
-      protocol.detail = std::to_string(got) + " prompt tokens (aimed at " +
-                        std::to_string(target) + "), TTFT " + Seconds(s.ttft_seconds());
+      protocol.detail = std::to_string(got) + " prompt tokens (aimed at " + std::to_string(target) +
+                        "), TTFT " + Seconds(s.ttft_seconds());
       CheckResult recall{"long_prompt_recall", true};
       recall.latency_s = protocol.latency_s;
       recall.tokens_per_s = protocol.tokens_per_s;
@@ -333,12 +368,12 @@ struct Runner {
     const auto start = std::chrono::steady_clock::now();
     for (int i = 0; i < n; ++i) {
       threads.emplace_back([&, i] {
-        json body = {{"model", e.model},
-                     {"messages", {UserMessage("Request " + std::to_string(i) +
-                                               ": list three colours.")}},
-                     {"temperature", 0},
-                     {"max_tokens", 32},
-                     {"chat_template_kwargs", kThinkingOff}};
+        json body = {
+            {"model", e.model},
+            {"messages", {UserMessage("Request " + std::to_string(i) + ": list three colours.")}},
+            {"temperature", 0},
+            {"max_tokens", 32},
+            {"chat_template_kwargs", kThinkingOff}};
         out[i] = Stream(e, "/v1/chat/completions", body, o.timeout);
       });
     }
@@ -352,8 +387,8 @@ struct Runner {
         ++ok;
         tokens += s->usage->completion_tokens;
       } else if (first_error.empty()) {
-        first_error = s.ok() ? "HTTP " + std::to_string(s->status) + ": " + s->error
-                             : s.status().message();
+        first_error =
+            s.ok() ? "HTTP " + std::to_string(s->status) + ": " + s->error : s.status().message();
       }
     }
     r.tokens_per_s = r.latency_s > 0 ? tokens / r.latency_s : 0;
@@ -416,17 +451,15 @@ nlohmann::ordered_json AcceptanceJson(const Endpoint& endpoint, const Acceptance
                       {"tokens_per_s", r.tokens_per_s},
                       {"detail", r.detail}});
   }
-  return {{"schema", kCheckSchema},
-          {"endpoint", endpoint.url.text},
-          {"model", endpoint.model},
-          {"random_weights", options.random_weights},
-          {"passed", AllPassed(results)},
-          {"checks", checks}};
+  return {{"schema", kCheckSchema},       {"endpoint", endpoint.url.text},
+          {"model", endpoint.model},      {"random_weights", options.random_weights},
+          {"passed", AllPassed(results)}, {"checks", checks}};
 }
 
 std::string AcceptanceTable(const std::vector<CheckResult>& results) {
-  std::string out = "check               kind      verdict                        latency   tok/s  "
-                    "detail\n";
+  std::string out =
+      "check               kind      verdict                        latency   tok/s  "
+      "detail\n";
   for (const CheckResult& r : results) {
     char line[160];
     std::snprintf(line, sizeof line, "%-19s %-9s %-30s %7ss %7s  ", r.name.c_str(),

@@ -45,6 +45,9 @@ struct AcceptanceOptions {
 // cannot run is a failed check with the reason.
 std::vector<CheckResult> RunAcceptance(const Endpoint& endpoint, const AcceptanceOptions& options);
 
+// `s` cut to at most `n` bytes (then "..."), never inside a UTF-8 sequence, on one line.
+std::string ClipText(const std::string& s, size_t n = 80);
+
 // The --json document: {"schema", "endpoint", "model", "random_weights", "passed", "checks"}.
 nlohmann::ordered_json AcceptanceJson(const Endpoint& endpoint, const AcceptanceOptions& options,
                                       const std::vector<CheckResult>& results);
