@@ -24,7 +24,7 @@ using std::chrono::milliseconds;
 OneShotOptions Options(Topology topology, milliseconds timeout = milliseconds(10000)) {
   OneShotOptions o;
   o.topology = topology;
-  o.capacity_bytes = 64 << 10;
+  o.capacity_bytes = 256 << 10;
   o.addresses = {"127.0.0.1"};
   o.transport.timeout = timeout;
   o.transport.spin = std::chrono::microseconds(50);
@@ -68,7 +68,7 @@ TEST_P(OneShotSumTest, SumsAreExactInRankOrderAndIdenticalOnEveryRank) {
   auto group = Group(n, Options(topology));
   ASSERT_EQ(group.size(), static_cast<size_t>(n));
   for (auto& c : group) ASSERT_NE(c, nullptr);
-  const std::vector<size_t> counts = {1, 7, 1024, 2560, 16384};  // 4 B .. 64 KiB
+  const std::vector<size_t> counts = {1, 7, 1024, 2560, 16384, 65536};
   std::vector<std::vector<std::vector<float>>> results(n);
   RunRanks(n, [&](int r) {
     for (int call = 0; call < 40; ++call) {
