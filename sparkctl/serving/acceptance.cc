@@ -71,7 +71,10 @@ struct Runner {
     }
     *out = std::move(*s);
     r.latency_s = out->total_seconds();
-    if (out->usage && out->decode_seconds() > 0 && out->usage->completion_tokens > 1) {
+    // Tokens that came together (text held until it is whole UTF-8) have no decode time of
+    // their own: no rate then, rather than an inflated one.
+    if (out->usage && out->decode_seconds() > 0 && out->usage->completion_tokens > 1 &&
+        out->token_events >= out->usage->completion_tokens) {
       r.tokens_per_s = (out->usage->completion_tokens - 1) / out->decode_seconds();
     }
     if (out->status != 200 || !out->error.empty()) {

@@ -34,6 +34,8 @@ struct CellSummary {
   Estimate aggregate_tps;  // per round: sum of (completion - 1) / decode window of the round
   double mean_prompt_tokens = 0;
   double cached_fraction = 0;  // prompt tokens served from the prefix cache
+  // Streams whose tokens came in fewer events than tokens: their decode rate is overstated.
+  int clumped_streams = 0;
 };
 
 // The p-th percentile (0..100) by linear interpolation; 0 for no values.

@@ -100,6 +100,7 @@ StreamSample OneStream(const Endpoint& e, const json& prompt, const BenchServeOp
   s.prompt_tokens = r->usage->prompt_tokens;
   s.completion_tokens = r->usage->completion_tokens;
   s.cached_tokens = r->usage->cached_tokens;
+  s.token_events = r->token_events;
   if (s.completion_tokens != o.output_tokens) {
     s.ok = false;
     s.error = "the server generated " + std::to_string(s.completion_tokens) + " tokens, not " +

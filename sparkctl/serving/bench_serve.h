@@ -57,6 +57,10 @@ struct StreamSample {
   int prompt_tokens = 0;      // usage
   int completion_tokens = 0;  // usage
   int cached_tokens = 0;      // usage.prompt_tokens_details.cached_tokens
+  // Stream events that carried text. Fewer than completion_tokens: the server sent some tokens
+  // together (it holds text until it is whole UTF-8), so decode_s starts late and the rate is
+  // an overestimate.
+  int token_events = 0;
 };
 
 struct BenchCell {

@@ -36,6 +36,7 @@ StreamSample Sample(double ttft, double decode, int prompt, int completion, doub
   s.last_token_at = first_at + decode;
   s.prompt_tokens = prompt;
   s.completion_tokens = completion;
+  s.token_events = completion;  // a token an event unless a test says otherwise
   return s;
 }
 
@@ -57,6 +58,25 @@ BenchServeRun TwoRounds() {
   run.cells.push_back(cell);
   run.cells.push_back({32768, 2, "32768 + 128 tokens exceed the model's 4096", {}});
   return run;
+}
+
+TEST(BenchReportTest, TokensThatCameTogetherMarkTheDecodeRates) {
+  BenchServeRun run = TwoRounds();
+  const std::string plain = BenchTable(run, Summarize(run));
+  EXPECT_EQ(plain.find('*'), std::string::npos) << plain;
+  run.cells[0].rounds[0][1].token_events = 4;  // 11 tokens in 4 events
+  const std::vector<CellSummary> s = Summarize(run);
+  EXPECT_EQ(s[0].clumped_streams, 1);
+  const std::string marked = BenchTable(run, s);
+  EXPECT_NE(marked.find("±31.8*"), std::string::npos) << marked;
+  EXPECT_NE(marked.find("* 1 of 4 streams got their tokens in fewer events than tokens"),
+            std::string::npos)
+      << marked;
+  const Result<SavedRun> saved =
+      ParseBenchJson(nlohmann::json::parse(BenchJson(run).dump()), "run.json");
+  ASSERT_TRUE(saved.ok()) << saved.status().ToString();
+  ASSERT_FALSE(saved->cells.empty());
+  EXPECT_EQ(saved->cells[0].clumped_streams, 1);
 }
 
 TEST(BenchReportTest, SummaryFollowsTheProtocol) {
