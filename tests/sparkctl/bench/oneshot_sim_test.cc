@@ -158,7 +158,11 @@ TEST_F(OneShotSimTest, AKilledRankIsNamedWithinTheBoundAndAStalledOneAfterTheTim
   const std::string stall_out = Sh("cat " + stall_log).out;
   EXPECT_GE(waited, 3.5) << stall_out;
   EXPECT_LT(waited, 20.0) << stall_out;
-  EXPECT_NE(stall_out.find("nothing from rank 2"), std::string::npos) << stall_out;
+  // The stalled rank is named: as the source whose slice never came, or as the relay of a
+  // slice that never came (which one a rank reports first depends on where it waits).
+  EXPECT_TRUE(stall_out.find("nothing from rank 2") != std::string::npos ||
+              stall_out.find("(relayed through rank 2)") != std::string::npos)
+      << stall_out;
   std::cerr << stall_out;
 }
 
