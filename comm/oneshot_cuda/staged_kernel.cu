@@ -62,7 +62,7 @@ __global__ void StagedKernel(StagedArgs a, const float* in, float* out, size_t c
   if (threadIdx.x == 0) {
     if (atomicAdd(&a.state->arrived, 1u) == gridDim.x - 1) {
       a.state->arrived = 0;
-      a.control->bell_bytes = count * sizeof(float);
+      a.control->bell_bytes[parity] = count * sizeof(float);
       StoreRelease(&a.control->bell_seq, seq);
     }
     // 2. Every peer's slice of this call (the host's wire threads set the flags).

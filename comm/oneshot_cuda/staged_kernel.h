@@ -23,10 +23,12 @@ namespace spark::comm::oneshot {
 
 // Pinned host memory the GPU and the host share (mapped into the device's address space).
 struct StagedControl {
-  uint64_t bell_seq = 0;    // GPU -> host: the call whose own slice is staged
-  uint64_t bell_bytes = 0;  // its size in bytes
-  uint64_t abort = 0;       // host -> GPU: nonzero once the transport is broken
-  uint64_t error = 0;       // GPU: why it trapped: (code << 32) | source rank
+  uint64_t bell_seq = 0;  // GPU -> host: the last call whose own slice is staged
+  // Each call's size in bytes, by call parity: the GPU can ring call N + 1 before the host has
+  // answered call N (call N ends once the peers' slices are in, not ours out), never further.
+  uint64_t bell_bytes[2] = {0, 0};
+  uint64_t abort = 0;  // host -> GPU: nonzero once the transport is broken
+  uint64_t error = 0;  // GPU: why it trapped: (code << 32) | source rank
 };
 enum StagedError : uint64_t { kStagedTimeout = 1, kStagedAborted = 2, kStagedSize = 3 };
 
@@ -38,10 +40,10 @@ struct StagedState {
 };
 
 struct StagedArgs {
-  uint8_t* slots = nullptr;          // device address of the mailbox's slots
-  const uint64_t* flags = nullptr;   // device address of the flags [2][world]
-  const uint32_t* sizes = nullptr;   // device address of the sizes [2][world]
-  size_t slot_bytes = 0;             // the mailbox's capacity (slot stride)
+  uint8_t* slots = nullptr;         // device address of the mailbox's slots
+  const uint64_t* flags = nullptr;  // device address of the flags [2][world]
+  const uint32_t* sizes = nullptr;  // device address of the sizes [2][world]
+  size_t slot_bytes = 0;            // the mailbox's capacity (slot stride)
   int rank = 0;
   int world = 1;
   StagedControl* control = nullptr;  // device address of the control block
