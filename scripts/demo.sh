@@ -9,7 +9,8 @@
 #   ./build/bin/sparkctl sim destroy --name demo
 set -euo pipefail
 cd "$(dirname "$0")/.."
-./scripts/install-deps.sh
+# The demo runs on this machine only: no aarch64 cross toolchain needed.
+SPARK_CROSS="${SPARK_CROSS:-off}" ./scripts/install-deps.sh
 ./scripts/build.sh
 bin=./${SPARK_BUILD_DIR:-build}/bin
 name=demo
