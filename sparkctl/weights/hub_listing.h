@@ -17,8 +17,11 @@
 
 namespace spark::weights {
 
-// The command that installs the Hugging Face CLI on a node (named in every "no hf" error).
-inline constexpr char kHfInstallCommand[] = "python3 -m pip install -U huggingface_hub";
+// The command that installs the Hugging Face CLI on a node (named in every "no hf" error): as
+// root it puts `hf` in /usr/local/bin, on the PATH of SSH commands (a --user or pipx install
+// lands in ~/.local/bin, which non-interactive SSH shells do not search).
+inline constexpr char kHfInstallCommand[] =
+    "sudo python3 -m pip install --break-system-packages -U huggingface_hub";
 
 struct HubFile {
   std::string path;

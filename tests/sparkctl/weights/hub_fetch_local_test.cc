@@ -258,7 +258,7 @@ TEST_F(HubFetchLocalTest, NodeWithoutHfIsRefusedWithTheInstallCommand) {
   EXPECT_EQ(r.status().code(), StatusCode::kFailedPrecondition) << r.status().ToString();
   EXPECT_NE(r.status().message().find("spark-1: the Hugging Face CLI `hf` is not installed"),
             std::string::npos) << r.status().ToString();
-  EXPECT_NE(r.status().message().find("python3 -m pip install -U huggingface_hub"),
+  EXPECT_NE(r.status().message().find("python3 -m pip install --break-system-packages -U huggingface_hub"),
             std::string::npos) << r.status().ToString();
   o.node = "spark-9";
   EXPECT_EQ(FetchFromHub(transport_, cluster_, profile_, o).status().code(),

@@ -61,7 +61,7 @@ TEST(HubCommandErrorTest, MapsTheCliMessagesToErrorsWithTheFix) {
       {"Error: Revision '1111111' not found on 'o/n'.\n", 1, StatusCode::kNotFound,
        "revision 0123456 does not exist in o/n"},
       {"hf: command not found\n", 127, StatusCode::kFailedPrecondition,
-       "python3 -m pip install -U huggingface_hub"},
+       "python3 -m pip install --break-system-packages -U huggingface_hub"},
       {"Error: No such command 'models'.\n", 2, StatusCode::kFailedPrecondition, "too old"},
       {"Error: Connection refused\n", 1, StatusCode::kUnavailable, "Connection refused"},
       // `hf models info` with HF_DEBUG=1: "not found" on top, the GatedRepoError in the chain.
