@@ -47,6 +47,7 @@ struct ManifestCommandOptions {
   bool no_progress = false;
   bool force = false;
   bool json = false;
+  bool check_hub = false;
 };
 
 struct VerifyCommandOptions {
@@ -72,7 +73,8 @@ Result<ManifestFormat> ChooseFormat(const ManifestCommandOptions& o) {
 }
 
 Status CheckManifestArgs(const ManifestCommandOptions& o, ManifestFormat format) {
-  if (format == ManifestFormat::kJson && (o.repository.empty() || o.revision.empty())) {
+  if ((format == ManifestFormat::kJson || o.check_hub) &&
+      (o.repository.empty() || o.revision.empty())) {
     return InvalidArgumentError("a JSON manifest records where the files came from: pass "
                                 "--repo OWNER/NAME and --revision COMMIT");
   }
@@ -94,6 +96,15 @@ int RunManifest(const ManifestCommandOptions& o) {
   options.progress.enabled = !o.no_progress;
   Result<weights::Manifest> manifest = weights::CreateManifest(options);
   if (!manifest.ok()) return ReportError(manifest.status());
+  if (o.check_hub) {
+    // Trust comes from the source: every size, and every LFS file's SHA-256, must be the Hub's.
+    Result<weights::HubListing> hub =
+        weights::ListHubRevisionHere(o.repository, o.revision, "--repo / --revision");
+    if (!hub.ok()) return ReportError(hub.status());
+    Status same = weights::CheckManifestAgainstHub(*manifest, *hub, "the copy in " + o.dir);
+    if (!same.ok()) return ReportError(same.WithContext("nothing written"));
+    manifest->revision = hub->commit;  // the full commit, whatever the pin's length
+  }
   if (Status s = weights::WriteManifestFile(o.out, *manifest, *format); !s.ok()) {
     return ReportError(s);
   }
@@ -166,6 +177,10 @@ void AddManifestCommand(CLI::App* weights, CommandContext& context) {
   c->add_flag("--no-cache", o->no_cache, "Neither read nor update DIR/.sparkctl-verify-cache.json");
   c->add_flag("--no-progress", o->no_progress, "No progress display on stderr");
   c->add_flag("--force", o->force, "Replace --out when it exists");
+  c->add_flag("--check-hub", o->check_hub,
+              "Compare with the Hub's listing of --repo at --revision (the `hf` CLI here, "
+              "HF_TOKEN/HF_ENDPOINT honoured): every file, size and LFS SHA-256; exit 2 on a "
+              "difference, nothing written");
   AddJsonFlag(c, &o->json);
   SetExample(c, "sparkctl weights manifest /models/Qwen3-0.6B --repo Qwen/Qwen3-0.6B "
                 "--revision c1899de --out profiles/checkpoints/Qwen--Qwen3-0.6B/c1899de.json");

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/process.h"
 #include "base/strings.h"
 #include "sparkctl/profile/profile_yaml.h"
 #include "sparkctl/ssh/parallel.h"
@@ -269,6 +270,27 @@ bool HubFetchReport::ok() const {
     if (!d.status.ok()) return false;
   }
   return sync.ok() && !sync.after.nodes.empty();
+}
+
+Result<HubListing> ListHubRevisionHere(const std::string& repository, const std::string& revision,
+                                       const std::string& fix_in) {
+  ProcessRunner runner;
+  std::string out[2];
+  const std::vector<std::string> what[2] = {{"info", repository, "--revision", revision, "--expand",
+                                             "sha", "--json"},
+                                            {"ls", repository, "--revision", revision, "-R", "--json"}};
+  for (int i = 0; i < 2; ++i) {
+    std::vector<std::string> argv = {"env", "HF_DEBUG=1", "hf", "models"};
+    argv.insert(argv.end(), what[i].begin(), what[i].end());
+    SPARK_ASSIGN_OR_RETURN(CommandResult r, runner.Run(argv));
+    if (r.exit_code != 0) {
+      return HubCommandError("this machine", r.exit_code, r.err + r.out, repository, revision,
+                             fix_in);
+    }
+    out[i] = r.out;
+  }
+  return ParseHubListing(repository, revision, out[0].substr(std::min(out[0].find('{'), out[0].size())),
+                         out[1].substr(std::min(out[1].find('['), out[1].size())), "this machine");
 }
 
 std::string DefaultManifestPathFor(const profile::Profile& profile) {

@@ -93,6 +93,13 @@ Result<HubFetchReport> FetchFromHub(ssh::Transport& transport, const netplan::Cl
                                     const profile::Profile& profile,
                                     const HubFetchOptions& options);
 
+// The Hub's listing of `repository` at `revision` from the `hf` CLI on this machine (which reads
+// HF_TOKEN / HF_ENDPOINT from its environment itself): what `weights manifest --check-hub`
+// compares a local copy's manifest with. Errors of ParseHubListing and HubCommandError (node
+// "this machine"; `fix_in` names what to fix, e.g. the profile file).
+Result<HubListing> ListHubRevisionHere(const std::string& repository, const std::string& revision,
+                                       const std::string& fix_in);
+
 // Where the manifest of a profile without model.manifest goes: checkpoints/OWNER--NAME/REV.json
 // in the profile's folder.
 std::string DefaultManifestPathFor(const profile::Profile& profile);

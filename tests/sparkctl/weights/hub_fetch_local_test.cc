@@ -349,5 +349,52 @@ TEST_F(HubFetchLocalTest, KilledDownloadIsFinishedByTheNextFetch) {
   }
 }
 
+// scripts/checkpoint-manifest.sh, the documented step for the real profiles' manifests: hf
+// download into a folder, then `weights manifest --check-hub`, which writes nothing unless every
+// size and LFS SHA-256 is the Hub's.
+TEST_F(HubFetchLocalTest, CheckpointManifestScriptWritesWhatTheHubAgreesWith) {
+  hub_.Start(root_.path(), Repos());
+  std::ifstream in(SPARK_SOURCE_DIR "/profiles/qwen3-tiny-demo.yaml");
+  std::string text(std::istreambuf_iterator<char>(in), {});
+  for (auto [from, to] : {std::pair<std::string, std::string>{"sparkctl/qwen3-tiny-demo\n",
+                                                               kRepo + "\n"},
+                          {"0000000000000000000000000000000000000001", kCommit}}) {
+    size_t at = text.find(from);
+    ASSERT_NE(at, std::string::npos) << "the demo profile changed; update this test";
+    text.replace(at, from.size(), to);
+  }
+  const std::string profile = root_.path() + "/profiles/tiny.yaml";
+  WriteBytes(profile, text);
+  const std::string env = "PATH=" + hf_dir_ + ":$PATH HF_ENDPOINT=" + hub_.Endpoint() +
+                          " SPARKCTL=" + kSparkctl + " ";
+  const std::string script = env + SPARK_SOURCE_DIR "/scripts/checkpoint-manifest.sh " +
+                             profile + " " + root_.path() + "/dl";
+  int rc = -1;
+  std::string out = RunShell(script + " 2>&1", &rc);
+  ASSERT_EQ(rc, 0) << out;
+  const std::string manifest =
+      root_.path() + "/profiles/checkpoints/sparkctl-test--tiny/" + kCommit + ".json";
+  Result<Manifest> m = ReadManifestFile(manifest);
+  ASSERT_TRUE(m.ok()) << m.status().ToString() << "\n" << out;
+  EXPECT_EQ(m->revision, kCommit);
+  ASSERT_EQ(m->files.size(), 3u);
+  EXPECT_EQ(m->files[1].sha256, Sha256Hex(files_[0].second));
+  // Run again: the pinned manifest is not replaced.
+  RunShell(script + " 2>&1", &rc);
+  EXPECT_EQ(rc, 2);
+
+  // A copy that differs from the Hub (same size, other bytes) is refused, nothing written.
+  std::string bad = files_[0].second;
+  bad[1000] ^= 0x55;
+  WriteBytes(root_.path() + "/dl/model.safetensors", bad);
+  out = RunShell(env + kSparkctl + " weights manifest " + root_.path() + "/dl --repo " + kRepo +
+                     " --revision " + kCommit + " --out " + root_.path() + "/x.json --no-cache "
+                     "--no-progress --check-hub 2>&1", &rc);
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_NE(out.find("model.safetensors: SHA-256 " + Sha256Hex(bad) + " but the Hub's LFS "
+                     "SHA-256 is " + Sha256Hex(files_[0].second)), std::string::npos) << out;
+  EXPECT_FALSE(std::filesystem::exists(root_.path() + "/x.json"));
+}
+
 }  // namespace
 }  // namespace spark::weights
