@@ -537,8 +537,8 @@ void AddHubFetchCommand(CLI::App* weights, CommandContext& context) {
   c->add_flag("--accept-new", o->accept_new, "Trust unknown host keys on first contact");
   c->add_flag("--no-progress", o->no_progress, "No progress display on stderr");
   AddJsonFlag(c, &o->json, "schema sparkctl-weights-fetch/v1");
-  SetExample(c, "HF_TOKEN=hf_... sparkctl weights fetch -p profiles/deepseek-v41-flash-tp4-ring.yaml "
-                "-c cluster.yaml");
+  SetExample(c, "HF_TOKEN=hf_... sparkctl weights fetch "
+                "-p profiles/deepseek-v41-flash-tp4-ring.yaml -c cluster.yaml");
   c->callback([o, &context] { context.exit_code = RunHubFetch(*o); });
 }
 

@@ -3,9 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <thread>
-
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "base/process.h"
 #include "base/strings.h"
@@ -28,7 +27,9 @@ std::string StateDir(const std::string& dir) { return dir + "/.cache/sparkctl"; 
 
 // Exports the HF_* lines the controller sends on stdin (the token never is on a command line).
 constexpr char kReadEnv[] =
-    "while IFS= read -r kv; do case \"$kv\" in HF_TOKEN=*|HF_ENDPOINT=*|HF_HUB_DISABLE_TELEMETRY=*|HF_HUB_DISABLE_UPDATE_CHECK=*) export \"$kv\";; "
+    "while IFS= read -r kv; do case \"$kv\" in "
+    "HF_TOKEN=*|HF_ENDPOINT=*|HF_HUB_DISABLE_TELEMETRY=*|HF_HUB_DISABLE_UPDATE_CHECK=*) export "
+    "\"$kv\";; "
     "esac; done; ";
 constexpr char kNeedHf[] =
     "command -v hf >/dev/null 2>&1 || { echo 'hf: command not found' >&2; exit 127; }; ";
@@ -84,29 +85,33 @@ Result<Preflight> RunPreflight(ssh::Transport& transport, const std::string& nod
   if (marker == std::string::npos || info_at == std::string::npos || info_at > marker) {
     return InternalError(node + ": unexpected output of hf: " + ssh::Tail(out, 400));
   }
-  std::string tree = out.substr(marker + sizeof(kTreeMarker) - 1,
-                                space == std::string::npos ? std::string::npos
-                                                           : space - marker - sizeof(kTreeMarker) + 1);
-  SPARK_ASSIGN_OR_RETURN(p.listing,
-                         ParseHubListing(m.repository, m.revision, out.substr(info_at, marker - info_at),
-                                         tree.substr(std::min(tree.find('['), tree.size())), node));
+  std::string tree = out.substr(
+      marker + sizeof(kTreeMarker) - 1,
+      space == std::string::npos ? std::string::npos : space - marker - sizeof(kTreeMarker) + 1);
+  SPARK_ASSIGN_OR_RETURN(
+      p.listing, ParseHubListing(m.repository, m.revision, out.substr(info_at, marker - info_at),
+                                 tree.substr(std::min(tree.find('['), tree.size())), node));
   return p;
 }
 
 struct Started {
-  bool attached = false;  // a download started earlier still runs
+  bool attached = false;   // a download started earlier still runs
   int stale_partials = 0;  // removed leftovers of a killed hf
 };
 
 // Starts `hf download` detached, or reports that one started earlier still runs.
 Result<Started> StartDownload(ssh::Transport& transport, const std::string& node,
-                           const profile::Profile& profile, const std::string& commit,
-                           const HubFetchOptions& options) {
+                              const profile::Profile& profile, const std::string& commit,
+                              const HubFetchOptions& options) {
   const std::string s = ShellQuote(StateDir(profile.model.path));
   std::string cmd =
-      std::string(kNeedHf) + "mkdir -p " + s + " || exit 1; "
-      "if [ -f " + s + "/hf.pid ] && kill -0 \"$(cat " + s + "/hf.pid)\" 2>/dev/null; then "
-      "echo attached; exit 0; fi; " + kReadEnv + "rm -f " + s + "/hf.rc; " +
+      std::string(kNeedHf) + "mkdir -p " + s +
+      " || exit 1; "
+      "if [ -f " +
+      s + "/hf.pid ] && kill -0 \"$(cat " + s +
+      "/hf.pid)\" 2>/dev/null; then "
+      "echo attached; exit 0; fi; " +
+      kReadEnv + "rm -f " + s + "/hf.rc; " +
       // hf (2.x) downloads into NAME.ETAG.XXXXXXXX.incomplete, unique per process, and never
       // reuses one: those a killed hf left behind only take space. (Older hf resumes from
       // NAME.ETAG.incomplete, which is kept.)
@@ -116,8 +121,10 @@ Result<Started> StartDownload(ssh::Transport& transport, const std::string& node
       "setsid sh -c 'hf download \"$1\" --revision \"$2\" --local-dir \"$3\" >\"$4/hf.log\" 2>&1; "
       "echo $? >\"$4/hf.rc.tmp\"; mv \"$4/hf.rc.tmp\" \"$4/hf.rc\"' sh " +
       ShellQuote(profile.model.repository) + " " + ShellQuote(commit) + " " +
-      ShellQuote(profile.model.path) + " " + s + " </dev/null >/dev/null 2>&1 & "
-      "echo $! >" + s + "/hf.pid; echo started";
+      ShellQuote(profile.model.path) + " " + s +
+      " </dev/null >/dev/null 2>&1 & "
+      "echo $! >" +
+      s + "/hf.pid; echo started";
   ssh::RunOptions run;
   run.stdin_data = EnvInput(options);
   SPARK_ASSIGN_OR_RETURN(ssh::CommandResult r, ssh::RunChecked(transport, node, cmd, run));
@@ -134,18 +141,24 @@ struct PollResult {
   std::string log;
 };
 
-Result<PollResult> Poll(ssh::Transport& transport, const std::string& node, const std::string& dir) {
+Result<PollResult> Poll(ssh::Transport& transport, const std::string& node,
+                        const std::string& dir) {
   const std::string s = ShellQuote(StateDir(dir));
   std::string cmd = "alive=0; [ -f " + s + "/hf.pid ] && kill -0 \"$(cat " + s +
-                    "/hf.pid)\" 2>/dev/null && alive=1; rc=$(cat " + s + "/hf.rc 2>/dev/null); "
-                    "echo \"poll $alive $(du -sb " + ShellQuote(dir) + " | cut -f1) ${rc:--}\"; "
-                    "[ $alive = 1 ] || tail -c 3000 " + s + "/hf.log 2>/dev/null";
+                    "/hf.pid)\" 2>/dev/null && alive=1; rc=$(cat " + s +
+                    "/hf.rc 2>/dev/null); "
+                    "echo \"poll $alive $(du -sb " +
+                    ShellQuote(dir) +
+                    " | cut -f1) ${rc:--}\"; "
+                    "[ $alive = 1 ] || tail -c 3000 " +
+                    s + "/hf.log 2>/dev/null";
   SPARK_ASSIGN_OR_RETURN(ssh::CommandResult r, ssh::RunChecked(transport, node, cmd));
   int alive = 0;
   unsigned long long bytes = 0;
   char rc[32] = "";
   if (std::sscanf(r.stdout_data.c_str(), "poll %d %llu %31s", &alive, &bytes, rc) != 3) {
-    return InternalError(node + ": cannot read the download's state: " + ssh::Tail(r.stdout_data, 200));
+    return InternalError(node +
+                         ": cannot read the download's state: " + ssh::Tail(r.stdout_data, 200));
   }
   PollResult p{.done = alive == 0, .bytes = bytes};
   if (p.done) {
@@ -156,12 +169,16 @@ Result<PollResult> Poll(ssh::Transport& transport, const std::string& node, cons
   return p;
 }
 
-Status DownloadError(const std::string& node, const PollResult& p, const profile::Profile& profile) {
+Status DownloadError(const std::string& node, const PollResult& p,
+                     const profile::Profile& profile) {
   const auto& m = profile.model;
   if (p.exit_code == -1 || p.exit_code == 137 || p.exit_code == 143) {
-    return AbortedError(node + ": hf download of " + m.repository + " was stopped before it "
-                        "finished (" + (p.exit_code == -1 ? "no exit status" : "killed") +
-                        "); run `sparkctl weights fetch` again: it resumes from the partial files");
+    return AbortedError(node + ": hf download of " + m.repository +
+                        " was stopped before it "
+                        "finished (" +
+                        (p.exit_code == -1 ? "no exit status" : "killed") +
+                        "); run `sparkctl weights fetch` again: it keeps the finished files "
+                        "and downloads the rest");
   }
   return HubCommandError(node, p.exit_code, p.log, m.repository, m.revision, profile.source_file);
 }
@@ -238,7 +255,8 @@ Result<std::string> MakeManifestOnNode(ssh::Transport& transport, const std::str
   run.timeout = std::chrono::hours(6);
   SPARK_ASSIGN_OR_RETURN(ssh::CommandResult r, ssh::RunChecked(transport, node, cmd, run));
   SPARK_ASSIGN_OR_RETURN(Manifest manifest, ParseManifestJson(r.stdout_data, node + ":" + out));
-  SPARK_RETURN_IF_ERROR(CheckManifestAgainstHub(manifest, hub, "the manifest of " + node + "'s download"));
+  SPARK_RETURN_IF_ERROR(
+      CheckManifestAgainstHub(manifest, hub, "the manifest of " + node + "'s download"));
   return r.stdout_data;
 }
 
@@ -247,7 +265,8 @@ Result<std::vector<std::string>> DownloadNodes(const netplan::ClusterSpec& clust
   std::vector<std::string> ring = RingOrder(cluster);
   if (ring.empty()) return InvalidArgumentError("the inventory has no nodes");
   if (options.each_node) {
-    if (!options.node.empty()) return InvalidArgumentError("--node and --each-node exclude each other");
+    if (!options.node.empty())
+      return InvalidArgumentError("--node and --each-node exclude each other");
     return ring;
   }
   if (options.node.empty()) return std::vector<std::string>{ring.front()};
@@ -276,9 +295,9 @@ Result<HubListing> ListHubRevisionHere(const std::string& repository, const std:
                                        const std::string& fix_in) {
   ProcessRunner runner;
   std::string out[2];
-  const std::vector<std::string> what[2] = {{"info", repository, "--revision", revision, "--expand",
-                                             "sha", "--json"},
-                                            {"ls", repository, "--revision", revision, "-R", "--json"}};
+  const std::vector<std::string> what[2] = {
+      {"info", repository, "--revision", revision, "--expand", "sha", "--json"},
+      {"ls", repository, "--revision", revision, "-R", "--json"}};
   for (int i = 0; i < 2; ++i) {
     std::vector<std::string> argv = {"env", "HF_DEBUG=1", "hf", "models"};
     argv.insert(argv.end(), what[i].begin(), what[i].end());
@@ -289,7 +308,8 @@ Result<HubListing> ListHubRevisionHere(const std::string& repository, const std:
     }
     out[i] = r.out;
   }
-  return ParseHubListing(repository, revision, out[0].substr(std::min(out[0].find('{'), out[0].size())),
+  return ParseHubListing(repository, revision,
+                         out[0].substr(std::min(out[0].find('{'), out[0].size())),
                          out[1].substr(std::min(out[1].find('['), out[1].size())), "this machine");
 }
 
@@ -319,16 +339,19 @@ Result<HubFetchReport> FetchFromHub(ssh::Transport& transport, const netplan::Cl
   });
   SPARK_RETURN_IF_ERROR(ssh::JoinNodeErrors(checks));
   report.hub = checks[0]->listing;
-  if (pinned) SPARK_RETURN_IF_ERROR(CheckManifestAgainstHub(*pinned, report.hub, report.manifest_path));
+  if (pinned)
+    SPARK_RETURN_IF_ERROR(CheckManifestAgainstHub(*pinned, report.hub, report.manifest_path));
   for (size_t i = 0; i < nodes.size(); ++i) {
-    uint64_t need = report.hub.TotalBytes() - std::min(report.hub.TotalBytes(), checks[i]->bytes_present);
+    uint64_t need =
+        report.hub.TotalBytes() - std::min(report.hub.TotalBytes(), checks[i]->bytes_present);
     if (checks[i]->bytes_free < need) {
       return ResourceExhaustedError(nodes[i] + ": " + profile.model.path + " needs " +
                                     HumanBytes(need) + " more for " + report.hub.repository +
                                     " but only " + HumanBytes(checks[i]->bytes_free) +
                                     " are free; free space there (nothing was downloaded)");
     }
-    report.downloads.push_back({.node = nodes[i], .bytes_before = checks[i]->bytes_present,
+    report.downloads.push_back({.node = nodes[i],
+                                .bytes_before = checks[i]->bytes_present,
                                 .bytes_after = checks[i]->bytes_present});
   }
   RunDownloads(transport, nodes, profile, report.hub, options, &report.downloads);
@@ -339,9 +362,10 @@ Result<HubFetchReport> FetchFromHub(ssh::Transport& transport, const netplan::Cl
   if (pinned) {
     SPARK_ASSIGN_OR_RETURN(text, ReadWholeFile(report.manifest_path));
   } else {
-    SPARK_ASSIGN_OR_RETURN(auto sparkctl, NodeSparkctlPaths(transport, {nodes[0]}, options.sparkctl_path));
-    SPARK_ASSIGN_OR_RETURN(text, MakeManifestOnNode(transport, nodes[0], sparkctl.at(nodes[0]),
-                                                    profile, report.hub));
+    SPARK_ASSIGN_OR_RETURN(auto sparkctl,
+                           NodeSparkctlPaths(transport, {nodes[0]}, options.sparkctl_path));
+    SPARK_ASSIGN_OR_RETURN(
+        text, MakeManifestOnNode(transport, nodes[0], sparkctl.at(nodes[0]), profile, report.hub));
     std::filesystem::create_directories(std::filesystem::path(report.manifest_path).parent_path());
     SPARK_RETURN_IF_ERROR(WriteFileAtomically(report.manifest_path, text));
     report.manifest_written = true;
@@ -364,16 +388,22 @@ Result<HubFetchReport> FetchFromHub(ssh::Transport& transport, const netplan::Cl
 std::string FormatHubFetchJson(const HubFetchReport& r) {
   nlohmann::ordered_json downloads = nlohmann::ordered_json::array();
   for (const auto& d : r.downloads) {
-    downloads.push_back({{"node", d.node}, {"ok", d.status.ok()}, {"attached", d.attached},
-                         {"bytes_before", d.bytes_before}, {"bytes_after", d.bytes_after},
+    downloads.push_back({{"node", d.node},
+                         {"ok", d.status.ok()},
+                         {"attached", d.attached},
+                         {"bytes_before", d.bytes_before},
+                         {"bytes_after", d.bytes_after},
                          {"seconds", d.seconds},
-                         {"error", d.status.ok() ? nlohmann::ordered_json() :
-                                                   nlohmann::ordered_json(d.status.ToString())}});
+                         {"error", d.status.ok() ? nlohmann::ordered_json()
+                                                 : nlohmann::ordered_json(d.status.ToString())}});
   }
   nlohmann::ordered_json transfers = nlohmann::ordered_json::array();
   for (const auto& x : r.sync.plan.transfers) {
     auto via = r.sync.addresses.find(x.from);
-    transfers.push_back({{"file", x.file}, {"from", x.from}, {"to", x.to}, {"size", x.size},
+    transfers.push_back({{"file", x.file},
+                         {"from", x.from},
+                         {"to", x.to},
+                         {"size", x.size},
                          {"via", via == r.sync.addresses.end() ? "" : via->second}});
   }
   nlohmann::ordered_json files = nlohmann::ordered_json::array();
@@ -381,17 +411,27 @@ std::string FormatHubFetchJson(const HubFetchReport& r) {
     files.push_back({{"path", f.path}, {"size", f.size}, {"lfs_sha256", f.lfs_sha256}});
   }
   nlohmann::ordered_json out = {
-      {"schema", kHubFetchSchema}, {"ok", r.ok()}, {"repository", r.hub.repository},
-      {"revision", r.hub.revision}, {"commit", r.hub.commit}, {"bytes_total", r.hub.TotalBytes()},
-      {"files", files}, {"downloads", downloads},
-      {"manifest", {{"path", r.manifest_path}, {"written", r.manifest_written},
-                    {"in_profile", r.manifest_in_profile},
-                    {"profile_field", r.manifest_field}}},
-      {"sync", {{"transfers", transfers}, {"bytes_moved", r.sync.bytes_moved},
-                {"warnings", r.sync.warnings}, {"errors", r.sync.errors}}},
-      {"verify", r.sync.after.nodes.empty() ? nlohmann::ordered_json()
-                                            : nlohmann::ordered_json::parse(
-                                                  FormatClusterVerifyJson(r.sync.after))},
+      {"schema", kHubFetchSchema},
+      {"ok", r.ok()},
+      {"repository", r.hub.repository},
+      {"revision", r.hub.revision},
+      {"commit", r.hub.commit},
+      {"bytes_total", r.hub.TotalBytes()},
+      {"files", files},
+      {"downloads", downloads},
+      {"manifest",
+       {{"path", r.manifest_path},
+        {"written", r.manifest_written},
+        {"in_profile", r.manifest_in_profile},
+        {"profile_field", r.manifest_field}}},
+      {"sync",
+       {{"transfers", transfers},
+        {"bytes_moved", r.sync.bytes_moved},
+        {"warnings", r.sync.warnings},
+        {"errors", r.sync.errors}}},
+      {"verify", r.sync.after.nodes.empty()
+                     ? nlohmann::ordered_json()
+                     : nlohmann::ordered_json::parse(FormatClusterVerifyJson(r.sync.after))},
       {"seconds", r.seconds}};
   return out.dump(2) + "\n";
 }
@@ -399,12 +439,13 @@ std::string FormatHubFetchJson(const HubFetchReport& r) {
 std::string FormatHubFetchText(const HubFetchReport& r) {
   std::string out;
   for (const auto& d : r.downloads) {
-    out += d.status.ok() ? d.node + ": downloaded " + r.hub.repository + "@" + r.hub.commit +
-                               " (" + HumanBytes(r.hub.TotalBytes()) + ")\n"
+    out += d.status.ok() ? d.node + ": downloaded " + r.hub.repository + "@" + r.hub.commit + " (" +
+                               HumanBytes(r.hub.TotalBytes()) + ")\n"
                          : "ERROR: " + d.status.message() + "\n";
   }
   if (!r.manifest_path.empty() && !r.sync.after.nodes.empty()) {
-    out += (r.manifest_written ? "manifest written: " : "manifest checked: ") + r.manifest_path + "\n";
+    out +=
+        (r.manifest_written ? "manifest written: " : "manifest checked: ") + r.manifest_path + "\n";
     if (r.manifest_written && !r.manifest_in_profile) {
       out += "note: add it to the profile's model section: manifest: " + r.manifest_field + "\n";
     }

@@ -45,14 +45,13 @@ inline constexpr char kHubFetchSchema[] = "sparkctl-weights-fetch/v1";
 // The controller's environment variables that reach `hf` on the nodes (on stdin, so a token is
 // never on a command line): the token, the Hub's address, and the two switches that keep `hf`
 // from calling home.
-inline constexpr const char* kHubVariables[] = {"HF_TOKEN", "HF_ENDPOINT",
-                                                "HF_HUB_DISABLE_TELEMETRY",
-                                                "HF_HUB_DISABLE_UPDATE_CHECK"};
+inline constexpr const char* kHubVariables[] = {
+    "HF_TOKEN", "HF_ENDPOINT", "HF_HUB_DISABLE_TELEMETRY", "HF_HUB_DISABLE_UPDATE_CHECK"};
 bool IsHubVariable(const std::string& name);
 
 struct HubFetchOptions {
-  std::string node;        // download here; empty: the first node in ring (rank) order
-  bool each_node = false;  // download on every node (each over its own internet link)
+  std::string node;           // download here; empty: the first node in ring (rank) order
+  bool each_node = false;     // download on every node (each over its own internet link)
   std::string sparkctl_path;  // empty: this build's bundle, installed on each node
   // Environment for `hf` on the nodes; only the kHubVariables are passed.
   std::map<std::string, std::string> hub_env;
@@ -60,14 +59,13 @@ struct HubFetchOptions {
   SyncOptions sync;  // port, connect timeout, on_event for the sync step
   std::function<void(const std::string& line)> on_event;
   // After every poll: bytes in the downloading nodes' model.path against the Hub's total.
-  std::function<void(uint64_t done, uint64_t total, uint64_t at_start, double seconds)>
-      on_progress;
+  std::function<void(uint64_t done, uint64_t total, uint64_t at_start, double seconds)> on_progress;
 };
 
 struct NodeDownload {
   std::string node;
   Status status;
-  bool attached = false;     // a download started earlier was still running
+  bool attached = false;      // a download started earlier was still running
   uint64_t bytes_before = 0;  // in model.path when this download (re)started
   uint64_t bytes_after = 0;
   double seconds = 0;
@@ -77,7 +75,7 @@ struct HubFetchReport {
   HubListing hub;
   std::vector<NodeDownload> downloads;
   std::string manifest_path;
-  bool manifest_written = false;  // false: the profile's manifest was checked instead
+  bool manifest_written = false;     // false: the profile's manifest was checked instead
   bool manifest_in_profile = false;  // model.manifest names manifest_path
   std::string manifest_field;  // when written and not in the profile: the model.manifest to add
   SyncReport sync;

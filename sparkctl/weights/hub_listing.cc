@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cctype>
 #include <map>
-
 #include <nlohmann/json.hpp>
 
 #include "base/strings.h"
@@ -98,7 +97,8 @@ Result<HubListing> ParseHubListing(const std::string& repository, const std::str
   if (out.commit.rfind(pin, 0) != 0) {
     return FailedPreconditionError(
         "revision mismatch: " + repository + " revision " + revision + " resolves to commit " +
-        out.commit + " on the Hub, which is not the pinned commit; pin the full commit hash in "
+        out.commit +
+        " on the Hub, which is not the pinned commit; pin the full commit hash in "
         "model.revision");
   }
   return out;
@@ -113,8 +113,10 @@ Status HubCommandError(const std::string& node, int exit_code, const std::string
   if (exit_code == 127 || Contains(text, "hf: command not found") ||
       Contains(text, "hf: not found")) {
     return FailedPreconditionError(
-        node + ": the Hugging Face CLI `hf` is not installed (or not on the PATH of SSH "
-        "commands); install it there: " + std::string(kHfInstallCommand));
+        node +
+        ": the Hugging Face CLI `hf` is not installed (or not on the PATH of SSH "
+        "commands); install it there: " +
+        std::string(kHfInstallCommand));
   }
   if (Contains(text, "No such command")) {
     return FailedPreconditionError(node + ": this `hf` is too old for `weights fetch` (" + said +
@@ -125,10 +127,14 @@ Status HubCommandError(const std::string& node, int exit_code, const std::string
   if (Contains(text, "requires approval") || Contains(text, "GatedRepoError") ||
       Contains(text, "Cannot access gated repo")) {
     return PermissionDeniedError(
-        node + ": " + repository + " is a gated repository and this token may not read it (HTTP "
-        "401/403): accept its terms on the Hub's page for " + repository + " with your account, "
+        node + ": " + repository +
+        " is a gated repository and this token may not read it (HTTP "
+        "401/403): accept its terms on the Hub's page for " +
+        repository +
+        " with your account, "
         "then pass a token that has access: export HF_TOKEN=hf_... before sparkctl (it is "
-        "handed to the node), or `hf auth login` on " + node + " (hf said: " + said + ")");
+        "handed to the node), or `hf auth login` on " +
+        node + " (hf said: " + said + ")");
   }
   if (Contains(text, "Revision not found") || Contains(text, "RevisionNotFound") ||
       (Contains(text, "Revision '") && Contains(text, "not found"))) {
@@ -138,10 +144,14 @@ Status HubCommandError(const std::string& node, int exit_code, const std::string
   }
   if (Contains(text, "not found") || Contains(text, "RepoNotFound") ||
       Contains(text, "Repository Not Found")) {
-    return NotFoundError(node + ": repository " + repository + " was not found on the Hub "
+    return NotFoundError(node + ": repository " + repository +
+                         " was not found on the Hub "
                          "(or it is private and no token with access was given); fix "
-                         "model.repository in " + profile_file + ", or export HF_TOKEN=hf_... "
-                         "for a private repository (hf said: " + said + ")");
+                         "model.repository in " +
+                         profile_file +
+                         ", or export HF_TOKEN=hf_... "
+                         "for a private repository (hf said: " +
+                         said + ")");
   }
   return UnavailableError(node + ": hf failed for " + what + " (exit status " +
                           std::to_string(exit_code) + "): " + said);
@@ -180,8 +190,8 @@ Status CheckManifestAgainstHub(const Manifest& manifest, const HubListing& hub,
   for (const auto& [path, f] : on_hub) problems.push_back(path + ": on the Hub but not listed");
   if (problems.empty()) return Status::Ok();
   size_t shown = std::min<size_t>(problems.size(), 10);
-  std::string text = Join(std::vector<std::string>(problems.begin(), problems.begin() + shown),
-                          "\n  ");
+  std::string text =
+      Join(std::vector<std::string>(problems.begin(), problems.begin() + shown), "\n  ");
   if (shown < problems.size()) {
     text += "\n  ... and " + std::to_string(problems.size() - shown) + " more";
   }

@@ -31,8 +31,8 @@ struct HubFile {
 
 struct HubListing {
   std::string repository;
-  std::string revision;  // as asked (the profile's pin)
-  std::string commit;    // the full commit hash the Hub resolved it to
+  std::string revision;        // as asked (the profile's pin)
+  std::string commit;          // the full commit hash the Hub resolved it to
   std::vector<HubFile> files;  // sorted by path
 
   uint64_t TotalBytes() const;

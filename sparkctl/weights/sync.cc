@@ -226,7 +226,8 @@ Status Execute(Run& run, const SyncPlan& plan) {
 Result<std::map<std::string, std::string>> NodeSparkctlPaths(ssh::Transport& transport,
                                                            const std::vector<std::string>& nodes,
                                                            const std::string& given) {
-  auto paths = ssh::ForEachNode<std::string>(nodes, [&](const std::string& node) -> Result<std::string> {
+  auto paths = ssh::ForEachNode<std::string>(
+      nodes, [&](const std::string& node) -> Result<std::string> {
     if (!given.empty()) return given;
     SPARK_ASSIGN_OR_RETURN(auto f, bundle::EnsureProgram(transport, bundle::DefaultCatalog(), node,
                                                          "sparkctl"));

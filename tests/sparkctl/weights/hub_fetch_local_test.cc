@@ -6,16 +6,15 @@
 // existing manifest of another revision, a node without `hf`, a connection the hub cuts (hf
 // resumes it with a Range request) and an hf killed half way (the next fetch finishes it).
 // Skipped when huggingface_hub is not installed (scripts/install-test-python.sh installs it).
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <thread>
-
-#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "sparkctl/weights/hub_fetch.h"
 #include "sparkctl/weights/sha256.h"
@@ -35,8 +34,10 @@ const std::string kRepo = "sparkctl-test/tiny";
 // The folder holding the `hf` script of the python3 that has huggingface_hub, or "".
 std::string HfScriptsDir() {
   int rc = 0;
-  std::string out = RunShell("python3 -c 'import huggingface_hub, sysconfig; "
-                             "print(sysconfig.get_path(\"scripts\"))' 2>/dev/null", &rc);
+  std::string out = RunShell(
+      "python3 -c 'import huggingface_hub, sysconfig; "
+      "print(sysconfig.get_path(\"scripts\"))' 2>/dev/null",
+      &rc);
   while (!out.empty() && out.back() == '\n') out.pop_back();
   if (rc != 0 || out.empty() || ::access((out + "/hf").c_str(), X_OK) != 0) return "";
   return out;
@@ -48,8 +49,9 @@ class FakeHub {
   void Start(const std::string& root, const std::string& extra) {
     std::string ready = root + "/hub.ready";
     std::filesystem::remove(ready);
-    std::string ports = port_ ? " --port " + std::to_string(port_) + " --cdn-port " +
-                                    std::to_string(cdn_port_) : "";
+    std::string ports =
+        port_ ? " --port " + std::to_string(port_) + " --cdn-port " + std::to_string(cdn_port_)
+              : "";
     std::string cmd = "python3 " + kFakeHub + " --bind 127.0.0.1" + ports + " --log " + root +
                       "/hub.log --ready-file " + ready + " " + extra + " >/dev/null 2>" + root +
                       "/hub.err & echo $!";
@@ -96,7 +98,8 @@ class HubFetchLocalTest : public ::testing::Test {
     for (const auto& [path, data] : files_) WriteBytes(src_ + "/" + path, data);
     WriteBytes(root_.path() + "/gated/config.json", "{}\n");
     for (size_t i = 0; i < nodes_.size(); ++i) {
-      cluster_.nodes.push_back({.name = nodes_[i], .address = transport_.Address(nodes_[i]),
+      cluster_.nodes.push_back({.name = nodes_[i],
+                                .address = transport_.Address(nodes_[i]),
                                 .rank = static_cast<int>(i)});
     }
     profile_.source_file = root_.path() + "/profiles/tiny.yaml";
@@ -106,8 +109,9 @@ class HubFetchLocalTest : public ::testing::Test {
   }
 
   std::string Repos() const {
-    return "--repo " + kRepo + "=" + src_ + "@" + kCommit + " --repo sparkctl-test/gated=" +
-           root_.path() + "/gated@" + kCommit + ",gated --grant hf_granted";
+    return "--repo " + kRepo + "=" + src_ + "@" + kCommit +
+           " --repo sparkctl-test/gated=" + root_.path() + "/gated@" + kCommit +
+           ",gated --grant hf_granted";
   }
 
   Result<HubFetchReport> Fetch(const std::string& token = "") {
@@ -161,8 +165,8 @@ TEST_F(HubFetchLocalTest, DownloadsOnRankZeroWritesTheManifestAndSyncsTheOtherNo
   }
   // The manifest went beside the profile, for the commit, with every file's real hash.
   EXPECT_TRUE(r->manifest_written);
-  EXPECT_EQ(r->manifest_path, root_.path() + "/profiles/checkpoints/sparkctl-test--tiny/" +
-                                  kCommit + ".json");
+  EXPECT_EQ(r->manifest_path,
+            root_.path() + "/profiles/checkpoints/sparkctl-test--tiny/" + kCommit + ".json");
   EXPECT_EQ(r->manifest_field, "checkpoints/sparkctl-test--tiny/" + kCommit + ".json");
   Result<Manifest> m = ReadManifestFile(r->manifest_path);
   ASSERT_TRUE(m.ok()) << m.status().ToString();
@@ -192,15 +196,44 @@ TEST_F(HubFetchLocalTest, DownloadsOnRankZeroWritesTheManifestAndSyncsTheOtherNo
   EXPECT_EQ(j["verify"]["counts"]["ok"], 2);
 }
 
+TEST_F(HubFetchLocalTest, EachNodeDownloadsItselfAndNothingIsSynced) {
+  hub_.Start(root_.path(), Repos());
+  HubFetchOptions o{.each_node = true,
+                    .sparkctl_path = kSparkctl,
+                    .hub_env = {{"HF_ENDPOINT", hub_.Endpoint()}},
+                    .poll_interval = std::chrono::milliseconds(200)};
+  o.sync.port = 31000 + (::getpid() % 1700);
+  Result<HubFetchReport> r = FetchFromHub(transport_, cluster_, profile_, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->ok()) << FormatHubFetchText(*r);
+  ASSERT_EQ(r->downloads.size(), 2u);
+  EXPECT_TRUE(r->sync.plan.transfers.empty());
+  int model_gets = 0;
+  for (const auto& e : HubLog()) {
+    model_gets += e["method"] == "GET" && e["path"] == "/lfs/" + Sha256Hex(files_[0].second);
+  }
+  EXPECT_EQ(model_gets, 2) << "one download per node";
+  for (const auto& n : nodes_) {
+    EXPECT_EQ(Sha256sumOf(transport_.NodeDir(n) + "/model.safetensors"),
+              Sha256Hex(files_[0].second))
+        << n;
+  }
+  o.node = "spark-1";
+  EXPECT_EQ(FetchFromHub(transport_, cluster_, profile_, o).status().code(),
+            StatusCode::kInvalidArgument)
+      << "--node and --each-node exclude each other";
+}
+
 TEST_F(HubFetchLocalTest, GatedRepositoryNeedsAGrantedToken) {
   hub_.Start(root_.path(), Repos());
   profile_.model.repository = "sparkctl-test/gated";
   Result<HubFetchReport> r = Fetch();
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kPermissionDenied) << r.status().ToString();
-  for (const char* want : {"spark-0", "sparkctl-test/gated is a gated repository", "HF_TOKEN",
-                           "accept its terms"}) {
-    EXPECT_NE(r.status().message().find(want), std::string::npos) << want << ": " << r.status().ToString();
+  for (const char* want :
+       {"spark-0", "sparkctl-test/gated is a gated repository", "HF_TOKEN", "accept its terms"}) {
+    EXPECT_NE(r.status().message().find(want), std::string::npos)
+        << want << ": " << r.status().ToString();
   }
   Result<HubFetchReport> wrong = Fetch("hf_not_granted");  // the hub answers 403
   EXPECT_EQ(wrong.status().code(), StatusCode::kPermissionDenied) << wrong.status().ToString();
@@ -221,10 +254,12 @@ TEST_F(HubFetchLocalTest, RevisionTheHubDoesNotHaveIsNamedWithTheFix) {
   Result<HubFetchReport> r = Fetch();
   EXPECT_EQ(r.status().code(), StatusCode::kNotFound) << r.status().ToString();
   EXPECT_NE(r.status().message().find("revision 0000000000000000000000000000000000000bad does "
-                                      "not exist in sparkctl-test/tiny"), std::string::npos)
+                                      "not exist in sparkctl-test/tiny"),
+            std::string::npos)
       << r.status().ToString();
   EXPECT_NE(r.status().message().find("fix model.revision in " + profile_.source_file),
-            std::string::npos) << r.status().ToString();
+            std::string::npos)
+      << r.status().ToString();
   EXPECT_FALSE(std::filesystem::exists(transport_.NodeDir("spark-0") + "/config.json"));
 
   profile_.model.repository = "sparkctl-test/missing";
@@ -232,37 +267,43 @@ TEST_F(HubFetchLocalTest, RevisionTheHubDoesNotHaveIsNamedWithTheFix) {
   Result<HubFetchReport> missing = Fetch();
   EXPECT_EQ(missing.status().code(), StatusCode::kNotFound) << missing.status().ToString();
   EXPECT_NE(missing.status().message().find("repository sparkctl-test/missing was not found"),
-            std::string::npos) << missing.status().ToString();
+            std::string::npos)
+      << missing.status().ToString();
 }
 
 TEST_F(HubFetchLocalTest, ManifestOfAnotherRevisionIsRefusedBeforeAnyDownload) {
   hub_.Start(root_.path(), Repos());
   Manifest other{.repository = kRepo, .revision = "1111111111111111111111111111111111111111"};
-  for (const auto& [path, data] : files_) other.files.push_back({path, data.size(), Sha256Hex(data)});
+  for (const auto& [path, data] : files_)
+    other.files.push_back({path, data.size(), Sha256Hex(data)});
   profile_.model.manifest = "other.json";
   std::filesystem::create_directories(root_.path() + "/profiles");
-  ASSERT_TRUE(WriteManifestFile(root_.path() + "/profiles/other.json", other, ManifestFormat::kJson).ok());
+  ASSERT_TRUE(
+      WriteManifestFile(root_.path() + "/profiles/other.json", other, ManifestFormat::kJson).ok());
   Result<HubFetchReport> r = Fetch();
   EXPECT_EQ(r.status().code(), StatusCode::kFailedPrecondition) << r.status().ToString();
   EXPECT_NE(r.status().message().find("revision mismatch: it records revision 1111111"),
-            std::string::npos) << r.status().ToString();
+            std::string::npos)
+      << r.status().ToString();
   EXPECT_FALSE(std::filesystem::exists(transport_.NodeDir("spark-0") + "/config.json"));
 }
 
 TEST_F(HubFetchLocalTest, NodeWithoutHfIsRefusedWithTheInstallCommand) {
   hub_.Start(root_.path(), Repos());
   transport_.shell_prefix["spark-1"] = "PATH=/nonexistent; ";
-  HubFetchOptions o{.node = "spark-1", .sparkctl_path = kSparkctl,
-                    .hub_env = {{"HF_ENDPOINT", hub_.Endpoint()}}};
+  HubFetchOptions o{
+      .node = "spark-1", .sparkctl_path = kSparkctl, .hub_env = {{"HF_ENDPOINT", hub_.Endpoint()}}};
   Result<HubFetchReport> r = FetchFromHub(transport_, cluster_, profile_, o);
   EXPECT_EQ(r.status().code(), StatusCode::kFailedPrecondition) << r.status().ToString();
   EXPECT_NE(r.status().message().find("spark-1: the Hugging Face CLI `hf` is not installed"),
-            std::string::npos) << r.status().ToString();
-  EXPECT_NE(r.status().message().find("python3 -m pip install --break-system-packages -U huggingface_hub"),
-            std::string::npos) << r.status().ToString();
+            std::string::npos)
+      << r.status().ToString();
+  EXPECT_NE(r.status().message().find(
+                "python3 -m pip install --break-system-packages -U huggingface_hub"),
+            std::string::npos)
+      << r.status().ToString();
   o.node = "spark-9";
-  EXPECT_EQ(FetchFromHub(transport_, cluster_, profile_, o).status().code(),
-            StatusCode::kNotFound);
+  EXPECT_EQ(FetchFromHub(transport_, cluster_, profile_, o).status().code(), StatusCode::kNotFound);
 }
 
 // The CDN cuts the model's first transfer after 12 MiB: hf asks again from the 10 MiB it had
@@ -290,7 +331,8 @@ TEST_F(HubFetchLocalTest, DroppedConnectionIsResumedWithARangeRequest) {
   EXPECT_LT(sent, 2 * (24u << 20)) << log;
   for (const auto& n : nodes_) {
     EXPECT_EQ(Sha256sumOf(transport_.NodeDir(n) + "/model.safetensors"),
-              Sha256Hex(files_[0].second)) << n;
+              Sha256Hex(files_[0].second))
+        << n;
   }
 }
 
@@ -305,7 +347,8 @@ TEST_F(HubFetchLocalTest, KilledDownloadIsFinishedByTheNextFetch) {
     for (int i = 0; i < 300; ++i) {
       bool small_done = std::filesystem::exists(dir + "/config.json") &&
                         std::filesystem::exists(dir + "/sub/extra.bin");
-      std::string big = RunShell("find " + dir + "/.cache/huggingface/download -name "
+      std::string big = RunShell("find " + dir +
+                                 "/.cache/huggingface/download -name "
                                  "'*.incomplete' -size +9M 2>/dev/null | head -1");
       if (small_done && !big.empty()) {
         RunShell("pkill -KILL -P \"$(cat " + dir + "/.cache/sparkctl/hf.pid)\"");
@@ -321,7 +364,8 @@ TEST_F(HubFetchLocalTest, KilledDownloadIsFinishedByTheNextFetch) {
   EXPECT_EQ(first->downloads[0].status.code(), StatusCode::kAborted)
       << first->downloads[0].status.ToString();
   EXPECT_NE(first->downloads[0].status.message().find("run `sparkctl weights fetch` again"),
-            std::string::npos) << first->downloads[0].status.ToString();
+            std::string::npos)
+      << first->downloads[0].status.ToString();
   EXPECT_FALSE(first->ok());
   EXPECT_FALSE(std::filesystem::exists(dir + "/model.safetensors"));
   EXPECT_EQ(RunShell("find " + dir + " -name '*.incomplete' | wc -l"), "1\n");
@@ -337,15 +381,16 @@ TEST_F(HubFetchLocalTest, KilledDownloadIsFinishedByTheNextFetch) {
   std::vector<nlohmann::json> log = HubLog();
   std::string gets;
   for (size_t i = before; i < log.size(); ++i) {
-    if (log[i]["method"] == "GET" && log[i]["path"].get<std::string>().find("/api/") ==
-                                          std::string::npos) {
+    if (log[i]["method"] == "GET" &&
+        log[i]["path"].get<std::string>().find("/api/") == std::string::npos) {
       gets += log[i]["path"].get<std::string>() + "\n";
     }
   }
   EXPECT_EQ(gets, "/lfs/" + Sha256Hex(files_[0].second) + "\n");
   for (const auto& n : nodes_) {
     EXPECT_EQ(Sha256sumOf(transport_.NodeDir(n) + "/model.safetensors"),
-              Sha256Hex(files_[0].second)) << n;
+              Sha256Hex(files_[0].second))
+        << n;
   }
 }
 
@@ -356,19 +401,19 @@ TEST_F(HubFetchLocalTest, CheckpointManifestScriptWritesWhatTheHubAgreesWith) {
   hub_.Start(root_.path(), Repos());
   std::ifstream in(SPARK_SOURCE_DIR "/profiles/qwen3-tiny-demo.yaml");
   std::string text(std::istreambuf_iterator<char>(in), {});
-  for (auto [from, to] : {std::pair<std::string, std::string>{"sparkctl/qwen3-tiny-demo\n",
-                                                               kRepo + "\n"},
-                          {"0000000000000000000000000000000000000001", kCommit}}) {
+  for (auto [from, to] :
+       {std::pair<std::string, std::string>{"sparkctl/qwen3-tiny-demo\n", kRepo + "\n"},
+        {"0000000000000000000000000000000000000001", kCommit}}) {
     size_t at = text.find(from);
     ASSERT_NE(at, std::string::npos) << "the demo profile changed; update this test";
     text.replace(at, from.size(), to);
   }
   const std::string profile = root_.path() + "/profiles/tiny.yaml";
   WriteBytes(profile, text);
-  const std::string env = "PATH=" + hf_dir_ + ":$PATH HF_ENDPOINT=" + hub_.Endpoint() +
-                          " SPARKCTL=" + kSparkctl + " ";
-  const std::string script = env + SPARK_SOURCE_DIR "/scripts/checkpoint-manifest.sh " +
-                             profile + " " + root_.path() + "/dl";
+  const std::string env =
+      "PATH=" + hf_dir_ + ":$PATH HF_ENDPOINT=" + hub_.Endpoint() + " SPARKCTL=" + kSparkctl + " ";
+  const std::string script = env + SPARK_SOURCE_DIR "/scripts/checkpoint-manifest.sh " + profile +
+                             " " + root_.path() + "/dl";
   int rc = -1;
   std::string out = RunShell(script + " 2>&1", &rc);
   ASSERT_EQ(rc, 0) << out;
@@ -388,11 +433,17 @@ TEST_F(HubFetchLocalTest, CheckpointManifestScriptWritesWhatTheHubAgreesWith) {
   bad[1000] ^= 0x55;
   WriteBytes(root_.path() + "/dl/model.safetensors", bad);
   out = RunShell(env + kSparkctl + " weights manifest " + root_.path() + "/dl --repo " + kRepo +
-                     " --revision " + kCommit + " --out " + root_.path() + "/x.json --no-cache "
-                     "--no-progress --check-hub 2>&1", &rc);
+                     " --revision " + kCommit + " --out " + root_.path() +
+                     "/x.json --no-cache "
+                     "--no-progress --check-hub 2>&1",
+                 &rc);
   EXPECT_EQ(rc, 2) << out;
-  EXPECT_NE(out.find("model.safetensors: SHA-256 " + Sha256Hex(bad) + " but the Hub's LFS "
-                     "SHA-256 is " + Sha256Hex(files_[0].second)), std::string::npos) << out;
+  EXPECT_NE(out.find("model.safetensors: SHA-256 " + Sha256Hex(bad) +
+                     " but the Hub's LFS "
+                     "SHA-256 is " +
+                     Sha256Hex(files_[0].second)),
+            std::string::npos)
+      << out;
   EXPECT_FALSE(std::filesystem::exists(root_.path() + "/x.json"));
 }
 

@@ -5,17 +5,16 @@
 // spark-1 over TCP between the node namespaces; `weights verify -p` then passes on both nodes.
 // Errors: spark-1 has no `hf` (the install command), a gated repository without a token.
 // model.path lies under /run, private to each simulated node. Needs root; skipped otherwise.
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <string>
 #include <thread>
-
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include "tests/sparkctl/testing/shell.h"
 
@@ -45,8 +44,9 @@ class HubFetchSimTest : public testing::Test {
     if (Shell("command -v ip && test -x /usr/sbin/sshd").exit_code != 0) {
       GTEST_SKIP() << "the simulator needs iproute2 and OpenSSH's sshd";
     }
-    Output scripts = Shell("python3 -c 'import huggingface_hub, sysconfig; "
-                           "print(sysconfig.get_path(\"scripts\"))'");
+    Output scripts = Shell(
+        "python3 -c 'import huggingface_hub, sysconfig; "
+        "print(sysconfig.get_path(\"scripts\"))'");
     std::string dir = scripts.out.substr(0, scripts.out.find('\n'));
     if (scripts.exit_code != 0 || access((dir + "/hf").c_str(), X_OK) != 0) {
       GTEST_SKIP() << "huggingface_hub (the `hf` CLI) is not installed for python3: run "
@@ -60,10 +60,15 @@ class HubFetchSimTest : public testing::Test {
     std::filesystem::remove_all(kWork);
     std::filesystem::create_directories(kWork + "/src/sub");
     std::filesystem::create_directories(kWork + "/gated");
-    ASSERT_EQ(Shell("head -c 5000000 /dev/urandom > " + kWork + "/src/model.safetensors && "
-                    "head -c 300000 /dev/urandom > " + kWork + "/src/sub/extra.bin && echo "
-                    "'{}' > " + kWork + "/src/config.json && echo '{}' > " + kWork +
-                    "/gated/config.json").exit_code, 0);
+    ASSERT_EQ(Shell("head -c 5000000 /dev/urandom > " + kWork +
+                    "/src/model.safetensors && "
+                    "head -c 300000 /dev/urandom > " +
+                    kWork +
+                    "/src/sub/extra.bin && echo "
+                    "'{}' > " +
+                    kWork + "/src/config.json && echo '{}' > " + kWork + "/gated/config.json")
+                  .exit_code,
+              0);
     WriteProfile();
     if (HasFatalFailure()) return;
     StartHub();
@@ -75,8 +80,12 @@ class HubFetchSimTest : public testing::Test {
     std::filesystem::copy_file(hf_, kWork + "/bin/hf");
     ASSERT_EQ(Exec(0, "ln -s " + kWork + "/bin/hf /usr/local/bin/hf && hf version").exit_code, 0)
         << last_.err;
-    ASSERT_EQ(Exec(1, "for d in " + dir + " /root/.pyenv/shims; do if [ -e $d/hf ]; then "
-                      "mount -t tmpfs none $d || exit 1; fi; done").exit_code, 0) << last_.err;
+    ASSERT_EQ(Exec(1, "for d in " + dir +
+                          " /root/.pyenv/shims; do if [ -e $d/hf ]; then "
+                          "mount -t tmpfs none $d || exit 1; fi; done")
+                  .exit_code,
+              0)
+        << last_.err;
   }
   void TearDown() override {
     if (hub_pid_ > 0) Shell("kill " + std::to_string(hub_pid_));
@@ -92,10 +101,11 @@ class HubFetchSimTest : public testing::Test {
     ASSERT_TRUE(std::regex_search(yaml, m, std::regex(R"((198\.19\.\d+)\.10)"))) << yaml;
     const std::string host = m[1].str() + ".1";
     const std::string ready = kWork + "/hub.ready";
-    Output o = Shell("python3 " + kFakeHub + " --bind " + host + " --repo sparkctl-test/tiny=" +
-                     kWork + "/src@" + kCommit + " --repo sparkctl-test/gated=" + kWork +
-                     "/gated@" + kCommit + ",gated --log " + kWork + "/hub.log --ready-file " +
-                     ready + " >/dev/null 2>" + kWork + "/hub.err & echo $!");
+    Output o =
+        Shell("python3 " + kFakeHub + " --bind " + host + " --repo sparkctl-test/tiny=" + kWork +
+              "/src@" + kCommit + " --repo sparkctl-test/gated=" + kWork + "/gated@" + kCommit +
+              ",gated --log " + kWork + "/hub.log --ready-file " + ready + " >/dev/null 2>" +
+              kWork + "/hub.err & echo $!");
     hub_pid_ = std::atoi(o.out.c_str());
     for (int i = 0; i < 100 && !std::filesystem::exists(ready); ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -109,7 +119,8 @@ class HubFetchSimTest : public testing::Test {
   void WriteProfile() {
     std::ifstream in(SPARK_SOURCE_DIR "/profiles/qwen3-tiny-demo.yaml");
     std::string text(std::istreambuf_iterator<char>(in), {});
-    Replace(&text, "  repository: sparkctl/qwen3-tiny-demo\n", "  repository: sparkctl-test/tiny\n");
+    Replace(&text, "  repository: sparkctl/qwen3-tiny-demo\n",
+            "  repository: sparkctl-test/tiny\n");
     Replace(&text, "  revision: 0000000000000000000000000000000000000001\n",
             "  revision: " + kCommit + "\n");
     Replace(&text, "  path: /var/lib/sparkctl/models/sparkctl--qwen3-tiny-demo\n",
@@ -128,10 +139,11 @@ class HubFetchSimTest : public testing::Test {
   }
   // sparkctl with the hub's address and hf kept away from anything but the fake hub.
   Output Sparkctl(const std::string& args, const std::string& env = "") {
-    last_ = Shell("HF_ENDPOINT=" + endpoint_ + " HF_HUB_DISABLE_TELEMETRY=1 "
-                  "HF_HUB_DISABLE_UPDATE_CHECK=1 " + env + " " + kSparkctl + " " + args +
-                  " -p " + kWork + "/profiles/tiny.yaml -c " + Seed() + " --remote-sparkctl " +
-                  kSparkctl);
+    last_ = Shell("HF_ENDPOINT=" + endpoint_ +
+                  " HF_HUB_DISABLE_TELEMETRY=1 "
+                  "HF_HUB_DISABLE_UPDATE_CHECK=1 " +
+                  env + " " + kSparkctl + " " + args + " -p " + kWork + "/profiles/tiny.yaml -c " +
+                  Seed() + " --remote-sparkctl " + kSparkctl);
     return last_;
   }
 
@@ -163,8 +175,9 @@ TEST_F(HubFetchSimTest, DownloadsOnRankZeroSyncsTheOtherAndBothVerify) {
   std::string profile = kWork + "/profiles/tiny.yaml";
   std::ifstream in(profile);
   std::string text(std::istreambuf_iterator<char>(in), {});
-  Replace(&text, "  path: " + kModel + "\n", "  path: " + kModel + "\n  manifest: " +
-                                                   j["manifest"]["profile_field"].get<std::string>() + "\n");
+  Replace(&text, "  path: " + kModel + "\n",
+          "  path: " + kModel +
+              "\n  manifest: " + j["manifest"]["profile_field"].get<std::string>() + "\n");
   std::ofstream(profile) << text;
   Output verify = Shell(kSparkctl + " weights verify --json -p " + profile + " -c " + Seed() +
                         " --remote-sparkctl " + kSparkctl);
@@ -176,7 +189,8 @@ TEST_F(HubFetchSimTest, DownloadsOnRankZeroSyncsTheOtherAndBothVerify) {
   // Only spark-0 talked to the hub: the file list once for the preflight, once for hf download.
   std::ifstream log(kWork + "/hub.log");
   int tree_calls = 0;
-  for (std::string line; std::getline(log, line);) tree_calls += line.find("/tree/") != std::string::npos;
+  for (std::string line; std::getline(log, line);)
+    tree_calls += line.find("/tree/") != std::string::npos;
   EXPECT_EQ(tree_calls, 2);
 
   // A second fetch checks the manifest in the profile and copies nothing.
@@ -191,9 +205,11 @@ TEST_F(HubFetchSimTest, NodeWithoutHfAndGatedRepositoryAreRefusedWithTheFix) {
   Output no_hf = Sparkctl("weights fetch --node spark-1");
   EXPECT_EQ(no_hf.exit_code, 2);
   EXPECT_NE(no_hf.err.find("spark-1: the Hugging Face CLI `hf` is not installed"),
-            std::string::npos) << no_hf.err;
+            std::string::npos)
+      << no_hf.err;
   EXPECT_NE(no_hf.err.find("pip install --break-system-packages -U huggingface_hub"),
-            std::string::npos) << no_hf.err;
+            std::string::npos)
+      << no_hf.err;
 
   std::string profile = kWork + "/profiles/tiny.yaml";
   std::ifstream in(profile);

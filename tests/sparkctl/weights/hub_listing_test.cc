@@ -32,7 +32,10 @@ TEST(HubListingTest, CommitThatIsNotThePinIsARevisionMismatch) {
   Result<HubListing> h = ParseHubListing("o/n", "fedcba9", kInfo, kTree, "spark-0");
   EXPECT_EQ(h.status().code(), StatusCode::kFailedPrecondition);
   EXPECT_NE(h.status().message().find("revision mismatch: o/n revision fedcba9 resolves to "
-                                      "commit " + kCommit), std::string::npos) << h.status().ToString();
+                                      "commit " +
+                                      kCommit),
+            std::string::npos)
+      << h.status().ToString();
 }
 
 TEST(HubListingTest, GarbageIsInvalidArgumentNamingTheNode) {
@@ -54,8 +57,8 @@ TEST(HubCommandErrorTest, MapsTheCliMessagesToErrorsWithTheFix) {
   const std::vector<ErrorCase> cases = {
       {"\x1b[1m\x1b[31mError: Access denied. Model 'o/n' requires approval.\x1b[0m\n", 1,
        StatusCode::kPermissionDenied, "o/n is a gated repository"},
-      {"Error: Model 'o/n' not found.\nIf the repo is private, make sure you are authenticated",
-       1, StatusCode::kNotFound, "repository o/n was not found on the Hub"},
+      {"Error: Model 'o/n' not found.\nIf the repo is private, make sure you are authenticated", 1,
+       StatusCode::kNotFound, "repository o/n was not found on the Hub"},
       {"Error: Revision not found in model 'o/n'.\n", 1, StatusCode::kNotFound,
        "fix model.revision in p.yaml"},
       {"Error: Revision '1111111' not found on 'o/n'.\n", 1, StatusCode::kNotFound,
@@ -70,26 +73,28 @@ TEST(HubCommandErrorTest, MapsTheCliMessagesToErrorsWithTheFix) {
        "o/n is restricted.\n\nThe above exception was the direct cause of the following "
        "exception:\n\nTraceback (most recent call last):\n  File \"cli/models.py\", line 234\n"
        "    raise CLIError(f\"Model '{model_id}' not found.\") from e\n"
-       "huggingface_hub.errors.CLIError: Model 'o/n' not found.\n", 1,
-       StatusCode::kPermissionDenied, "hf said: huggingface_hub.errors.GatedRepoError"},
+       "huggingface_hub.errors.CLIError: Model 'o/n' not found.\n",
+       1, StatusCode::kPermissionDenied, "hf said: huggingface_hub.errors.GatedRepoError"},
       {"huggingface_hub.errors.RepositoryNotFoundError: 401 Client Error.\n\nRepository Not "
        "Found for url: http://h/api/models/o/n/revision/0123456.\nIf you are trying to access a "
        "private or gated repo, make sure you are authenticated.\n"
-       "huggingface_hub.errors.CLIError: Model 'o/n' not found.\n", 1, StatusCode::kNotFound,
-       "repository o/n was not found"},
+       "huggingface_hub.errors.CLIError: Model 'o/n' not found.\n",
+       1, StatusCode::kNotFound, "repository o/n was not found"},
   };
   for (const auto& c : cases) {
     Status s = HubCommandError("spark-1", c.exit_code, c.output, "o/n", "0123456", "p.yaml");
     EXPECT_EQ(s.code(), c.code) << c.output << " -> " << s.ToString();
     EXPECT_NE(s.message().find(c.want), std::string::npos) << s.ToString();
     EXPECT_EQ(s.message().rfind("spark-1: ", 0), 0u) << s.ToString();
-    EXPECT_EQ(s.message().find('\x1b'), std::string::npos) << "colour codes removed: " << s.ToString();
+    EXPECT_EQ(s.message().find('\x1b'), std::string::npos)
+        << "colour codes removed: " << s.ToString();
   }
 }
 
 TEST(CheckManifestAgainstHubTest, EveryDifferenceIsListed) {
   HubListing hub = *ParseHubListing("o/n", kCommit, kInfo, kTree, "n");
-  Manifest good{.repository = "o/n", .revision = kCommit,
+  Manifest good{.repository = "o/n",
+                .revision = kCommit,
                 .files = {{"config.json", 8, std::string(64, '1')},
                           {"model.safetensors", 300000,
                            "b2d1b080dc980abb191ff24170ba20be256588d2a4fee51f63d789746ce582f9"}}};
@@ -101,14 +106,17 @@ TEST(CheckManifestAgainstHubTest, EveryDifferenceIsListed) {
   bad.files.push_back({"old.bin", 1, std::string(64, 'b')});
   Status s = CheckManifestAgainstHub(bad, hub, "m.json");
   EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
-  for (const char* want : {"m.json does not describe o/n", "revision mismatch", "config.json: size 9",
-                           "model.safetensors: SHA-256", "old.bin: not in the Hub's revision"}) {
+  for (const char* want :
+       {"m.json does not describe o/n", "revision mismatch", "config.json: size 9",
+        "model.safetensors: SHA-256", "old.bin: not in the Hub's revision"}) {
     EXPECT_NE(s.message().find(want), std::string::npos) << want << ": " << s.ToString();
   }
   Manifest short_list = good;
   short_list.files.pop_back();
-  EXPECT_NE(CheckManifestAgainstHub(short_list, hub, "m.json").message().find(
-                "model.safetensors: on the Hub but not listed"), std::string::npos);
+  EXPECT_NE(CheckManifestAgainstHub(short_list, hub, "m.json")
+                .message()
+                .find("model.safetensors: on the Hub but not listed"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -62,8 +62,8 @@ class LocalTransport final : public ssh::Transport {
     std::lock_guard<std::mutex> node_lock(node_mu_[Index(node)]);
     std::string base = root_ + "/io-" + std::to_string(counter_++);
     std::ofstream(base + ".in", std::ios::binary) << options.stdin_data;
-    int status = std::system(("(" + cmd + ") <" + base + ".in >" + base + ".out 2>" + base +
-                              ".err").c_str());
+    int status = std::system(
+        ("(" + cmd + ") <" + base + ".in >" + base + ".out 2>" + base + ".err").c_str());
     ssh::CommandResult r;
     r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
     r.stdout_data = ReadBytes(base + ".out");
