@@ -13,7 +13,9 @@
 #include "base/strings.h"
 #include "base/version.h"
 #include "sparkctl/bundle/deploy.h"
+#include "sparkctl/cli/command.h"
 #include "sparkctl/cli/command_table.h"
+#include "sparkctl/weights/hub_fetch.h"
 
 namespace spark::cli {
 
@@ -38,6 +40,14 @@ std::string SelfDir() {
 }
 
 std::string DefaultEngineBinary() { return SelfDir() + "/spark-engine"; }
+
+std::map<std::string, std::string> HubEnvironment() {
+  std::map<std::string, std::string> env;
+  for (const char* name : weights::kHubVariables) {
+    if (const char* value = std::getenv(name); value && *value) env[name] = value;
+  }
+  return env;
+}
 
 int RunSparkctl(int argc, char** argv) {
   CommandLine line;

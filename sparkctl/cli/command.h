@@ -7,6 +7,7 @@
 // -p/--profile FILE; commands that change nodes show the plan and ask unless --yes.
 #pragma once
 
+#include <map>
 #include <string>
 
 #include "base/command_line.h"
@@ -24,5 +25,10 @@ int ReportError(const Status& status, const std::string& json_schema = "");
 // what profile checks ask; --engine overrides both).
 std::string SelfDir();
 std::string DefaultEngineBinary();
+
+// HF_TOKEN, HF_ENDPOINT and hf's telemetry/update-check switches from sparkctl's environment
+// (read by the configuration layer in app.cc, weights::kHubVariables), which `weights fetch`
+// hands to `hf` on the nodes; unset ones are absent.
+std::map<std::string, std::string> HubEnvironment();
 
 }  // namespace spark::cli

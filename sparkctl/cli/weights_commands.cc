@@ -1,8 +1,9 @@
 // `sparkctl weights manifest DIR ...` and `sparkctl weights verify --manifest FILE --dir DIR`:
 // the local half of weight management. `verify --json` is also what the controller runs on
 // every node over SSH; its stdout is a VerifyReport (sparkctl/weights/verify_report.h).
-// The cluster half: `verify -p PROFILE` (every node) and `sync`, with the node-side `serve` and
-// `fetch` they start over SSH (weights_cluster_commands below).
+// The cluster half: `fetch` (download from the Hugging Face Hub), `verify -p PROFILE` (every
+// node) and `sync`, with the internal node-side `serve` and `pull-file` that sync starts over SSH
+// (weights_cluster_commands below).
 #include <unistd.h>
 
 #include <chrono>
@@ -22,6 +23,7 @@
 #include "sparkctl/inventory/cluster_yaml.h"
 #include "sparkctl/profile/profile_yaml.h"
 #include "sparkctl/weights/cluster_verify.h"
+#include "sparkctl/weights/hub_fetch.h"
 #include "sparkctl/weights/sync.h"
 #include "sparkctl/weights/sync_node.h"
 #include "sparkctl/weights/create_manifest.h"
@@ -45,6 +47,7 @@ struct ManifestCommandOptions {
   bool no_progress = false;
   bool force = false;
   bool json = false;
+  bool check_hub = false;
 };
 
 struct VerifyCommandOptions {
@@ -70,7 +73,8 @@ Result<ManifestFormat> ChooseFormat(const ManifestCommandOptions& o) {
 }
 
 Status CheckManifestArgs(const ManifestCommandOptions& o, ManifestFormat format) {
-  if (format == ManifestFormat::kJson && (o.repository.empty() || o.revision.empty())) {
+  if ((format == ManifestFormat::kJson || o.check_hub) &&
+      (o.repository.empty() || o.revision.empty())) {
     return InvalidArgumentError("a JSON manifest records where the files came from: pass "
                                 "--repo OWNER/NAME and --revision COMMIT");
   }
@@ -92,6 +96,15 @@ int RunManifest(const ManifestCommandOptions& o) {
   options.progress.enabled = !o.no_progress;
   Result<weights::Manifest> manifest = weights::CreateManifest(options);
   if (!manifest.ok()) return ReportError(manifest.status());
+  if (o.check_hub) {
+    // Trust comes from the source: every size, and every LFS file's SHA-256, must be the Hub's.
+    Result<weights::HubListing> hub =
+        weights::ListHubRevisionHere(o.repository, o.revision, "--repo / --revision");
+    if (!hub.ok()) return ReportError(hub.status());
+    Status same = weights::CheckManifestAgainstHub(*manifest, *hub, "the copy in " + o.dir);
+    if (!same.ok()) return ReportError(same.WithContext("nothing written"));
+    manifest->revision = hub->commit;  // the full commit, whatever the pin's length
+  }
   if (Status s = weights::WriteManifestFile(o.out, *manifest, *format); !s.ok()) {
     return ReportError(s);
   }
@@ -164,6 +177,10 @@ void AddManifestCommand(CLI::App* weights, CommandContext& context) {
   c->add_flag("--no-cache", o->no_cache, "Neither read nor update DIR/.sparkctl-verify-cache.json");
   c->add_flag("--no-progress", o->no_progress, "No progress display on stderr");
   c->add_flag("--force", o->force, "Replace --out when it exists");
+  c->add_flag("--check-hub", o->check_hub,
+              "Compare with the Hub's listing of --repo at --revision (the `hf` CLI here, "
+              "HF_TOKEN/HF_ENDPOINT honoured): every file, size and LFS SHA-256; exit 2 on a "
+              "difference, nothing written");
   AddJsonFlag(c, &o->json);
   SetExample(c, "sparkctl weights manifest /models/Qwen3-0.6B --repo Qwen/Qwen3-0.6B "
                 "--revision c1899de --out profiles/checkpoints/Qwen--Qwen3-0.6B/c1899de.json");
@@ -341,8 +358,9 @@ void AddServeCommand(CLI::App* weights, CommandContext& context) {
   auto idle = std::make_shared<int>(1800);
   auto key_file = std::make_shared<std::string>();
   CLI::App* c = weights->add_subcommand(
-      "serve", "Node side of sync: serve DIR's files over TCP to `weights fetch` holding the "
-               "same key");
+      "serve", "Node side of sync: serve DIR's files over TCP to `weights pull-file` holding "
+               "the same key");
+  c->group("");  // internal: `weights sync` starts it on the nodes
   c->add_option("--dir", o->dir, "Model directory")->required();
   c->add_option("--port", o->port, "TCP port (default 51893)");
   c->add_option("--bind", o->bind, "Address to listen on (default 0.0.0.0)");
@@ -372,15 +390,16 @@ void AddServeCommand(CLI::App* weights, CommandContext& context) {
   });
 }
 
-void AddFetchCommand(CLI::App* weights, CommandContext& context) {
+void AddPullFileCommand(CLI::App* weights, CommandContext& context) {
   auto o = std::make_shared<weights::FetchOptions>();
   auto quit = std::make_shared<bool>(false);
   auto json = std::make_shared<bool>(false);
   auto connect_ms = std::make_shared<int64_t>(60000);
   auto key_file = std::make_shared<std::string>();
   CLI::App* c = weights->add_subcommand(
-      "fetch", "Node side of sync: fetch one file from `weights serve`, resume a partial, "
-               "verify its SHA-256, rename it into place");
+      "pull-file", "Node side of sync: fetch one file from `weights serve`, resume a partial, "
+                   "verify its SHA-256, rename it into place");
+  c->group("");  // internal: `weights sync` runs it on the nodes
   c->add_option("--from", o->from, "HOST:PORT of the server")->required();
   c->add_option("--key-file", *key_file, "File whose first line is the sync's key (- = stdin)")
       ->required();
@@ -391,7 +410,7 @@ void AddFetchCommand(CLI::App* weights, CommandContext& context) {
   c->add_option("--connect-timeout-ms", *connect_ms, "Retry connecting this long (default 60000)");
   c->add_flag("--quit", *quit, "Ask the server to exit instead");
   AddJsonFlag(c, json.get());
-  SetExample(c, "sparkctl weights fetch --from 10.0.0.1:51893 --key-file - --file a.bin --dir "
+  SetExample(c, "sparkctl weights pull-file --from 10.0.0.1:51893 --key-file - --file a.bin --dir "
                 "/models/x --sha256 <64 hex> --size 1048576 < key");
   c->callback([o, quit, json, connect_ms, key_file, &context] {
     Result<std::string> key = weights::ReadSyncKey(*key_file);
@@ -406,7 +425,8 @@ void AddFetchCommand(CLI::App* weights, CommandContext& context) {
       return;
     }
     if (o->file.empty() || o->dir.empty() || o->sha256.empty()) {
-      context.exit_code = ReportError(InvalidArgumentError("fetch needs --file, --dir, --sha256, --size"));
+      context.exit_code = ReportError(
+          InvalidArgumentError("pull-file needs --file, --dir, --sha256, --size"));
       return;
     }
     o->connect_timeout = std::chrono::milliseconds(*connect_ms);
@@ -424,10 +444,109 @@ void AddFetchCommand(CLI::App* weights, CommandContext& context) {
   });
 }
 
+struct HubFetchCommandOptions {
+  std::string profile;
+  std::string cluster = "cluster.yaml";
+  std::string node;
+  bool each_node = false;
+  int port = weights::kDefaultSyncPort;
+  double poll_seconds = 2;
+  bool accept_new = false;
+  bool json = false;
+  bool no_progress = false;
+  std::string remote_sparkctl;
+};
+
+// "fetch: 1.2 GiB / 4.0 GiB (30.0%)  12.0 MiB/s  ETA 3m55s": the rate counts only this run's
+// bytes, so a resumed download's ETA is not flattered by what was already there.
+class FetchProgress {
+ public:
+  explicit FetchProgress(bool enabled) : enabled_(enabled), tty_(isatty(STDERR_FILENO) == 1) {}
+  void Update(uint64_t done, uint64_t total, uint64_t at_start, double seconds) {
+    if (!enabled_) return;
+    auto now = std::chrono::steady_clock::now();
+    bool last = done >= total;
+    if (!tty_ && !last && now - printed_ < std::chrono::seconds(10)) return;
+    printed_ = now;
+    double rate = seconds > 0 && done > at_start ? (done - at_start) / seconds : 0;
+    char line[200];
+    std::snprintf(line, sizeof line, "fetch: %s / %s (%.1f%%)  %s/s  ETA %s",
+                  HumanBytes(done).c_str(), HumanBytes(total).c_str(),
+                  total ? 100.0 * done / total : 100.0,
+                  HumanBytes(static_cast<uint64_t>(rate)).c_str(),
+                  rate > 0 ? weights::FormatDuration((total - std::min(done, total)) / rate).c_str()
+                           : "?");
+    std::fprintf(stderr, tty_ ? "\r%s\x1b[K" : "%s\n", line);
+    drawn_ = tty_;
+  }
+  void Line(const std::string& text) {
+    if (drawn_) std::fputc('\n', stderr);
+    drawn_ = false;
+    std::fprintf(stderr, "fetch: %s\n", text.c_str());
+  }
+  ~FetchProgress() {
+    if (drawn_) std::fputc('\n', stderr);
+  }
+
+ private:
+  bool enabled_, tty_;
+  bool drawn_ = false;
+  std::chrono::steady_clock::time_point printed_{};
+};
+
+int RunHubFetch(const HubFetchCommandOptions& o) {
+  const std::string schema = o.json ? weights::kHubFetchSchema : "";
+  Result<ClusterTarget> t = LoadClusterTarget(o.cluster, o.profile, o.accept_new);
+  if (!t.ok()) return ReportError(t.status(), schema);
+  FetchProgress progress(!o.no_progress);
+  weights::HubFetchOptions options{.node = o.node, .each_node = o.each_node,
+                                   .sparkctl_path = o.remote_sparkctl,
+                                   .hub_env = HubEnvironment()};
+  options.poll_interval = std::chrono::milliseconds(static_cast<int64_t>(o.poll_seconds * 1000));
+  options.sync.port = o.port;
+  options.sync.on_event = [&](const std::string& line) { progress.Line("sync: " + line); };
+  options.on_event = [&](const std::string& line) { progress.Line(line); };
+  options.on_progress = [&](uint64_t done, uint64_t total, uint64_t at_start, double seconds) {
+    progress.Update(done, total, at_start, seconds);
+  };
+  Result<weights::HubFetchReport> r =
+      weights::FetchFromHub(*t->transport, t->cluster, t->profile, options);
+  if (!r.ok()) return ReportError(r.status(), schema);
+  std::string out = o.json ? weights::FormatHubFetchJson(*r) : weights::FormatHubFetchText(*r);
+  std::fputs(out.c_str(), stdout);
+  return r->ok() ? kExitOk : kExitFailed;
+}
+
+void AddHubFetchCommand(CLI::App* weights, CommandContext& context) {
+  auto o = std::make_shared<HubFetchCommandOptions>();
+  CLI::App* c = weights->add_subcommand(
+      "fetch", "Download the profile's pinned revision from the Hugging Face Hub with `hf "
+               "download` on one node (or each), write or check the manifest, sync the rest "
+               "node to node. Resumable. Exit 2 on any failure");
+  c->add_option("-p,--profile", o->profile,
+                "Profile (model.repository, model.revision, model.path, model.manifest)")
+      ->required();
+  AddClusterFlag(c, &o->cluster);
+  c->add_option("--node", o->node, "Node that downloads (default: rank 0's)");
+  c->add_flag("--each-node", o->each_node, "Every node downloads over its own internet link");
+  c->add_option("--port", o->port, "TCP port of the sync's node-side file servers (default 51893)");
+  c->add_option("--poll-interval", o->poll_seconds, "Seconds between progress polls (default 2)")
+      ->check(CLI::Range(0.1, 600.0));
+  c->add_option("--remote-sparkctl", o->remote_sparkctl,
+                "sparkctl path to run on the nodes (default: install this binary)");
+  c->add_flag("--accept-new", o->accept_new, "Trust unknown host keys on first contact");
+  c->add_flag("--no-progress", o->no_progress, "No progress display on stderr");
+  AddJsonFlag(c, &o->json, "schema sparkctl-weights-fetch/v1");
+  SetExample(c, "HF_TOKEN=hf_... sparkctl weights fetch "
+                "-p profiles/deepseek-v41-flash-tp4-ring.yaml -c cluster.yaml");
+  c->callback([o, &context] { context.exit_code = RunHubFetch(*o); });
+}
+
 void AddClusterWeightsCommands(CLI::App* weights, CommandContext& context) {
+  AddHubFetchCommand(weights, context);
   AddSyncCommand(weights, context);
   AddServeCommand(weights, context);
-  AddFetchCommand(weights, context);
+  AddPullFileCommand(weights, context);
 }
 
 }  // namespace

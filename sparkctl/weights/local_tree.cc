@@ -12,7 +12,7 @@ namespace fs = std::filesystem;
 
 bool IsIgnoredPath(const std::string& rel_path) {
   return rel_path == kVerifyCacheName || IsAtomicTempName(rel_path, kVerifyCacheName) ||
-         StartsWith(rel_path, ".cache/huggingface/");
+         StartsWith(rel_path, ".cache/huggingface/") || StartsWith(rel_path, ".cache/sparkctl/");
 }
 
 Result<std::vector<LocalFile>> ListLocalFiles(const std::string& dir,

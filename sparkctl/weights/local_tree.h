@@ -1,8 +1,9 @@
 // Lists the regular files of a local model directory, relative to it, in sorted order.
 //
-// Skipped: this library's own files (the verify cache and its temp files), Hugging Face download
-// metadata (".cache/huggingface/"), and any relative paths the caller names (e.g. the manifest
-// being written into the same directory). Symlinks to files are listed (Hugging Face snapshots are
+// Skipped: this library's own files (the verify cache and its temp files, ".cache/sparkctl/"
+// where `weights fetch` keeps its download state), Hugging Face download metadata
+// (".cache/huggingface/"), and any relative paths the caller names (e.g. the manifest being
+// written into the same directory). Symlinks to files are listed (Hugging Face snapshots are
 // symlinks into blobs/); symlinked directories are not entered (no loops).
 // Thread-safety: pure function of the filesystem; safe from any thread.
 #pragma once

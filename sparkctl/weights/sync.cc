@@ -102,7 +102,7 @@ struct Run {
 };
 
 std::string FetchCommand(Run& run, const Transfer& t) {
-  return ssh::ShellQuote(run.sparkctl.at(t.to)) + " weights fetch --json --from " +
+  return ssh::ShellQuote(run.sparkctl.at(t.to)) + " weights pull-file --json --from " +
          ssh::ShellQuote(run.addresses.at(t.from) + ":" + std::to_string(run.options.port)) +
          " --key-file - --file " + ssh::ShellQuote(t.file) + " --dir " +
          ssh::ShellQuote(run.dir) + " --sha256 " + t.sha256 + " --size " +
@@ -182,7 +182,7 @@ Status StartServer(Run& run, const std::string& node) {
 }
 
 void StopServer(Run& run, const std::string& node) {
-  std::string cmd = ssh::ShellQuote(run.sparkctl.at(node)) + " weights fetch --quit --from " +
+  std::string cmd = ssh::ShellQuote(run.sparkctl.at(node)) + " weights pull-file --quit --from " +
                     "127.0.0.1:" + std::to_string(run.options.port) + " --key-file -";
   ssh::RunOptions opts;
   opts.stdin_data = run.key + "\n";
@@ -190,21 +190,6 @@ void StopServer(Run& run, const std::string& node) {
   if (!r.ok() || !r->ok()) {
     run.Error(node + ": could not stop the file server (it exits by itself after 30 min idle)");
   }
-}
-
-Result<std::map<std::string, std::string>> InstallSparkctl(ssh::Transport& transport,
-                                                           const std::vector<std::string>& nodes,
-                                                           const std::string& given) {
-  auto paths = ssh::ForEachNode<std::string>(nodes, [&](const std::string& node) -> Result<std::string> {
-    if (!given.empty()) return given;
-    SPARK_ASSIGN_OR_RETURN(auto f, bundle::EnsureProgram(transport, bundle::DefaultCatalog(), node,
-                                                         "sparkctl"));
-    return f.path;
-  });
-  SPARK_RETURN_IF_ERROR(ssh::JoinNodeErrors(paths));
-  std::map<std::string, std::string> out;
-  for (size_t i = 0; i < nodes.size(); ++i) out[nodes[i]] = *paths[i];
-  return out;
 }
 
 Status Execute(Run& run, const SyncPlan& plan) {
@@ -237,6 +222,22 @@ Status Execute(Run& run, const SyncPlan& plan) {
 }
 
 }  // namespace
+
+Result<std::map<std::string, std::string>> NodeSparkctlPaths(ssh::Transport& transport,
+                                                           const std::vector<std::string>& nodes,
+                                                           const std::string& given) {
+  auto paths = ssh::ForEachNode<std::string>(
+      nodes, [&](const std::string& node) -> Result<std::string> {
+    if (!given.empty()) return given;
+    SPARK_ASSIGN_OR_RETURN(auto f, bundle::EnsureProgram(transport, bundle::DefaultCatalog(), node,
+                                                         "sparkctl"));
+    return f.path;
+  });
+  SPARK_RETURN_IF_ERROR(ssh::JoinNodeErrors(paths));
+  std::map<std::string, std::string> out;
+  for (size_t i = 0; i < nodes.size(); ++i) out[nodes[i]] = *paths[i];
+  return out;
+}
 
 Result<SyncPlan> PlanSync(const Manifest& manifest, const ClusterVerifyReport& before) {
   SyncPlan plan;
@@ -276,9 +277,10 @@ Result<SyncPlan> PlanSync(const Manifest& manifest, const ClusterVerifyReport& b
   if (!lost.empty()) {
     return FailedPreconditionError(
         "no node holds a verified copy of " + std::to_string(lost.size()) + " file(s): " +
-        Join(lost, ", ") + "; download them on one node (huggingface-cli download " +
+        Join(lost, ", ") + "; download them on one node (`sparkctl weights fetch -p PROFILE`, or "
+        "hf download " +
         manifest.repository + " --revision " + manifest.revision + " --local-dir " + before.dir +
-        "), then run sync again");
+        " there), then run sync again");
   }
   return plan;
 }
@@ -295,7 +297,7 @@ Result<SyncReport> SyncNodes(ssh::Transport& transport, const std::vector<std::s
                                   "(a SHA256SUMS file has none)");
     }
   }
-  SPARK_ASSIGN_OR_RETURN(auto sparkctl, InstallSparkctl(transport, ring, options.sparkctl_path));
+  SPARK_ASSIGN_OR_RETURN(auto sparkctl, NodeSparkctlPaths(transport, ring, options.sparkctl_path));
   // Extras are reported by `verify`, never deleted or copied by sync.
   ClusterVerifyOptions verify{.sparkctl_path = options.sparkctl_path, .allow_extra = true,
                               .create_dir = true};
@@ -404,13 +406,21 @@ Result<SyncReport> SyncOnAllNodes(ssh::Transport& transport, const netplan::Clus
   }
   Result<std::string> text = ReadWholeFile(path);
   if (!text.ok()) return text.status().WithContext(profile.source_file + ": model.manifest");
+  return SyncManifestOnAllNodes(transport, cluster, profile.model.path, path, *text, options);
+}
+
+Result<SyncReport> SyncManifestOnAllNodes(ssh::Transport& transport,
+                                          const netplan::ClusterSpec& cluster,
+                                          const std::string& dir, const std::string& manifest_path,
+                                          const std::string& manifest_text,
+                                          const SyncOptions& options) {
   std::vector<std::string> warnings;
   std::map<std::string, std::string> addresses = SyncAddresses(transport, cluster, &warnings);
   for (const auto& w : warnings) {
     if (options.on_event) options.on_event("warning: " + w);
   }
-  Result<SyncReport> report = SyncNodes(transport, RingOrder(cluster), addresses, path, *text,
-                                        profile.model.path, options);
+  Result<SyncReport> report = SyncNodes(transport, RingOrder(cluster), addresses, manifest_path,
+                                        manifest_text, dir, options);
   if (report.ok()) report->warnings = std::move(warnings);
   return report;
 }

@@ -100,4 +100,17 @@ std::map<std::string, std::string> FabricSyncAddresses(const netplan::ClusterSpe
 Result<SyncReport> SyncOnAllNodes(ssh::Transport& transport, const netplan::ClusterSpec& cluster,
                                   const profile::Profile& profile, const SyncOptions& options = {});
 
+// SyncOnAllNodes with a manifest given as text (e.g. one `weights fetch` just made) and the
+// directory every node keeps the copy in.
+Result<SyncReport> SyncManifestOnAllNodes(ssh::Transport& transport,
+                                          const netplan::ClusterSpec& cluster,
+                                          const std::string& dir, const std::string& manifest_path,
+                                          const std::string& manifest_text,
+                                          const SyncOptions& options = {});
+
+// The sparkctl each node runs: `given` on every node when set, else this build's bundle for the
+// node's machine, installed there (bundle::EnsureProgram). Errors name each failing node.
+Result<std::map<std::string, std::string>> NodeSparkctlPaths(
+    ssh::Transport& transport, const std::vector<std::string>& nodes, const std::string& given);
+
 }  // namespace spark::weights

@@ -2,18 +2,14 @@
 // with the real sparkctl binary as the node side, on one machine: a LocalTransport runs each
 // "node"'s commands in a local shell, giving node i its own copy of the model directory and its
 // own loopback address 127.0.0.(i+1) (so four servers share one port, as on four machines).
-#include <sys/wait.h>
-
-#include <atomic>
 #include <filesystem>
-#include <fstream>
-#include <mutex>
 
 #include <gtest/gtest.h>
 
 #include "sparkctl/weights/manifest.h"
 #include "sparkctl/weights/sha256.h"
 #include "sparkctl/weights/sync.h"
+#include "tests/sparkctl/weights/local_transport.h"
 #include "tests/sparkctl/weights/weights_test_util.h"
 
 namespace spark::weights {
@@ -22,71 +18,6 @@ namespace {
 using namespace testing;  // NOLINT: test helpers
 
 const std::string kSparkctl = SPARK_BINARY_DIR "/bin/sparkctl";
-const std::string kDir = "/nonexistent-wsync/model";  // rewritten per node below
-
-void Replace(std::string* s, const std::string& from, const std::string& to) {
-  for (size_t at = 0; (at = s->find(from, at)) != std::string::npos; at += to.size()) {
-    s->replace(at, from.size(), to);
-  }
-}
-
-class LocalTransport final : public ssh::Transport {
- public:
-  LocalTransport(std::string root, std::vector<std::string> nodes)
-      : root_(std::move(root)), nodes_(std::move(nodes)) {}
-  std::string NodeDir(const std::string& node) const { return root_ + "/" + node + "/model"; }
-  size_t Index(const std::string& node) const {
-    return std::find(nodes_.begin(), nodes_.end(), node) - nodes_.begin();
-  }
-  std::string Address(const std::string& node) const {
-    return "127.0.0." + std::to_string(Index(node) + 1);
-  }
-  std::vector<std::string> commands() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return commands_;
-  }
-
-  Result<ssh::CommandResult> Run(const std::string& node, const std::string& command,
-                                 const ssh::RunOptions& options) override {
-    std::string cmd = command;
-    Replace(&cmd, kDir, NodeDir(node));
-    Replace(&cmd, " weights serve ", " weights serve --bind " + Address(node) + " ");
-    Replace(&cmd, "--from 127.0.0.1:", "--from " + Address(node) + ":");
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      commands_.push_back(node + ": " + command);
-    }
-    // Like LibsshTransport: one command at a time per node.
-    std::lock_guard<std::mutex> node_lock(node_mu_[Index(node)]);
-    std::string base = root_ + "/io-" + std::to_string(counter_++);
-    std::ofstream(base + ".in", std::ios::binary) << options.stdin_data;
-    int status = std::system(("(" + cmd + ") <" + base + ".in >" + base + ".out 2>" + base +
-                              ".err").c_str());
-    ssh::CommandResult r;
-    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.stdout_data = ReadBytes(base + ".out");
-    r.stderr_data = ReadBytes(base + ".err");
-    return r;
-  }
-  Status Upload(const std::string&, const std::string&, const std::string&, int) override {
-    return UnimplementedError("upload");
-  }
-  Status WriteFile(const std::string&, const std::string&, std::string_view, int) override {
-    return UnimplementedError("write");
-  }
-  Result<std::string> ReadFile(const std::string&, const std::string&) override {
-    return UnimplementedError("read");
-  }
-
- private:
-  std::string root_;
-  std::vector<std::string> nodes_;
-  std::mutex mu_;
-  std::mutex node_mu_[8];
-  std::vector<std::string> commands_;
-  std::atomic<int> counter_{0};
-};
-
 class SyncLocalTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -139,7 +70,7 @@ TEST_F(SyncLocalTest, OnlyRankZeroHasTheFilesAndEveryRankEndsVerified) {
   // Ring order: spark-3 fetched from spark-2; only spark-1 fetched from spark-0.
   bool three_from_two = false;
   for (const auto& c : transport_.commands()) {
-    if (c.rfind("spark-3: ", 0) == 0 && c.find("weights fetch --json --from '127.0.0.3:") !=
+    if (c.rfind("spark-3: ", 0) == 0 && c.find("weights pull-file --json --from '127.0.0.3:") !=
                                             std::string::npos) {
       three_from_two = true;
     }

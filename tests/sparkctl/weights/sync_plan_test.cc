@@ -72,7 +72,7 @@ TEST(SyncPlanTest, FileNoNodeHoldsIsNamedWithTheFix) {
   EXPECT_EQ(p.status().code(), StatusCode::kFailedPrecondition);
   EXPECT_NE(p.status().message().find("no node holds a verified copy of 1 file(s): a.bin"),
             std::string::npos) << p.status().message();
-  EXPECT_NE(p.status().message().find("huggingface-cli download o/n --revision r --local-dir /m"),
+  EXPECT_NE(p.status().message().find("hf download o/n --revision r --local-dir /m"),
             std::string::npos);
 }
 

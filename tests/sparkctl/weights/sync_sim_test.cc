@@ -163,7 +163,7 @@ TEST_F(SyncSimTest, WithTheFabricUpSyncGoesOverTheFabricAndNeedsTheKey) {
   ASSERT_EQ(Exec(0, "echo " + key + " | setsid " + kSparkctl + " weights serve --dir " + kModel +
                     " --port 51999 --idle-exit 60 --key-file - >/dev/null 2>&1 &").exit_code, 0);
   const std::string from = " --from 198.18.0.1:51999";
-  Output wrong = Exec(1, "echo " + other + " | " + kSparkctl + " weights fetch" + from +
+  Output wrong = Exec(1, "echo " + other + " | " + kSparkctl + " weights pull-file" + from +
                          " --key-file - --file a.bin --dir /run/wsync4-other --sha256 " +
                          std::string(64, '0') + " --size 1 --connect-timeout-ms 5000");
   EXPECT_NE(wrong.exit_code, 0);
@@ -181,7 +181,7 @@ TEST_F(SyncSimTest, WithTheFabricUpSyncGoesOverTheFabricAndNeedsTheKey) {
   EXPECT_NE(forged.out.find("ERR not authenticated"), std::string::npos) << forged.out;
   EXPECT_EQ(forged.out.find("OK "), std::string::npos) << forged.out;
   EXPECT_EQ(Exec(0, "echo " + key + " | " + kSparkctl +
-                    " weights fetch --quit --from 127.0.0.1:51999 --key-file -").exit_code, 0)
+                    " weights pull-file --quit --from 127.0.0.1:51999 --key-file -").exit_code, 0)
       << LastStderr();
 }
 
