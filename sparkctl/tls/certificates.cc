@@ -207,11 +207,24 @@ bool Covers(const CertificateInfo& cert, const std::string& host) {
 
 Status CheckServerFiles(const ServerFiles& files, const std::string& advertised_host,
                         std::time_t now) {
-  const std::string fix = " (make one with `sparkctl tls selfsigned --out DIR`)";
   Result<std::string> cert_pem = ReadFile(files.cert, "api.tls.cert");
   if (!cert_pem.ok()) return FailedPreconditionError(cert_pem.status().message());
   Result<std::string> key_pem = ReadFile(files.key, "api.tls.key");
   if (!key_pem.ok()) return FailedPreconditionError(key_pem.status().message());
+  SPARK_RETURN_IF_ERROR(CheckServerPem(files, *cert_pem, *key_pem, advertised_host, now));
+  if (!files.ca.empty()) {
+    Result<CertificateInfo> ca = ReadCertificate(files.ca);
+    if (!ca.ok()) return FailedPreconditionError("api.tls.ca: " + ca.status().message());
+  }
+  return Status::Ok();
+}
+
+Status CheckServerPem(const ServerFiles& files, const std::string& cert_text,
+                      const std::string& key_text, const std::string& advertised_host,
+                      std::time_t now) {
+  const std::string* cert_pem = &cert_text;
+  const std::string* key_pem = &key_text;
+  const std::string fix = " (make one with `sparkctl tls selfsigned --out DIR`)";
   Result<CertificateInfo> info = ParseCertificate(*cert_pem);
   if (!info.ok()) {
     return FailedPreconditionError("api.tls.cert " + files.cert + ": " + info.status().message());
@@ -245,10 +258,6 @@ Status CheckServerFiles(const ServerFiles& files, const std::string& advertised_
                                    (names.empty() ? "no names" : names) + ", not " +
                                    advertised_host + ", the address the endpoint is advertised at" +
                                    fix);
-  }
-  if (!files.ca.empty()) {
-    Result<CertificateInfo> ca = ReadCertificate(files.ca);
-    if (!ca.ok()) return FailedPreconditionError("api.tls.ca: " + ca.status().message());
   }
   return Status::Ok();
 }

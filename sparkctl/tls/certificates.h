@@ -51,5 +51,9 @@ struct ServerFiles {
 // The checks above; FailedPrecondition naming the file and the fix for each failure.
 Status CheckServerFiles(const ServerFiles& files, const std::string& advertised_host,
                         std::time_t now);
+// The same on the files' contents (read from the node that serves); `files` names them.
+Status CheckServerPem(const ServerFiles& files, const std::string& cert_pem,
+                      const std::string& key_pem, const std::string& advertised_host,
+                      std::time_t now);
 
 }  // namespace spark::tls
