@@ -130,6 +130,22 @@ def main():
               f"a stream open across the reload finishes ({1 + len(rest)} chunks)")
         r = client(port, new["cert"], key).models.list()
         check([m.id for m in r.data] == ["demo"], "a client pinning the new certificate is served")
+        out = os.path.join(tmp, "bench.json")
+        r = subprocess.run([a.sparkctl, "bench", "serve", "--url", f"https://127.0.0.1:{port}",
+                            "--cacert", new["cert"], "--api-key-file", keyfile, "--concurrency",
+                            "2", "--context", "64", "--output-tokens", "8", "--repeats", "1",
+                            "--out", out], capture_output=True, text=True, timeout=300)
+        doc = json.load(open(out)) if os.path.exists(out) else {}
+        streams = [s for c_ in doc.get("cells", []) for rnd in c_["rounds"] for s in rnd]
+        check(r.returncode == 0 and len(streams) == 2 and
+              all(s["completion_tokens"] == 8 for s in streams),
+              f"sparkctl bench serve over https with --cacert: rc {r.returncode} {r.stderr[-300:]}")
+        r = subprocess.run([a.sparkctl, "bench", "serve", "--url", f"https://127.0.0.1:{port}",
+                            "--api-key-file", keyfile, "--concurrency", "1", "--context", "64",
+                            "--repeats", "1"], capture_output=True, text=True, timeout=120)
+        check(r.returncode == 2 and "certificate verify failed" in r.stderr and
+              "--cacert" in r.stderr,
+              f"sparkctl without --cacert refuses the self-signed server: {r.stderr.strip()[-300:]}")
     finally:
         proc.send_signal(signal.SIGTERM)
         rc = proc.wait(60)
