@@ -540,6 +540,7 @@ struct HttpServer::Impl {
       return;
     }
     const bool loopback = remote.address().is_loopback();
+    socket.set_option(tcp::no_delay(true), ec);  // Small SSE writes go out at once.
     std::shared_ptr<ssl::context> context;
     {
       std::lock_guard lock(tls_mu);

@@ -105,6 +105,11 @@ Result<std::unique_ptr<OpenAIServer>> OpenAIServer::Start(
                                    " is not a loopback address: an API key is required "
                                    "(--api-key-file FILE)");
   }
+  if (!IsLoopbackAddress(options.http.host) && !options.http.tls.enabled()) {
+    Logger("server")->warn("--host {} without --ssl-certfile: API keys travel in clear text on "
+                           "the network (fine on a trusted LAN; docs/server.md \"TLS\")",
+                           options.http.host);
+  }
   std::unique_ptr<OpenAIServer> server(new OpenAIServer(options, service, codec));
   if (grammar == nullptr) {
     SPARK_ASSIGN_OR_RETURN(grammar, MakeGrammarCompiler(*codec, service->vocab_size(),
