@@ -51,6 +51,10 @@ Result<std::shared_ptr<ssl::context>> MakeServerTlsContext(const TlsFiles& files
     return InternalError("TLS cipher list: " + OpenSslError());
   }
   SSL_CTX_set_alpn_select_cb(native, SelectAlpn, nullptr);
+  // Resumed sessions must carry a context id once client certificates are verified; without
+  // one OpenSSL fails those handshakes.
+  static constexpr unsigned char kSessionContext[] = "spark-engine";
+  SSL_CTX_set_session_id_context(native, kSessionContext, sizeof(kSessionContext) - 1);
   if (SSL_CTX_use_certificate_chain_file(native, files.cert_file.c_str()) != 1) {
     return InvalidArgumentError("--ssl-certfile " + files.cert_file +
                                 ": cannot load a PEM certificate: " + OpenSslError());

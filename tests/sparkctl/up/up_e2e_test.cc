@@ -280,13 +280,13 @@ TEST_F(UpE2eTest, PairServesOverTls) {
   Cluster c("uptls", 2, "pair", "",
             "  tls:\n    cert: " + dir + "/cert.pem\n    key: " + dir + "/key.pem\n");
   ASSERT_TRUE(c.created());
-  auto selfsigned = [&](const std::string& out) {
-    Output o = c.Sparkctl("tls selfsigned --out " + out + " --name 127.0.0.1 --force --json");
+  auto selfsigned = [&](const std::string& out, const std::string& names) {
+    Output o = c.Sparkctl("tls selfsigned --out " + out + " " + names + " --force --json");
     EXPECT_EQ(o.exit_code, 0) << o.out;
     return Json(o.out);
   };
-  selfsigned(dir + "/other");
-  const nlohmann::json cert = selfsigned(dir);
+  selfsigned(dir + "/other", "--name 127.0.0.1");
+  const nlohmann::json cert = selfsigned(dir, "--name 127.0.0.1");
   std::filesystem::copy_file(dir + "/other/key.pem", dir + "/key.pem",
                              std::filesystem::copy_options::overwrite_existing);
   Output mismatched = c.Up();
@@ -297,7 +297,12 @@ TEST_F(UpE2eTest, PairServesOverTls) {
   EXPECT_EQ(c.EngineProcesses(), 0);
   EXPECT_FALSE(c.HasState());
 
-  const nlohmann::json good = selfsigned(dir);
+  // The names `up` will advertise, from the profile and the inventory.
+  const nlohmann::json good =
+      selfsigned(dir, "-c " + c.seed() + " -p " + c.profile() + " --name llm.lan");
+  EXPECT_EQ(good["names"], nlohmann::json::array({"llm.lan", "127.0.0.1", "spark-0",
+                                                  good["names"][3], "localhost"}))
+      << good.dump();
   Output up = c.Up();
   ASSERT_EQ(up.exit_code, 0) << up.out;
   const nlohmann::json report = Json(up.out);
