@@ -99,10 +99,16 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     });
   }
   net::any_io_executor executor() override { return stream_.get_executor(); }
+  // Closes the connection unless a request arrived meanwhile, or bytes wait unread: a client
+  // that has just sent its request (the monitor's probe) and has not been read yet, rather
+  // than one holding the connection open; its read completes next.
   void Evict() override {
     net::post(stream_.get_executor(), [weak = this->weak_from_this()] {
       auto self = weak.lock();
-      if (self && !self->active_) self->Close();  // A request that just arrived stays.
+      if (!self || self->active_) return;
+      beast::error_code ec;
+      if (self->Tcp().socket().available(ec) > 0 && !ec) return;
+      self->Close();
     });
   }
   // Only handed on to Exchanges (a Session holding its own context would never be freed).
