@@ -3,16 +3,23 @@
 //   engine  Engine::Step loop alone (scheduler, block manager, sampler)
 //   server  OpenAIServer + EngineService + N streaming HTTP clients on 127.0.0.1
 // "per request-step" = wall time / (tokens generated): the cost one stream adds to one step.
+// With --tls the server run serves HTTPS (a self-signed certificate made here, pinned by the
+// clients): the difference is what TLS adds per token (bench/server_tls/NOTES.md).
 // Prints a table, and JSON with --json FILE.
 #include <CLI/CLI.hpp>
 #include <chrono>
+#include <optional>
 #include <cstdio>
+#include <unistd.h>
+
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "engine/server/engine_service.h"
 #include "engine/server/openai_server.h"
+#include "sparkctl/tls/certificates.h"
 #include "tests/engine/server/http_test_client.h"
 #include "tests/engine/server/zero_cost_runner.h"
 
@@ -58,7 +65,22 @@ RunResult RunEngineOnly(int clients, int tokens) {
   return r;
 }
 
-RunResult RunServer(int clients, int tokens) {
+// A self-signed certificate for 127.0.0.1 in a temporary folder: the files and the PEM to pin.
+struct TempCert {
+  std::filesystem::path dir;
+  std::string cert_pem;
+  TempCert() {
+    auto pem = spark::tls::MakeSelfSigned({.names = {"127.0.0.1"}});
+    cert_pem = pem->cert_pem;
+    dir = std::filesystem::temp_directory_path() / ("server_bench_" + std::to_string(getpid()));
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir / "cert.pem") << pem->cert_pem;
+    std::ofstream(dir / "key.pem") << pem->key_pem;
+  }
+  ~TempCert() { std::filesystem::remove_all(dir); }
+};
+
+RunResult RunServer(int clients, int tokens, bool tls) {
   server::testing::ZeroCostRunner runner;
   const runtime::EngineOptions eo = Options(clients);
   server::EngineService service(std::move(*runtime::Engine::Create(eo, &runner)),
@@ -67,8 +89,15 @@ RunResult RunServer(int clients, int tokens) {
   server::OpenAIServerOptions options;
   options.http.port = 0;
   options.served_model_name = "zero";
+  std::optional<TempCert> cert;
+  server::testing::Via via;
+  if (tls) {
+    cert.emplace();
+    options.http.tls = {(cert->dir / "cert.pem").string(), (cert->dir / "key.pem").string(), ""};
+    via.ca_pem = cert->cert_pem;
+  }
   auto srv = std::move(*server::OpenAIServer::Start(options, &service, &codec));
-  RunResult r{"server"};
+  RunResult r{tls ? "server-tls" : "server"};
   std::atomic<int> errors{0};
   std::atomic<uint64_t> generated{0};
   const auto start = Clock::now();
@@ -80,7 +109,8 @@ RunResult RunServer(int clients, int tokens) {
                              {"max_tokens", tokens},
                              {"stream", true},
                              {"stream_options", {{"include_usage", true}}}};
-      auto res = server::testing::HttpCall(srv->port(), "POST", "/v1/completions", body.dump());
+      auto res = server::testing::HttpCallVia(srv->port(), via, "POST", "/v1/completions",
+                                              body.dump());
       auto data = server::testing::SseData(res.body);
       if (res.status != 200 || data.size() < 2 || data.back() != "[DONE]") return void(++errors);
       generated +=
@@ -99,7 +129,7 @@ RunResult RunServer(int clients, int tokens) {
 nlohmann::json Report(const RunResult& r, int clients) {
   const double per_token_us = r.tokens ? r.seconds / r.tokens * 1e6 : 0;
   const double per_step_ms = r.steps ? r.seconds / r.steps * 1e3 : 0;
-  std::printf("%-8s %8d %10llu %8llu %9.3f %12.1f %14.3f %10.0f %6d\n", r.name.c_str(), clients,
+  std::printf("%-10s %8d %10llu %8llu %9.3f %12.1f %14.3f %10.0f %6d\n", r.name.c_str(), clients,
               static_cast<unsigned long long>(r.tokens), static_cast<unsigned long long>(r.steps),
               r.seconds, per_token_us, per_step_ms, r.tokens / std::max(r.seconds, 1e-9), r.errors);
   return {{"run", r.name},
@@ -119,17 +149,20 @@ int main(int argc, char** argv) {
   CLI::App app("Server + scheduler overhead per generated token with a zero-cost model");
   int clients = 64, tokens = 256;
   std::string json_path;
+  bool tls = false;
   app.add_option("--clients", clients, "Concurrent streams (default 64)");
+  app.add_flag("--tls", tls, "Also run the server over HTTPS");
   app.add_option("--tokens", tokens, "Tokens per stream (default 256)");
   app.add_option("--json", json_path, "Also write the results as JSON here");
   CLI11_PARSE(app, argc, argv);
-  std::printf("%-8s %8s %10s %8s %9s %12s %14s %10s %6s\n", "run", "streams", "tokens", "steps",
+  std::printf("%-10s %8s %10s %8s %9s %12s %14s %10s %6s\n", "run", "streams", "tokens", "steps",
               "seconds", "us/req-step", "ms/step(all)", "tok/s", "errors");
+  nlohmann::json runs = {Report(RunEngineOnly(clients, tokens), clients),
+                         Report(RunServer(clients, tokens, false), clients)};
+  if (tls) runs.push_back(Report(RunServer(clients, tokens, true), clients));
   nlohmann::json out = {{"schema", "spark-server-bench/v1"},
                         {"hardware_threads", std::thread::hardware_concurrency()},
-                        {"runs",
-                         {Report(RunEngineOnly(clients, tokens), clients),
-                          Report(RunServer(clients, tokens), clients)}}};
+                        {"runs", runs}};
   if (!json_path.empty()) std::ofstream(json_path) << out.dump(2) << "\n";
   return 0;
 }

@@ -47,6 +47,12 @@ struct ServeOptions {
   std::string host = "127.0.0.1";
   int port = 8000;
   std::string api_key_file;
+  // TLS (vLLM's flag names): all empty = plain HTTP.
+  std::string ssl_certfile, ssl_keyfile, ssl_ca_certs;
+  // Per-client limits (peer_table.h).
+  int max_connections = 1024;
+  int max_connections_per_peer = 256;
+  int max_requests_per_peer = 128;
   std::string served_model_name;  // Default: the model directory's name.
   // Ranks and transport.
   int tp = 1;
@@ -167,6 +173,16 @@ Status ValidateFlags(const ServeOptions& o) {
                                 ") must be >= --max-model-len (" + std::to_string(o.max_model_len) +
                                 ")");
   }
+  if (o.ssl_certfile.empty() != o.ssl_keyfile.empty()) {
+    return InvalidArgumentError("--ssl-certfile and --ssl-keyfile go together: give both");
+  }
+  if (!o.ssl_ca_certs.empty() && o.ssl_certfile.empty()) {
+    return InvalidArgumentError("--ssl-ca-certs needs --ssl-certfile and --ssl-keyfile");
+  }
+  if (o.max_connections < 1 || o.max_connections_per_peer < 1 || o.max_requests_per_peer < 1) {
+    return InvalidArgumentError(
+        "--max-connections, --max-connections-per-peer and --max-requests-per-peer must be >= 1");
+  }
   // Before any weights load: an open endpoint needs a key.
   if (!server::IsLoopbackAddress(o.host) && o.api_key_file.empty()) {
     return FailedPreconditionError("--host " + o.host +
@@ -274,6 +290,13 @@ Result<server::OpenAIServerOptions> ServerOptions(const ServeOptions& o) {
   server::OpenAIServerOptions s;
   s.http.host = o.host;
   s.http.port = o.port;
+  s.http.limits.max_connections = o.max_connections;
+  s.http.limits.max_connections_per_peer = o.max_connections_per_peer;
+  s.http.limits.max_requests_per_peer = o.max_requests_per_peer;
+  s.http.tls = {o.ssl_certfile, o.ssl_keyfile, o.ssl_ca_certs};
+  if (s.http.tls.enabled()) {  // Read now, before any weights load; again when serving.
+    SPARK_RETURN_IF_ERROR(server::MakeServerTlsContext(s.http.tls).status());
+  }
   s.max_pending_sequences = o.max_pending;
   s.default_max_tokens = o.default_max_tokens;
   s.max_tokens_limit = o.max_tokens_limit;
@@ -376,14 +399,24 @@ Status ServeUntilDone(const ServeOptions& o, cli::ServeControl& control,
   SPARK_ASSIGN_OR_RETURN(server::OpenAIServerOptions options, ServerOptions(o));
   SPARK_ASSIGN_OR_RETURN(auto srv, server::OpenAIServer::Start(options, &service, &codec,
                                                                std::move(grammar)));
-  std::printf("serving %s on http://%s:%d\n", options.served_model_name.c_str(), o.host.c_str(),
-              srv->port());
+  const std::string url = std::string(options.http.tls.enabled() ? "https" : "http") + "://" +
+                          o.host + ":" + std::to_string(srv->port());
+  std::printf("serving %s on %s\n", options.served_model_name.c_str(), url.c_str());
   std::fflush(stdout);
+  if (options.http.tls.enabled()) {
+    server::OpenAIServer* raw = srv.get();
+    control.SetOnReload([raw] {
+      const Status s = raw->http().ReloadTls();
+      if (s.ok()) {
+        Logger("engine.serve")->info("SIGHUP: TLS certificate and key re-read");
+      } else {
+        Logger("engine.serve")->error("SIGHUP: keeping the previous TLS files: {}", s.message());
+      }
+    });
+  }
   control.SetServing(true);
   if (control.failure().ok()) {
-    status
-        .Set(RankPhase::kReady, "serving " + options.served_model_name + " on http://" + o.host +
-                                    ":" + std::to_string(srv->port()))
+    status.Set(RankPhase::kReady, "serving " + options.served_model_name + " on " + url)
         .IgnoreError();
   }
   const cli::ServeControl::Event event = control.Wait();
@@ -395,6 +428,7 @@ Status ServeUntilDone(const ServeOptions& o, cli::ServeControl& control,
   } else {
     result = srv->Drain(std::chrono::seconds(o.drain_timeout_s));
   }
+  control.SetOnReload(nullptr);
   srv->Stop();
   return result;
 }
@@ -564,6 +598,19 @@ void RegisterServeCommand(CLI::App& parent, CommandContext& context) {
                   "Address to bind (default 127.0.0.1; others need --api-key-file)");
   cmd->add_option("--port", o->port, "Port (default 8000; 0 = any free port)");
   cmd->add_option("--api-key-file", o->api_key_file, "File of accepted Bearer keys, one per line");
+  cmd->add_option("--ssl-certfile", o->ssl_certfile,
+                  "Serve HTTPS with this PEM certificate (chain); re-read on SIGHUP");
+  cmd->add_option("--ssl-keyfile", o->ssl_keyfile,
+                  "The certificate's unencrypted PEM private key; re-read on SIGHUP");
+  cmd->add_option("--ssl-ca-certs", o->ssl_ca_certs,
+                  "Require client certificates signed by these PEM CAs (mutual TLS)");
+  cmd->add_option("--max-connections", o->max_connections,
+                  "Open connections in all (default 1024)");
+  cmd->add_option("--max-connections-per-peer", o->max_connections_per_peer,
+                  "Open connections from one client address; past it its idle ones are closed, "
+                  "then 429 (default 256)");
+  cmd->add_option("--max-requests-per-peer", o->max_requests_per_peer,
+                  "Requests in flight from one client address before 429 (default 128)");
   cmd->add_option("--served-model-name", o->served_model_name,
                   "Model name in the API (default: directory name)");
   cmd->add_option("--tp", o->tp,

@@ -17,6 +17,7 @@ std::shared_ptr<ServeControl> ServeControl::Start(std::shared_ptr<RankStatus> st
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   std::shared_ptr<ServeControl> control(new ServeControl(std::move(status)));
   // Detached and sharing ownership: a signal during teardown still finds a live control.
@@ -92,7 +93,22 @@ void ServeControl::ExitNow(RankPhase phase, const std::string& message, int code
   std::_Exit(code);
 }
 
+void ServeControl::SetOnReload(std::function<void()> on_reload) {
+  std::lock_guard lock(mu_);
+  on_reload_ = std::move(on_reload);
+}
+
 void ServeControl::OnSignal(int sig) {
+  if (sig == SIGHUP) {
+    std::function<void()> reload;
+    {
+      std::lock_guard lock(mu_);
+      reload = on_reload_;
+    }
+    if (reload) return reload();
+    Logger("engine.rank")->info("SIGHUP: nothing to reload");
+    return;
+  }
   const std::string name = sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : "signal";
   {
     std::lock_guard lock(mu_);

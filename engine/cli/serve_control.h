@@ -5,13 +5,14 @@
 // interrupted cleanly) a signal writes phase "stopped" and exits the process at once with status
 // 0; once rank 0 serves, it wakes the serving loop, which drains and shuts the group down.
 // Failures are handed to the EngineService (so /ready answers 503 with the error) and to the
-// status file (phase "failed"); an error naming the rank that died replaces a vaguer one seen
+// status file (phase "failed"); SIGHUP runs the reload callback (the TLS files), never stops; an error naming the rank that died replaces a vaguer one seen
 // first (a communicator error usually arrives before the child's exit is noticed).
 // Thread-safety: every method may be called from any thread.
 #pragma once
 
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 
@@ -31,6 +32,8 @@ class ServeControl {
   // From now on a signal asks Wait() to return instead of exiting the process.
   void SetServing(bool serving);
   bool serving() const;
+  // What SIGHUP does (null: it is logged and ignored). Runs on the signal thread.
+  void SetOnReload(std::function<void()> on_reload);
   // Where failures go while serving; null before the service is destroyed.
   void SetService(server::EngineService* service);
 
@@ -65,6 +68,7 @@ class ServeControl {
   Status failure_;
   bool failure_names_rank_ = false;
   server::EngineService* service_ = nullptr;
+  std::function<void()> on_reload_;
 };
 
 }  // namespace spark::engine::cli

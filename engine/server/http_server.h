@@ -4,6 +4,9 @@
 // one Handler with a ResponseWriter. The writer sends a whole response or a chunked stream
 // (server-sent events), and reports a client that goes away mid-response (so generation can be
 // cancelled). All Beast/Asio exceptions and error codes stay inside this module.
+// With TLS files it serves HTTPS only (tls_context.h); a plain HTTP request to it gets a plain
+// 400 saying so. Connections and requests are bounded per peer address (peer_table.h), and
+// /health and /metrics from loopback are answered even past those bounds.
 // Thread-safety: Start/StopAccepting/Stop from one controlling thread; ResponseWriter methods
 // from any thread. Handlers run on the server's I/O threads and must not block.
 #pragma once
@@ -18,6 +21,8 @@
 #include <vector>
 
 #include "base/status.h"
+#include "engine/server/peer_table.h"
+#include "engine/server/tls_context.h"
 
 namespace spark::engine::server {
 
@@ -26,6 +31,8 @@ struct HttpRequest {
   std::string target;                          // "/v1/models" (query string included)
   std::map<std::string, std::string> headers;  // Lower-case names.
   std::string body;
+  std::string peer;            // The client's IP address ("127.0.0.1", "::1").
+  bool peer_loopback = false;  // The client is on this machine.
 
   // The header's value, or "" when absent. `name` in lower case.
   std::string Header(const std::string& name) const;
@@ -63,7 +70,13 @@ struct HttpServerOptions {
   // A request (headers and body) must arrive within this time; idle keep-alive connections
   // are closed after it too.
   std::chrono::milliseconds request_timeout{10'000};
-  int max_connections = 1024;  // Further connections are closed at once.
+  // Connections in all and per peer address, requests in flight per peer (peer_table.h).
+  PeerLimits limits;
+  // Retry-After (seconds) on the 429/503 answers to connections and requests over the limits.
+  int retry_after_seconds = 1;
+  // Paths answered to loopback clients even past the limits (the monitor's probes).
+  std::vector<std::string> loopback_exempt_paths = {"/health", "/metrics"};
+  TlsFiles tls;  // Empty: plain HTTP.
 };
 
 class HttpServer {
@@ -75,9 +88,13 @@ class HttpServer {
   ~HttpServer();  // Stops.
 
   int port() const;
-  int num_connections() const;
+  int num_connections() const;  // Open, refused ones included.
+  int num_peers() const;        // Addresses with connections open.
   // Requests read whose response has not been fully written yet.
   int num_active_requests() const;
+  // Re-reads the TLS files for new connections; live ones keep theirs. The errors of
+  // MakeServerTlsContext (the old files stay in use); FailedPrecondition without TLS.
+  Status ReloadTls();
   // Closes the listening socket; open connections continue.
   void StopAccepting();
   // Closes everything and joins the I/O threads.

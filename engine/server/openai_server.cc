@@ -105,6 +105,11 @@ Result<std::unique_ptr<OpenAIServer>> OpenAIServer::Start(
                                    " is not a loopback address: an API key is required "
                                    "(--api-key-file FILE)");
   }
+  if (!IsLoopbackAddress(options.http.host) && !options.http.tls.enabled()) {
+    Logger("server")->warn("--host {} without --ssl-certfile: API keys travel in clear text on "
+                           "the network (fine on a trusted LAN; docs/server.md \"TLS\")",
+                           options.http.host);
+  }
   std::unique_ptr<OpenAIServer> server(new OpenAIServer(options, service, codec));
   if (grammar == nullptr) {
     SPARK_ASSIGN_OR_RETURN(grammar, MakeGrammarCompiler(*codec, service->vocab_size(),
@@ -117,7 +122,8 @@ Result<std::unique_ptr<OpenAIServer>> OpenAIServer::Start(
                            self->Handle(std::move(r), std::move(w));
                          }));
   server->watchdog_ = std::thread([self] { self->WatchCanary(); });
-  Logger("server")->info("serving {} on {}:{}", options.served_model_name, options.http.host,
+  Logger("server")->info("serving {} on {}://{}:{}", options.served_model_name,
+                         options.http.tls.enabled() ? "https" : "http", options.http.host,
                          server->port());
   return server;
 }
@@ -128,7 +134,8 @@ OpenAIServer::OpenAIServer(const OpenAIServerOptions& options, GenerationService
       metrics_(
           std::make_shared<ServerMetrics>(options.served_model_name, service->max_model_len())),
       context_(std::make_shared<ServerContext>()),
-      canary_guard_(std::make_shared<CanaryGuard>()) {
+      canary_guard_(std::make_shared<CanaryGuard>()),
+      auth_failures_(std::make_unique<AuthFailures>(options.auth_failures)) {
   context_->service = service;
   context_->codec = codec;
   context_->metrics = metrics_;
@@ -195,10 +202,25 @@ void OpenAIServer::Handle(HttpRequest request, std::shared_ptr<ResponseWriter> w
     return writer->Send(ErrorResponse(
         MakeError(405, "invalid_request_error", request.method + " " + path + " is not allowed")));
   }
-  if (!options_.api_keys.Check(request.Header("authorization"))) {
-    return writer->Send(ErrorResponse(
-        MakeError(401, "invalid_request_error",
-                  "missing or invalid API key (Authorization: Bearer ...)", "invalid_api_key")));
+  if (!options_.api_keys.empty()) {
+    const auto now = AuthFailures::Clock::now();
+    if (const int wait = auth_failures_->RetryAfterSeconds(request.peer, now); wait > 0) {
+      HttpResponse r = ErrorResponse(MakeError(
+          429, "rate_limit_exceeded",
+          "too many failed API key attempts from " + request.peer + "; retry later"));
+      r.headers.emplace_back("Retry-After", std::to_string(wait));
+      return writer->Send(std::move(r));
+    }
+    if (!options_.api_keys.Check(request.Header("authorization"))) {
+      if (auth_failures_->Fail(request.peer, now)) {
+        Logger("server")->warn("refused a missing or wrong API key from {} (further failures "
+                               "from this address are rate-limited, not logged)",
+                               request.peer);
+      }
+      return writer->Send(ErrorResponse(
+          MakeError(401, "invalid_request_error",
+                    "missing or invalid API key (Authorization: Bearer ...)", "invalid_api_key")));
+    }
   }
   if (models) return HandleModels(path.size() > 11 ? path.substr(11) : "", writer);
   if (tokenize) return HandleTokenize(request, writer);

@@ -11,7 +11,8 @@
 //                   canary waits behind work that is progressing (a long prefill is not a hang)
 //   GET  /metrics   Prometheus text, vLLM names (metrics.h)
 // Safety: /v1/* needs a Bearer key when keys are configured, and keys are required when the
-// server binds a non-loopback address; a bounded number of sequences in flight (429 with
+// server binds a non-loopback address; failed keys are rate-limited per client address; TLS and
+// per-address connection limits live in HttpServer; a bounded number of sequences in flight (429 with
 // Retry-After beyond it); Drain() for SIGTERM. docs/server.md lists every parameter and limit.
 // Thread-safety: Start/Drain/Stop from one controlling thread; requests run on I/O threads.
 #pragma once
@@ -26,6 +27,7 @@
 #include <vector>
 
 #include "engine/server/api_keys.h"
+#include "engine/server/auth_failures.h"
 #include "engine/server/completion_job.h"
 #include "engine/server/http_server.h"
 #include "engine/server/metrics.h"
@@ -37,6 +39,8 @@ struct OpenAIServerOptions {
   HttpServerOptions http;
   std::string served_model_name = "model";
   ApiKeys api_keys;  // Empty: no auth (allowed on loopback addresses only).
+  // Failed key attempts per client address before 429 (auth_failures.h).
+  AuthFailureOptions auth_failures;
   // Sequences submitted and not finished, at most; more: 429. Default 256.
   int max_pending_sequences = 256;
   int retry_after_seconds = 1;
@@ -80,6 +84,7 @@ class OpenAIServer {
   ~OpenAIServer();
 
   int port() const { return http_->port(); }
+  HttpServer& http() { return *http_; }
   int active_sequences() const { return context_->active_sequences; }
   // Stops accepting connections, answers new requests with 503 and waits for running requests
   // to finish. DeadlineExceeded when some were still running after `timeout`.
@@ -116,6 +121,7 @@ class OpenAIServer {
   std::shared_ptr<ServerMetrics> metrics_;
   std::shared_ptr<ServerContext> context_;
   std::shared_ptr<CanaryGuard> canary_guard_;
+  std::unique_ptr<AuthFailures> auth_failures_;
   std::unique_ptr<HttpServer> http_;
   std::atomic<bool> draining_{false};
 

@@ -19,6 +19,7 @@ std::span<const CommandEntry> CommandTable() {
       {"weights", RegisterWeightsCommands},
       {"up", RegisterUpCommands},
       {"check", RegisterCheckCommands},
+      {"tls", RegisterTlsCommands},
       {"bundle", RegisterBundleCommands},
       {"sim", RegisterSimCommands},
       {"node", RegisterNodeCommands},

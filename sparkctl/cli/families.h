@@ -22,5 +22,6 @@ void RegisterCheckCommands(CLI::App& parent, CommandContext& context);    // ser
 // `bench serve`, added to the bench family by RegisterBenchCommands.       // serving_commands.cc
 void RegisterBenchServeCommand(CLI::App* bench, CommandContext& context);
 void RegisterBundleCommands(CLI::App& parent, CommandContext& context);   // bundle_commands.cc
+void RegisterTlsCommands(CLI::App& parent, CommandContext& context);      // tls_commands.cc
 
 }  // namespace spark::cli

@@ -29,6 +29,7 @@ struct EndpointFlags {
   bool cluster_given = false;
   std::string url;
   std::string api_key_file;
+  std::string ca_file;
   std::string model;
   std::string state_root = up::kDefaultStateRoot;
   int timeout_s = 600;
@@ -38,8 +39,11 @@ void AddEndpointFlags(CLI::App* cmd, EndpointFlags& f) {
   AddClusterFlag(cmd, &f.cluster_file,
                  "Cluster whose running model to use (default ./cluster.yaml; see --url)");
   cmd->add_option("--url", f.url,
-                  "Any OpenAI-compatible endpoint instead, http://HOST:PORT (a /v1 suffix is "
+                  "Any OpenAI-compatible endpoint instead, http[s]://HOST:PORT (a /v1 suffix is "
                   "fine)");
+  cmd->add_option("--cacert", f.ca_file,
+                  "https: trust this PEM CA or certificate (e.g. the cert.pem of `sparkctl tls "
+                  "selfsigned`) instead of the system's");
   cmd->add_option("--api-key-file", f.api_key_file,
                   "File whose first line is the Bearer key (default with -c: the profile's "
                   "api.key_file)");
@@ -105,7 +109,8 @@ Result<Resolved> ResolveCluster(const EndpointFlags& f, Resolved r) {
     }
   }
   SPARK_ASSIGN_OR_RETURN(r.endpoint.url,
-                         serving::ParseUrl("http://" + host + ":" + std::to_string(p.api.port)));
+                         serving::ParseUrl(std::string(p.api.tls.enabled() ? "https://" : "http://") +
+                                           host + ":" + std::to_string(p.api.port)));
   if (f.api_key_file.empty() && !p.api.key_file.empty()) {
     Result<std::string> key = ReadKey(p.api.key_file);
     if (!key.ok()) {
@@ -139,6 +144,11 @@ Result<Resolved> Resolve(const EndpointFlags& f) {
   } else {
     SPARK_ASSIGN_OR_RETURN(r, ResolveCluster(f, std::move(r)));
   }
+  if (!f.ca_file.empty() && !r.endpoint.url.tls) {
+    return InvalidArgumentError("--cacert " + f.ca_file + ": the endpoint " +
+                                r.endpoint.url.text + " is not https://");
+  }
+  r.endpoint.url.ca_file = f.ca_file;
   if (r.endpoint.model.empty()) {
     SPARK_ASSIGN_OR_RETURN(r.endpoint.model, serving::FirstModel(r.endpoint));
   }

@@ -174,6 +174,10 @@ int RunUpCommand(const UpCliOptions& o) {
                       {"action", report.action},    {"steps", steps},
                       {"endpoint", report.plan.endpoint}, {"endpoint_node", report.plan.api_node},
                       {"model", report.plan.served_name}, {"api_key_file", report.plan.api_key_file},
+                      {"tls_fingerprint", report.plan.tls_fingerprint.empty()
+                                              ? ordered_json(nullptr)
+                                              : ordered_json(report.plan.tls_fingerprint)},
+                      {"clear_text", report.plan.clear_text},
                       {"state_dir", u.state_dir},   {"seconds", report.seconds}};
     if (!s.ok()) j["error"] = s.message();
     std::printf("%s\n", j.dump(2).c_str());
@@ -183,6 +187,13 @@ int RunUpCommand(const UpCliOptions& o) {
       std::printf("endpoint  %s (on %s)\nmodel     %s\napi key   %s\n",
                   report.plan.endpoint.c_str(), report.plan.api_node.c_str(),
                   report.plan.served_name.c_str(), ApiKeyText(report.plan).c_str());
+      if (!report.plan.tls_fingerprint.empty()) {
+        std::printf("tls       SHA-256 %s\n", report.plan.tls_fingerprint.c_str());
+      }
+      if (report.plan.clear_text) {
+        std::printf("warning   off loopback without TLS: the API key travels in clear text "
+                    "(api.tls; `sparkctl tls selfsigned`)\n");
+      }
       std::printf("status    sparkctl status -c %s   logs: sparkctl logs -c %s\n",
                   o.common.cluster_file.c_str(), o.common.cluster_file.c_str());
     }

@@ -159,6 +159,18 @@ void ValidateApi(const ApiSpec& a, FieldErrors* errors) {
     errors->Add("api.key_file", "required when api.bind (" + a.bind +
                                     ") is not a loopback address: the endpoint must not be open");
   }
+  if (a.tls.cert.empty() != a.tls.key.empty()) {
+    errors->Add(a.tls.cert.empty() ? "api.tls.cert" : "api.tls.key",
+                "api.tls needs both cert and key (make them with `sparkctl tls selfsigned`)");
+  }
+  if (!a.tls.ca.empty() && a.tls.cert.empty()) {
+    errors->Add("api.tls.ca", "needs api.tls.cert and api.tls.key");
+  }
+  for (auto [name, value] : {std::pair{"max_connections", a.limits.max_connections},
+                             {"max_connections_per_peer", a.limits.max_connections_per_peer},
+                             {"max_requests_per_peer", a.limits.max_requests_per_peer}}) {
+    if (value < 1) errors->Add(std::string("api.limits.") + name, "must be >= 1");
+  }
   if (a.default_max_tokens < 0) errors->Add("api.default_max_tokens", "must be >= 0 (0: unset)");
   if (a.max_tokens_limit < 0) errors->Add("api.max_tokens_limit", "must be >= 0 (0: unset)");
   if (a.max_tokens_limit > 0 && a.default_max_tokens > a.max_tokens_limit) {

@@ -107,6 +107,21 @@ struct EngineSpec {
   CollectivesSpec collectives;
 };
 
+// HTTPS for the endpoint (paths on the node that serves it; docs/server.md "TLS").
+struct TlsSpec {
+  std::string cert;  // PEM certificate (chain); "" = plain HTTP
+  std::string key;   // its unencrypted PEM key
+  std::string ca;    // "" or PEM CAs whose client certificates are required (mutual TLS)
+  bool enabled() const { return !cert.empty(); }
+};
+
+// Per-client-address limits of the endpoint (the engine's defaults; docs/server.md "Limits").
+struct LimitsSpec {
+  int max_connections = 1024;
+  int max_connections_per_peer = 256;
+  int max_requests_per_peer = 128;
+};
+
 struct ApiSpec {
   int port = 8000;
   std::string bind = "127.0.0.1";
@@ -115,6 +130,8 @@ struct ApiSpec {
   // for chat, 16 for completions), and the most a request may ask for (0: the context length).
   int default_max_tokens = 0;
   int max_tokens_limit = 0;
+  TlsSpec tls;
+  LimitsSpec limits;
 };
 
 struct Profile {

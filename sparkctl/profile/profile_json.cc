@@ -74,7 +74,12 @@ nlohmann::ordered_json ToJson(const Profile& p) {
         {"bind", p.api.bind},
         {"key_file", p.api.key_file},
         {"default_max_tokens", p.api.default_max_tokens},
-        {"max_tokens_limit", p.api.max_tokens_limit}}},
+        {"max_tokens_limit", p.api.max_tokens_limit},
+        {"tls", {{"cert", p.api.tls.cert}, {"key", p.api.tls.key}, {"ca", p.api.tls.ca}}},
+        {"limits",
+         {{"max_connections", p.api.limits.max_connections},
+          {"max_connections_per_peer", p.api.limits.max_connections_per_peer},
+          {"max_requests_per_peer", p.api.limits.max_requests_per_peer}}}}},
       {"env", p.env},
   };
 }

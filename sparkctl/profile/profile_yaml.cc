@@ -131,6 +131,22 @@ void ReadApi(YamlReader* r, const YAML::Node& node, ApiSpec* a) {
   map.Optional("key_file", &a->key_file);
   map.Optional("default_max_tokens", &a->default_max_tokens);
   map.Optional("max_tokens_limit", &a->max_tokens_limit);
+  YAML::Node tls = map.ChildMap("tls", false);
+  if (tls.IsDefined()) {
+    YamlMap t(r, tls, "api.tls");
+    t.Optional("cert", &a->tls.cert);
+    t.Optional("key", &a->tls.key);
+    t.Optional("ca", &a->tls.ca);
+    t.RejectUnknown();
+  }
+  YAML::Node limits = map.ChildMap("limits", false);
+  if (limits.IsDefined()) {
+    YamlMap l(r, limits, "api.limits");
+    l.Optional("max_connections", &a->limits.max_connections);
+    l.Optional("max_connections_per_peer", &a->limits.max_connections_per_peer);
+    l.Optional("max_requests_per_peer", &a->limits.max_requests_per_peer);
+    l.RejectUnknown();
+  }
   map.RejectUnknown();
 }
 

@@ -1,7 +1,8 @@
 // A small HTTP/1.1 client for the controller's serving commands (`sparkctl check`, `sparkctl
-// bench serve`): one request per connection, plain http:// only (an https:// URL is refused by
-// name: put the check on the far side of the TLS terminator), the body delivered as it arrives
-// so that server-sent events are timed when they land, not when the response ends.
+// bench serve`): one request per connection, http:// or https:// (TLS 1.2+, the server's
+// certificate verified against --cacert or the system's CAs, and its name against the URL's
+// host), the body delivered as it arrives so that server-sent events are timed when they land,
+// not when the response ends.
 // Thread-safety: free functions; concurrent calls are independent.
 #pragma once
 
@@ -16,13 +17,15 @@
 namespace spark::serving {
 
 struct Url {
+  bool tls = false;  // https://
   std::string host;
-  int port = 80;
+  int port = 80;     // 443 for https:// without a port
+  std::string ca_file;  // https: PEM CAs to trust ("" = the system's)
   std::string base_path;  // "" or "/prefix" (no trailing slash)
   std::string text;       // As given, for messages.
 };
 
-// "http://host[:port][/prefix]". InvalidArgument naming the URL and what is wrong.
+// "http[s]://host[:port][/prefix]". InvalidArgument naming the URL and what is wrong.
 Result<Url> ParseUrl(std::string_view url);
 
 struct HttpReply {

@@ -77,6 +77,22 @@ std::vector<std::string> EngineArgv(const profile::Profile& p, const LaunchOptio
   if (!e.reasoning_parser.empty()) a.insert(a.end(), {"--reasoning-parser", e.reasoning_parser});
   if (!e.tool_parser.empty()) a.insert(a.end(), {"--tool-parser", e.tool_parser});
   if (!p.api.key_file.empty()) a.insert(a.end(), {"--api-key-file", p.api.key_file});
+  if (p.api.tls.enabled()) {
+    a.insert(a.end(), {"--ssl-certfile", p.api.tls.cert, "--ssl-keyfile", p.api.tls.key});
+    if (!p.api.tls.ca.empty()) a.insert(a.end(), {"--ssl-ca-certs", p.api.tls.ca});
+  }
+  const profile::LimitsSpec defaults;
+  if (p.api.limits.max_connections != defaults.max_connections) {
+    a.insert(a.end(), {"--max-connections", std::to_string(p.api.limits.max_connections)});
+  }
+  if (p.api.limits.max_connections_per_peer != defaults.max_connections_per_peer) {
+    a.insert(a.end(), {"--max-connections-per-peer",
+                       std::to_string(p.api.limits.max_connections_per_peer)});
+  }
+  if (p.api.limits.max_requests_per_peer != defaults.max_requests_per_peer) {
+    a.insert(a.end(), {"--max-requests-per-peer",
+                       std::to_string(p.api.limits.max_requests_per_peer)});
+  }
   a.insert(a.end(), {"--memory-floor-gib", FormatNumber(e.memory_guard.startup_floor_gib),
                      "--admit-floor-gib", FormatNumber(e.memory_guard.admit_floor_gib),
                      "--hard-floor-gib", FormatNumber(e.memory_guard.hard_floor_gib)});
@@ -168,7 +184,14 @@ Result<LaunchPlan> PlanLaunch(const profile::Profile& profile, const netplan::Cl
   plan.stop_deadline_s = options.stop_deadline_s;
   const std::string host =
       profile.api.bind == "0.0.0.0" || profile.api.bind == "::" ? "127.0.0.1" : profile.api.bind;
-  plan.endpoint = "http://" + host + ":" + std::to_string(profile.api.port);
+  plan.endpoint = std::string(profile.api.tls.enabled() ? "https://" : "http://") + host + ":" +
+                  std::to_string(profile.api.port);
+  plan.tls_cert = profile.api.tls.cert;
+  const bool wildcard = profile.api.bind == "0.0.0.0" || profile.api.bind == "::";
+  plan.advertised_host = wildcard ? nodes[0]->address : profile.api.bind;
+  const std::string& bind = profile.api.bind;
+  const bool loopback = bind == "localhost" || bind == "::1" || bind.starts_with("127.");
+  plan.clear_text = !profile.api.tls.enabled() && !loopback;
   const std::string run_dir = std::string(kNodeRunDir) + "/" + plan.cluster;
   for (int r = 0; r < want; ++r) {
     RankLaunch rank;

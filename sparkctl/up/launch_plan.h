@@ -71,6 +71,10 @@ struct LaunchPlan {
   std::string endpoint;     // "http://127.0.0.1:8000" as seen on rank 0's node
   std::string api_node;     // node of rank 0
   std::string api_key_file; // "" when the endpoint has no key
+  std::string tls_cert;         // "" for plain HTTP; else the certificate on api_node
+  std::string tls_fingerprint;  // its SHA-256 fingerprint, read by `up`
+  std::string advertised_host;  // where clients reach the endpoint (the cert must cover it)
+  bool clear_text = false;      // off loopback without TLS: the key travels in clear text
   std::string memlock;      // "unlimited" or KiB
   int stop_deadline_s = 20;
   std::vector<RankLaunch> ranks;  // by rank

@@ -143,6 +143,9 @@ std::string ProbeCommand(const LaunchPlan& plan, const std::string& node, bool e
     if (!plan.api_key_file.empty()) {
       auth = " -H \"Authorization: Bearer $(head -n1 " + ShellQuote(plan.api_key_file) + ")\"";
     }
+    // HTTPS: the probe runs on the serving node itself over loopback, where nothing can sit
+    // in between, and the certificate may name only the LAN address: no verification there.
+    if (plan.endpoint.starts_with("https://")) auth += " -k";
     c += "echo @@ready; curl -s -o /dev/null -w '%{http_code}' --max-time 2" + auth + " " +
          ShellQuote(plan.endpoint + "/ready") + "; echo; ";
     for (int i = 0; i < metrics_samples; ++i) {
@@ -349,6 +352,11 @@ std::string RenderStatus(const LaunchPlan& plan, const std::vector<NodeProbe>& p
     o << buf;
   }
   o << "\n";
+  if (!plan.tls_fingerprint.empty()) o << "tls       SHA-256 " << plan.tls_fingerprint << "\n";
+  if (plan.clear_text) {
+    o << "warning   the endpoint is off loopback without TLS: the API key travels in clear text "
+         "(api.tls)\n";
+  }
   if (!health.memory_guard.empty()) {
     o << "memory    guard " << health.memory_guard;
     for (const auto& v : health.ranks) {
@@ -388,6 +396,10 @@ nlohmann::ordered_json StatusJson(const LaunchPlan& plan, const std::vector<Node
                               {"model", plan.served_name},
                               {"endpoint", plan.endpoint},
                               {"endpoint_node", plan.api_node},
+                              {"tls_fingerprint", plan.tls_fingerprint.empty()
+                                                      ? nlohmann::ordered_json(nullptr)
+                                                      : nlohmann::ordered_json(plan.tls_fingerprint)},
+                              {"clear_text", plan.clear_text},
                               {"ready", health.endpoint_ready},
                               {"nodes", nodes},
                               {"ranks", ranks}};

@@ -27,6 +27,8 @@ ordered_json PlanJson(const LaunchPlan& p) {
   }
   return {{"cluster", p.cluster},   {"hash", p.hash},         {"served_name", p.served_name},
           {"endpoint", p.endpoint}, {"api_node", p.api_node}, {"api_key_file", p.api_key_file},
+          {"tls_cert", p.tls_cert}, {"tls_fingerprint", p.tls_fingerprint},
+          {"advertised_host", p.advertised_host}, {"clear_text", p.clear_text},
           {"memlock", p.memlock},   {"stop_deadline_s", p.stop_deadline_s}, {"ranks", ranks}};
 }
 
@@ -38,6 +40,10 @@ LaunchPlan PlanFromJson(const nlohmann::json& j) {
   p.endpoint = j.at("endpoint");
   p.api_node = j.at("api_node");
   p.api_key_file = j.at("api_key_file");
+  p.tls_cert = j.value("tls_cert", "");  // State written before TLS existed: plain HTTP.
+  p.tls_fingerprint = j.value("tls_fingerprint", "");
+  p.advertised_host = j.value("advertised_host", "");
+  p.clear_text = j.value("clear_text", false);
   p.memlock = j.at("memlock");
   p.stop_deadline_s = j.at("stop_deadline_s");
   for (const auto& r : j.at("ranks")) {

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <ctime>
 
 #include "base/strings.h"
 #include "sparkctl/bundle/deploy.h"
@@ -15,6 +14,7 @@
 #include "sparkctl/ssh/parallel.h"
 #include "sparkctl/up/launcher.h"
 #include "sparkctl/up/node_memory.h"
+#include "sparkctl/up/tls_check.h"
 #include "sparkctl/weights/cluster_verify.h"
 #include "sparkctl/weights/sync.h"
 
@@ -309,6 +309,22 @@ Status MemoryPlan(ssh::Transport& t, const profile::Profile& profile, const UpOp
 double Now() { return static_cast<double>(std::time(nullptr)); }
 
 // Starts every rank, records the state and waits for /ready. Stops the ranks on failure.
+// The endpoint's TLS (tls_check.h): the fingerprint, or the reason up refuses; without TLS off
+// loopback, a warning that the key travels in clear text.
+Status TlsCheck(ssh::Transport& t, const profile::Profile& profile, Steps& steps,
+                LaunchPlan* plan) {
+  steps.Begin();
+  if (!profile.api.tls.enabled()) {
+    if (plan->clear_text) steps.Done("tls", "warn", ClearTextWarning(profile) + "\n");
+    return Status::Ok();
+  }
+  Result<std::string> fingerprint = CheckEndpointTls(t, profile, *plan);
+  if (!fingerprint.ok()) return steps.Fail("tls", fingerprint.status());
+  plan->tls_fingerprint = *fingerprint;
+  steps.Done("tls", "ok", "SHA-256 " + *fingerprint + "\n");
+  return Status::Ok();
+}
+
 Status Launch(ssh::Transport& t, const UpOptions& o, const LaunchPlan& plan, UpObserver& observer,
               Steps& steps) {
   steps.Begin();
@@ -405,6 +421,7 @@ Status RunUp(ssh::Transport& t, const netplan::ClusterSpec& cluster,
   SPARK_RETURN_IF_ERROR(Weights(t, cluster, profile, o, steps));
   SPARK_RETURN_IF_ERROR(EngineBinary(t, cluster, o, steps, &launch));
   SPARK_ASSIGN_OR_RETURN(report->plan, PlanLaunch(profile, cluster, launch));
+  SPARK_RETURN_IF_ERROR(TlsCheck(t, profile, steps, &report->plan));
   const LaunchPlan& plan = report->plan;
   SPARK_RETURN_IF_ERROR(MemoryPlan(t, profile, o, plan, steps));
 

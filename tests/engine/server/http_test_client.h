@@ -25,6 +25,18 @@ ClientResponse HttpCall(int port, const std::string& method, const std::string& 
 // Sends `raw` bytes and returns what came back before the server closed or `timeout`.
 std::string RawExchange(int port, const std::string& raw, std::chrono::milliseconds timeout);
 
+// How a client connects: from which local address, and over TLS or not.
+struct Via {
+  std::string source;  // Local address to bind, e.g. "127.0.0.2" ("" = the kernel's choice).
+  std::string ca_pem;  // Non-empty: TLS, trusting only this PEM certificate for 127.0.0.1.
+};
+
+ClientResponse HttpCallVia(int port, const Via& via, const std::string& method,
+                           const std::string& target, const std::string& body = "",
+                           const std::map<std::string, std::string>& headers = {});
+std::string RawExchangeVia(int port, const Via& via, const std::string& raw,
+                           std::chrono::milliseconds timeout);
+
 // Sends the start of a streaming request, reads `min_bytes` of the response, then closes.
 bool StartAndDisconnect(int port, const std::string& target, const std::string& body,
                         size_t min_bytes);

@@ -1,14 +1,20 @@
 // OpenAIServer over the real EngineService (engine/runtime's scheduler and block manager) with
-// a zero-cost model runner: 64 concurrent streaming clients, then 1,000 malformed requests.
+// a zero-cost model runner: 64 concurrent streaming clients, then 1,000 malformed requests in
+// clear text and as many inside TLS sessions.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <atomic>
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <thread>
 
 #include "engine/server/engine_service.h"
 #include "engine/server/openai_server.h"
+#include "sparkctl/tls/certificates.h"
 #include "tests/engine/server/http_test_client.h"
 #include "tests/engine/server/zero_cost_runner.h"
 
@@ -30,14 +36,22 @@ class LoadTest : public ::testing::Test {
     ASSERT_TRUE(engine.ok()) << engine.status().ToString();
     service_ = std::make_unique<EngineService>(std::move(*engine), eo.scheduler.max_model_len,
                                                ByteCodec::kVocabSize);
+    StartServer({});
+  }
+
+  void StartServer(const TlsFiles& tls) {
+    server_.reset();
     OpenAIServerOptions options;
     options.http.port = 0;
+    options.http.tls = tls;
     options.http.request_timeout = std::chrono::milliseconds(500);
     options.served_model_name = "zero";
     auto server = OpenAIServer::Start(options, service_.get(), &codec_);
     ASSERT_TRUE(server.ok()) << server.status().ToString();
     server_ = std::move(*server);
   }
+
+  void FuzzAndCheck(const testing::Via& via);
 
   // Waits until every request has left the engine.
   void ExpectAllBlocksFree() {
@@ -131,32 +145,49 @@ std::string MalformedRequest(std::mt19937& rng, int i) {
   }
 }
 
-TEST_F(LoadTest, SurvivesAThousandMalformedRequests) {
+// Sends 1,000 malformed requests (8 clients at once), then checks that the server still
+// answers and that nothing is left in the engine.
+void LoadTest::FuzzAndCheck(const testing::Via& via) {
   std::mt19937 rng(1234);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  int sent = 0;
   std::vector<std::thread> workers;
   std::atomic<int> next{0};
   for (int w = 0; w < 8; ++w) {
     workers.emplace_back([&, w] {
       std::mt19937 local(rng() + w);
       for (int i = next++; i < 1000 && std::chrono::steady_clock::now() < deadline; i = next++) {
-        testing::RawExchange(server_->port(), MalformedRequest(local, i),
-                             std::chrono::milliseconds(1500));
+        testing::RawExchangeVia(server_->port(), via, MalformedRequest(local, i),
+                                std::chrono::milliseconds(1500));
       }
     });
   }
   for (auto& t : workers) t.join();
-  sent = std::min(next.load(), 1000);
-  EXPECT_EQ(sent, 1000);
-  EXPECT_EQ(HttpCall(server_->port(), "GET", "/health").status, 200);
-  auto r = HttpCall(server_->port(), "POST", "/v1/completions",
-                    R"({"model": "zero", "prompt": "hello", "max_tokens": 4})");
-  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(std::min(next.load(), 1000), 1000);
+  EXPECT_EQ(testing::HttpCallVia(server_->port(), via, "GET", "/health").status, 200);
+  auto r = testing::HttpCallVia(server_->port(), via, "POST", "/v1/completions",
+                                R"({"model": "zero", "prompt": "hello", "max_tokens": 4})");
+  EXPECT_EQ(r.status, 200) << r.body << r.error;
   ExpectAllBlocksFree();
-  for (int i = 0; i < 100 && server_->active_sequences() > 0; ++i) {
+  for (int i = 0; i < 300 && server_->http().num_connections() > 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
+  EXPECT_EQ(server_->http().num_connections(), 0);
+}
+
+TEST_F(LoadTest, SurvivesAThousandMalformedRequests) { FuzzAndCheck({}); }
+
+// The same through TLS: the malformed bytes arrive inside a valid TLS session.
+TEST_F(LoadTest, SurvivesAThousandMalformedRequestsOverTls) {
+  auto pem = spark::tls::MakeSelfSigned({.names = {"127.0.0.1"}});
+  ASSERT_TRUE(pem.ok()) << pem.status().ToString();
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("load_test_tls_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "cert.pem") << pem->cert_pem;
+  std::ofstream(dir / "key.pem") << pem->key_pem;
+  StartServer({(dir / "cert.pem").string(), (dir / "key.pem").string(), ""});
+  FuzzAndCheck({.ca_pem = pem->cert_pem});
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -60,6 +60,22 @@ TEST(ProfileYamlTest, GoodProfileLoadsWithDefaults) {
   EXPECT_EQ(ToJson(*tuned)["engine"]["weight_dtype"], "bf16");
 }
 
+TEST(ProfileYamlTest, ApiTlsAndLimits) {
+  auto p = ParseProfile(std::string(kGood) +
+                            "  tls:\n    cert: /etc/s/cert.pem\n    key: /etc/s/key.pem\n"
+                            "  limits:\n    max_connections_per_peer: 32\n",
+                        "p.yaml");
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->api.tls.cert, "/etc/s/cert.pem");
+  EXPECT_EQ(p->api.tls.key, "/etc/s/key.pem");
+  EXPECT_TRUE(p->api.tls.ca.empty());
+  EXPECT_EQ(p->api.limits.max_connections_per_peer, 32);
+  EXPECT_EQ(p->api.limits.max_connections, 1024);  // The engine's defaults.
+  EXPECT_EQ(p->api.limits.max_requests_per_peer, 128);
+  EXPECT_EQ(ToJson(*p)["api"]["tls"]["key"], "/etc/s/key.pem");
+  EXPECT_EQ(ToJson(*p)["api"]["limits"]["max_connections_per_peer"], 32);
+}
+
 struct BadCase {
   const char* name;
   std::string text;
@@ -123,6 +139,14 @@ std::vector<BadCase> BadCases() {
       {"OneShotUnknownKey",
        Replace(g, "  tp: 4\n", "  tp: 4\n  collectives:\n    oneshot_bytes: 4096\n"),
        "engine.collectives.oneshot_bytes"},
+      {"TlsCertWithoutKey", g + "  tls:\n    cert: /etc/s/cert.pem\n",
+       "api.tls.key: api.tls needs both cert and key"},
+      {"TlsCaWithoutCert", g + "  tls:\n    ca: /etc/s/ca.pem\n", "api.tls.ca: needs api.tls.cert"},
+      {"TlsUnknownKey", g + "  tls:\n    certificate: /etc/s/cert.pem\n",
+       "p.yaml:18:5: api.tls.certificate: unknown key"},
+      {"LimitsBelowOne", g + "  limits:\n    max_requests_per_peer: 0\n",
+       "api.limits.max_requests_per_peer: must be >= 1"},
+      {"LimitsUnknownKey", g + "  limits:\n    max_peers: 3\n", "api.limits.max_peers: unknown key"},
       {"SyntaxError", Replace(g, "  tp: 4\n", "  tp: [4\n"), "p.yaml:"},
       {"EmptyDocument", "", "p.yaml:1:1: the document is empty"},
   };

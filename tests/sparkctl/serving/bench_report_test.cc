@@ -151,8 +151,12 @@ TEST(BenchServeFlagsTest, SizesAndUrls) {
   ASSERT_TRUE(u.ok());
   EXPECT_EQ(u->port, 80);
   EXPECT_EQ(u->base_path, "/llm");
-  EXPECT_NE(ParseUrl("https://x").status().message().find("https is not supported"),
-            std::string::npos);
+  u = ParseUrl("https://spark.lan/v1");
+  ASSERT_TRUE(u.ok());
+  EXPECT_TRUE(u->tls);
+  EXPECT_EQ(u->port, 443);
+  EXPECT_EQ(u->host, "spark.lan");
+  EXPECT_FALSE(ParseUrl("ftp://x").ok());
   EXPECT_FALSE(ParseUrl("http://x:99999").ok());
 }
 

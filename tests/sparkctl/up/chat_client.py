@@ -3,8 +3,10 @@
 working OpenAI-compatible endpoint. Prints the reply; exits 77 when `openai` is not installed.
 
     chat_client.py --base-url http://127.0.0.1:8000/v1 --model qwen3-tiny-demo [--api-key-file F]
+        [--cacert PEM]   (an https:// endpoint whose certificate the client pins)
 """
 import argparse
+import ssl
 import sys
 
 try:
@@ -19,13 +21,17 @@ def main():
     ap.add_argument("--base-url", required=True)
     ap.add_argument("--model", required=True)
     ap.add_argument("--api-key-file")
+    ap.add_argument("--cacert")
     ap.add_argument("--prompt", default="Hello from a simulated Spark cluster")
     a = ap.parse_args()
     key = "none"
     if a.api_key_file:
         with open(a.api_key_file) as f:
             key = f.readline().strip()
-    client = openai.OpenAI(base_url=a.base_url, api_key=key, timeout=60)
+    http = None
+    if a.cacert:
+        http = openai.DefaultHttpxClient(verify=ssl.create_default_context(cafile=a.cacert))
+    client = openai.OpenAI(base_url=a.base_url, api_key=key, timeout=60, http_client=http)
     r = client.chat.completions.create(
         model=a.model, messages=[{"role": "user", "content": a.prompt}],
         max_tokens=8, temperature=0)

@@ -45,6 +45,31 @@ TEST(LaunchPlanTest, OneRankPerNodeInRankOrder) {
   EXPECT_EQ(plan->served_name, "qwen3-tiny-demo");
 }
 
+TEST(LaunchPlanTest, TlsAndLimitsReachTheEngineAndTheEndpoint) {
+  profile::Profile p = DemoProfile();
+  p.api.bind = "0.0.0.0";
+  p.api.key_file = "/etc/sparkctl/keys";
+  p.api.tls = {"/etc/s/cert.pem", "/etc/s/key.pem", "/etc/s/clients.pem"};
+  p.api.limits.max_requests_per_peer = 16;
+  auto plan = PlanLaunch(p, Ring(), {});
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  const auto& argv = plan->ranks[0].argv;
+  EXPECT_TRUE(Has(argv, "--ssl-certfile", "/etc/s/cert.pem"));
+  EXPECT_TRUE(Has(argv, "--ssl-keyfile", "/etc/s/key.pem"));
+  EXPECT_TRUE(Has(argv, "--ssl-ca-certs", "/etc/s/clients.pem"));
+  EXPECT_TRUE(Has(argv, "--max-requests-per-peer", "16"));
+  EXPECT_EQ(std::count(argv.begin(), argv.end(), "--max-connections"), 0) << "defaults stay";
+  EXPECT_EQ(plan->endpoint, "https://127.0.0.1:8000");
+  EXPECT_EQ(plan->advertised_host, "198.19.0.10") << "a wildcard bind: rank 0's address";
+  EXPECT_FALSE(plan->clear_text);
+  p.api.tls = {};
+  auto clear = PlanLaunch(p, Ring(), {});
+  ASSERT_TRUE(clear.ok());
+  EXPECT_EQ(clear->endpoint, "http://127.0.0.1:8000");
+  EXPECT_TRUE(clear->clear_text);
+  EXPECT_FALSE(PlanLaunch(DemoProfile(), Ring(), {})->clear_text) << "loopback";
+}
+
 TEST(LaunchPlanTest, ControlTrafficUsesTheControlAddresses) {
   LaunchOptions o;
   for (int r = 0; r < 4; ++r) {

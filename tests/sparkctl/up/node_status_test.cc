@@ -212,5 +212,33 @@ TEST(RankStatusTest, RendersStatusTableAndJson) {
   EXPECT_NE(progress.find("rank 0 spark-0      loading      50%"), std::string::npos) << progress;
 }
 
+TEST(RankStatusTest, ShowsTheTlsFingerprintOrTheClearTextWarning) {
+  auto probes = Probes(AllReady());
+  LaunchPlan tls = Plan();
+  tls.endpoint = "https://127.0.0.1:8000";
+  tls.tls_fingerprint = "AB:CD";
+  const std::string table = RenderStatus(tls, probes, Assess(tls, probes));
+  EXPECT_NE(table.find("endpoint  https://127.0.0.1:8000 on spark-0"), std::string::npos) << table;
+  EXPECT_NE(table.find("tls       SHA-256 AB:CD\n"), std::string::npos) << table;
+  EXPECT_EQ(table.find("clear text"), std::string::npos) << table;
+  EXPECT_EQ(StatusJson(tls, probes, Assess(tls, probes))["tls_fingerprint"], "AB:CD");
+  LaunchPlan open = Plan();
+  open.clear_text = true;
+  const std::string warned = RenderStatus(open, probes, Assess(open, probes));
+  EXPECT_NE(warned.find("the API key travels in clear text"), std::string::npos) << warned;
+  auto j = StatusJson(open, probes, Assess(open, probes));
+  EXPECT_EQ(j["clear_text"], true);
+  EXPECT_TRUE(j["tls_fingerprint"].is_null());
+}
+
+TEST(RankStatusTest, HttpsProbesOnTheNodeSkipVerification) {
+  LaunchPlan tls = Plan();
+  tls.endpoint = "https://127.0.0.1:8000";
+  const std::string probe = ProbeCommand(tls, "spark-0", true, 1, 5);
+  EXPECT_NE(probe.find("--max-time 2 -k 'https://127.0.0.1:8000/ready'"), std::string::npos)
+      << probe;
+  EXPECT_EQ(ProbeCommand(Plan(), "spark-0", true, 1, 5).find(" -k "), std::string::npos);
+}
+
 }  // namespace
 }  // namespace spark::up

@@ -134,13 +134,17 @@ class Cluster {
 
   // One chat completion through the `openai` client, run on rank 0's node (the endpoint binds
   // loopback there). Returns the client's output; exit 77 when openai is missing.
-  Output Chat() const {
+  // `cacert`: the endpoint serves HTTPS with this certificate, which the client pins.
+  Output Chat(const std::string& cacert = "") const {
     const std::string python = Sh("python3 -c 'import sys; print(sys.executable)'").out;
     return Sparkctl("sim exec --name " + name_ + " spark-0 -- " +
                     python.substr(0, python.find('\n')) + " " SPARK_SOURCE_DIR
-                    "/tests/sparkctl/up/chat_client.py --base-url http://127.0.0.1:" +
-                    std::to_string(port_) + "/v1 --model up-e2e");
+                    "/tests/sparkctl/up/chat_client.py --base-url " +
+                    (cacert.empty() ? "http" : "https") + "://127.0.0.1:" +
+                    std::to_string(port_) + "/v1 --model up-e2e" +
+                    (cacert.empty() ? "" : " --cacert " + cacert));
   }
+  std::string root() const { return root_; }
 
  private:
   void WriteProfile(const std::string& topology) {
@@ -265,6 +269,56 @@ TEST_F(UpE2eTest, PairServesAndStops) {
 TEST_F(UpE2eTest, SwitchedFourServesAndStops) {
   Cluster c("upswitch", 4, "switched");
   ServeChatAndStop(c, false);
+}
+
+// api.tls end to end: a key of another certificate stops `up` before anything runs, naming the
+// file and the node; with matching files the endpoint serves HTTPS, `up` and `status` show the
+// certificate's fingerprint, status's probes work, and the `openai` client pinning the
+// certificate gets a reply.
+TEST_F(UpE2eTest, PairServesOverTls) {
+  const std::string dir = std::string(SPARK_BINARY_DIR) + "/up-e2e/uptls/tls";
+  Cluster c("uptls", 2, "pair", "",
+            "  tls:\n    cert: " + dir + "/cert.pem\n    key: " + dir + "/key.pem\n");
+  ASSERT_TRUE(c.created());
+  auto selfsigned = [&](const std::string& out, const std::string& names) {
+    Output o = c.Sparkctl("tls selfsigned --out " + out + " " + names + " --force --json");
+    EXPECT_EQ(o.exit_code, 0) << o.out;
+    return Json(o.out);
+  };
+  selfsigned(dir + "/other", "--name 127.0.0.1");
+  const nlohmann::json cert = selfsigned(dir, "--name 127.0.0.1");
+  std::filesystem::copy_file(dir + "/other/key.pem", dir + "/key.pem",
+                             std::filesystem::copy_options::overwrite_existing);
+  Output mismatched = c.Up();
+  EXPECT_EQ(mismatched.exit_code, 2) << mismatched.out;
+  EXPECT_NE(mismatched.out.find("api.tls.key " + dir + "/key.pem does not belong to api.tls.cert"),
+            std::string::npos) << mismatched.out;
+  EXPECT_NE(mismatched.out.find("(on spark-0)"), std::string::npos) << mismatched.out;
+  EXPECT_EQ(c.EngineProcesses(), 0);
+  EXPECT_FALSE(c.HasState());
+
+  // The names `up` will advertise, from the profile and the inventory.
+  const nlohmann::json good =
+      selfsigned(dir, "-c " + c.seed() + " -p " + c.profile() + " --name llm.lan");
+  EXPECT_EQ(good["names"], nlohmann::json::array({"llm.lan", "127.0.0.1", "spark-0",
+                                                  good["names"][3], "localhost"}))
+      << good.dump();
+  Output up = c.Up();
+  ASSERT_EQ(up.exit_code, 0) << up.out;
+  const nlohmann::json report = Json(up.out);
+  EXPECT_EQ(report["endpoint"], "https://127.0.0.1:8000") << up.out;
+  EXPECT_EQ(report["tls_fingerprint"], good["sha256_fingerprint"]) << up.out;
+  EXPECT_NE(report["tls_fingerprint"], cert["sha256_fingerprint"]);
+  EXPECT_EQ(report["clear_text"], false);
+  const nlohmann::json status = c.Status();
+  EXPECT_EQ(status["health"], "ready") << status.dump(1);
+  EXPECT_EQ(status["tls_fingerprint"], good["sha256_fingerprint"]);
+  Output chat = c.Chat(dir + "/cert.pem");
+  EXPECT_EQ(chat.exit_code, 0) << chat.out;
+  EXPECT_NE(chat.out.find("reply ("), std::string::npos) << chat.out;
+  Output down = c.Sparkctl("down " + c.Flags());
+  EXPECT_EQ(down.exit_code, 0) << down.out;
+  EXPECT_EQ(c.EngineProcesses(), 0);
 }
 
 // Each failure stops `up` before anything runs: no engine process, no state.
