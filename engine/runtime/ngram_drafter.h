@@ -1,6 +1,7 @@
 // NgramDrafter: prompt lookup. The last n tokens of a sequence (n from prompt_lookup_max down
 // to prompt_lookup_min) are searched for earlier in the same sequence (prompt and output); at
-// the most recent earlier match, the tokens that followed it are the draft. Free to compute and
+// the most recent earlier match followed by k tokens (else the one followed by the most), the
+// tokens that followed it are the draft. Free to compute and
 // model-agnostic; it pays where the output repeats its input (code editing, quoting, RAG).
 // Thread-safety: stateless after construction.
 #pragma once

@@ -124,7 +124,7 @@ void ExpectReference(const Outcome& run, int max_tokens) {
   }
 }
 
-TEST(NgramDrafterTest, ProposesWhatFollowedTheMostRecentLongestMatch) {
+TEST(NgramDrafterTest, ProposesWhatFollowedTheLongestMatch) {
   NgramDrafter d(1, 3);
   // Suffix "7 8 9" occurs at 1..3 and was followed by 4 5 6 1.
   EXPECT_EQ(d.Propose(std::vector<int32_t>{0, 7, 8, 9, 4, 5, 6, 1, 7, 8, 9}, 3),
@@ -138,6 +138,11 @@ TEST(NgramDrafterTest, ProposesWhatFollowedTheMostRecentLongestMatch) {
   NgramDrafter two(2, 2);
   EXPECT_TRUE(two.Propose(std::vector<int32_t>{5, 1, 6, 1}, 4).empty()) << "1-gram not tried";
   EXPECT_TRUE(d.Propose(std::vector<int32_t>{1, 2, 1}, 0).empty());
+  // In a loop the most recent match is followed by one token: an earlier one gives all three.
+  EXPECT_EQ(d.Propose(std::vector<int32_t>{7, 7, 7, 7, 7, 7}, 3), (std::vector<int32_t>{7, 7, 7}));
+  // The most recent match followed by enough tokens wins over an earlier one.
+  EXPECT_EQ(d.Propose(std::vector<int32_t>{4, 1, 2, 4, 3, 3, 4}, 2),
+            (std::vector<int32_t>{3, 3}));
 }
 
 TEST(SpeculativeOptionsTest, DsparkIsRefusedByNameWithWhatWorks) {
