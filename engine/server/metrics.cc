@@ -245,9 +245,9 @@ std::string ServerMetrics::Render(const ServiceStats& stats) const {
         "Tokens a drafted sequence gains per step: 1 + accepted draft tokens / drafts (0: none).",
         l,
         stats.spec_drafts == 0
-            ? 0.0f
-            : 1.0f + static_cast<float>(stats.spec_accepted_tokens) /
-                         static_cast<float>(stats.spec_drafts));
+            ? 0.0
+            : 1.0 + static_cast<double>(stats.spec_accepted_tokens) /
+                        static_cast<double>(stats.spec_drafts));
   Counter(out, "vllm:prompt_tokens", "Number of prefill tokens processed.", l, prompt_tokens_);
   Counter(out, "vllm:generation_tokens", "Number of generation tokens processed.", l,
           generation_tokens_);
