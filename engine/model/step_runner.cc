@@ -58,8 +58,9 @@ Result<std::vector<float>> ModelStepRunner::Run(const runtime::StepPlan& plan) {
     }
   }
   const ForwardBatch batch = MakeBatch(plan, cache_.block_size());
-  const bool drafts = std::any_of(plan.entries.begin(), plan.entries.end(),
-                                  [](const runtime::StepPlanEntry& e) { return e.num_draft_tokens > 0; });
+  const bool drafts =
+      std::any_of(plan.entries.begin(), plan.entries.end(),
+                  [](const runtime::StepPlanEntry& e) { return e.num_draft_tokens > 0; });
   if (drafts) {
     if (const std::string why = model_->WhyNoSpeculation(); !why.empty()) {
       return FailedPreconditionError("step " + std::to_string(plan.step) +

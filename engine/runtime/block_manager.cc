@@ -127,7 +127,8 @@ bool BlockManager::CanAppendWithoutEviction(const Sequence& seq, int num_new_tok
 
 void BlockManager::TrimTo(Sequence& seq, int num_tokens) {
   std::vector<int32_t>& table = seq.block_table();
-  const size_t keep = static_cast<size_t>((std::max(0, num_tokens) + block_size_ - 1) / block_size_);
+  const size_t keep =
+      static_cast<size_t>((std::max(0, num_tokens) + block_size_ - 1) / block_size_);
   while (table.size() > keep) {
     ReleaseBlock(table.back());
     table.pop_back();

@@ -253,7 +253,8 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(SpeculativeEngineTest, RejectedDraftsLeaveTheStateOfARunWithoutThem) {
   // Budget and blocks to spare, so drafts change no other sequence's chunk or admission.
   constexpr int kBlocks = 160, kBudget = 256;
-  FakeModelRunner plain_runner(kVocab, kBlocks, kBlockSize), spec_runner(kVocab, kBlocks, kBlockSize);
+  FakeModelRunner plain_runner(kVocab, kBlocks, kBlockSize);
+  FakeModelRunner spec_runner(kVocab, kBlocks, kBlockSize);
   auto plain = Engine::Create(Options(true, true, kBudget, kBlocks, 0), &plain_runner).value();
   auto spec = Engine::Create(Options(true, true, kBudget, kBlocks, 4), &spec_runner).value();
   ScriptedDrafter wrong(true);
@@ -286,8 +287,9 @@ TEST(SpeculativeEngineTest, RejectedDraftsLeaveTheStateOfARunWithoutThem) {
       EXPECT_EQ(x->block_table().size(), y->block_table().size()) << "seq " << i;
       // What attention would read: the KV of every computed position.
       for (int pos = 0; pos < x->num_computed_tokens(); ++pos) {
-        const size_t sx = size_t(x->block_table()[pos / kBlockSize]) * kBlockSize + pos % kBlockSize;
-        const size_t sy = size_t(y->block_table()[pos / kBlockSize]) * kBlockSize + pos % kBlockSize;
+        const size_t block = pos / kBlockSize, offset = pos % kBlockSize;
+        const size_t sx = size_t(x->block_table()[block]) * kBlockSize + offset;
+        const size_t sy = size_t(y->block_table()[block]) * kBlockSize + offset;
         EXPECT_EQ(plain_runner.cache()[sx], spec_runner.cache()[sy]);
       }
     }
