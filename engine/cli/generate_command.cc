@@ -19,6 +19,7 @@
 #include "base/logging.h"
 #include "base/strings.h"
 #include "engine/cli/backend_flags.h"
+#include "engine/cli/speculative_flags.h"
 #include "engine/cli/engine_command.h"
 #include "engine/cli/rank_launch.h"
 #include "engine/runtime/engine.h"
@@ -52,6 +53,7 @@ struct GenerateOptions {
   int num_kv_blocks = 0;  // 0: enough for every prompt at once
   int max_batched_tokens = 2048;
   bool no_prefix_caching = false;
+  runtime::SpeculativeOptions speculative;  // --speculative-method ... (rank 0 drafts)
   int test_exit_rank = -1;         // hidden: that worker rank exits with status 3 after one plan
   std::string log_level = "warn";  // the global --log-level, handed to local ranks
 };
@@ -103,6 +105,8 @@ std::vector<std::string> RankArgv(const GenerateOptions& o, int rank, int port, 
   if (o.print_stats) a.push_back("--print-stats");
   if (o.ignore_eos) a.push_back("--ignore-eos");
   if (o.no_prefix_caching) a.push_back("--no-prefix-caching");
+  const std::vector<std::string> spec = cli::SpeculativeArgv(o.speculative);
+  a.insert(a.end(), spec.begin(), spec.end());
   return a;
 }
 
@@ -183,6 +187,7 @@ runtime::EngineOptions MakeEngineOptions(const GenerateOptions& o, const PromptS
   eo.blocks.enable_prefix_caching = !o.no_prefix_caching;
   eo.eos_token_id = config.eos_token_ids.empty() ? -1 : config.eos_token_ids[0];
   eo.seed = o.seed;
+  eo.speculative = o.speculative;
   return eo;
 }
 
@@ -257,7 +262,16 @@ Status RunRankZero(const GenerateOptions& o) {
                         {"prefix_queries", stats.prefix_queries},
                         {"prefix_hits", stats.prefix_hits},
                         {"prompt_tokens_computed", stats.prompt_tokens_computed},
-                        {"num_preemptions", stats.num_preemptions}};
+                        {"num_preemptions", stats.num_preemptions},
+                        {"spec_decode_num_drafts", stats.spec_drafts},
+                        {"spec_decode_num_draft_tokens", stats.spec_draft_tokens},
+                        {"spec_decode_num_accepted_tokens", stats.spec_accepted_tokens},
+                        {"spec_decode_mean_accepted_length",
+                         stats.spec_drafts == 0
+                             ? 0.0
+                             : 1.0 + static_cast<double>(stats.spec_accepted_tokens) /
+                                         static_cast<double>(stats.spec_drafts)},
+                        {"seconds", secs}};
     std::printf("%s\n", j.dump().c_str());
   }
   std::fflush(stdout);
@@ -269,6 +283,7 @@ Status RunGenerate(const GenerateOptions& o) {
   if (o.max_tokens < 1) return InvalidArgumentError("--max-tokens must be >= 1");
   if (o.repeat < 1) return InvalidArgumentError("--repeat must be >= 1");
   if (o.block_size < 1) return InvalidArgumentError("--block-size must be >= 1");
+  SPARK_RETURN_IF_ERROR(cli::ValidateSpeculativeFlags(o.speculative));
   // The rank options' checks (--backend, --rank, --master-port), before any rank is started;
   // the KV cache size is settled later (1 stands in for it here).
   SPARK_RETURN_IF_ERROR(MakeRankOptions(o, std::max(o.rank, 0), 1).Validate());
@@ -317,6 +332,7 @@ void RegisterGenerateCommand(CLI::App& parent, CommandContext& context) {
   cmd->add_option("--max-batched-tokens", o->max_batched_tokens,
                   "Tokens per step; longer prompts are prefilled in chunks (default 2048)");
   cmd->add_flag("--no-prefix-caching", o->no_prefix_caching, "Do not reuse cached KV blocks");
+  cli::AddSpeculativeFlags(cmd, &o->speculative);
   cmd->add_option("--test-exit-rank", o->test_exit_rank)->group("");  // tests only
   cmd->footer(
       "\nExample:\n  spark-engine generate --model tests/fixtures/models/qwen3-tiny "

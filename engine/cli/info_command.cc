@@ -44,8 +44,9 @@ nlohmann::ordered_json Info() {
           {"backends", compiled},
           {"model_families", families},
           {"chat_formats", List(tokenizer::ChatFormatNames(), str)},
-          // Methods `serve --speculative` runs: none yet (speculative decoding is not built).
-          {"speculative_methods", nlohmann::json::array()},
+          // Methods `serve --speculative-method` runs (dspark is refused: not built yet). A
+          // model family whose state has no rollback refuses them at start (Qwen3 runs them).
+          {"speculative_methods", {"ngram"}},
           {"environment",
            {{"variables", List(config::EnvironmentNames(), str)},
             {"prefixes", List(config::LibraryEnvironmentPrefixes(), str)}}}};

@@ -46,6 +46,7 @@ class ExitingRunner : public runtime::ModelRunner {
  public:
   ExitingRunner(runtime::ModelRunner* inner, int after) : inner_(inner), left_(after) {}
   int vocab_size() const override { return inner_->vocab_size(); }
+  std::string WhyNoSpeculation() const override { return inner_->WhyNoSpeculation(); }
   Result<std::vector<float>> Run(const runtime::StepPlan& plan) override {
     if (left_-- <= 0) std::_Exit(3);
     return inner_->Run(plan);
@@ -78,6 +79,7 @@ class HeartbeatAwareRunner : public runtime::ModelRunner {
                        std::chrono::milliseconds delay)
       : inner_(inner), status_(status), delay_(delay) {}
   int vocab_size() const override { return inner_->vocab_size(); }
+  std::string WhyNoSpeculation() const override { return inner_->WhyNoSpeculation(); }
   Result<std::vector<float>> Run(const runtime::StepPlan& plan) override {
     if (status_) status_->Touch();
     if (plan.entries.empty()) return std::vector<float>();
@@ -151,6 +153,7 @@ class RankSession::GroupRunner : public runtime::ModelRunner {
       : inner_(inner), comm_(comm), on_error_(std::move(on_error)) {}
 
   int vocab_size() const override { return inner_->vocab_size(); }
+  std::string WhyNoSpeculation() const override { return inner_->WhyNoSpeculation(); }
   runtime::DecodeStepCounts decode_steps() const override {
     std::lock_guard lock(mu_);
     return inner_->decode_steps();
@@ -222,6 +225,7 @@ class RankSession::ProgressRunner : public runtime::ModelRunner {
   ProgressRunner(runtime::ModelRunner* inner, RankStatus* status, std::chrono::milliseconds delay)
       : inner_(inner), status_(status), delay_(delay) {}
   int vocab_size() const override { return inner_->vocab_size(); }
+  std::string WhyNoSpeculation() const override { return inner_->WhyNoSpeculation(); }
   runtime::DecodeStepCounts decode_steps() const override { return inner_->decode_steps(); }
   Result<std::vector<float>> Run(const runtime::StepPlan& plan) override {
     return RunCounted(*inner_, plan, status_, delay_);

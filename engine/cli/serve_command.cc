@@ -25,6 +25,7 @@
 #include "base/strings.h"
 #include "engine/cli/engine_command.h"
 #include "engine/cli/backend_flags.h"
+#include "engine/cli/speculative_flags.h"
 #include "engine/cli/rank_launch.h"
 #include "engine/cli/rank_status_file.h"
 #include "engine/cli/serve_control.h"
@@ -81,6 +82,7 @@ struct ServeOptions {
   double kv_memory_fraction = 0;
   bool no_chunked_prefill = false;
   bool no_prefix_caching = false;
+  runtime::SpeculativeOptions speculative;  // --speculative-method ... (rank 0 drafts)
   // Parsers the profile expects; the engine parses with its chat format's markers, so each must
   // name that format ("" = whatever the format is).
   std::string reasoning_parser;
@@ -154,6 +156,7 @@ Status ValidateFlags(const ServeOptions& o) {
         "--kv-memory-fraction and --num-kv-blocks both size the KV cache: give one");
   }
   if (o.max_batched_tokens < 1) return InvalidArgumentError("--max-batched-tokens must be >= 1");
+  SPARK_RETURN_IF_ERROR(cli::ValidateSpeculativeFlags(o.speculative));
   if (o.ranks_per_node < 0 || o.ranks_per_node > o.tp) {
     return InvalidArgumentError("--ranks-per-node " + std::to_string(o.ranks_per_node) +
                                 ": must be in [1, --tp]");
@@ -388,6 +391,7 @@ runtime::EngineOptions MakeEngineOptions(const ServeOptions& o, const core::Mode
   eo.blocks.block_size = o.block_size;
   eo.blocks.enable_prefix_caching = !o.no_prefix_caching;
   eo.eos_token_id = config.eos_token_ids.empty() ? -1 : config.eos_token_ids[0];
+  eo.speculative = o.speculative;
   return eo;
 }
 
@@ -654,6 +658,7 @@ void RegisterServeCommand(CLI::App& parent, CommandContext& context) {
                 "--max-model-len; a smaller --max-batched-tokens is refused)");
   cmd->add_flag("--no-prefix-caching", o->no_prefix_caching,
                 "Do not reuse the KV blocks of shared prompt prefixes");
+  cli::AddSpeculativeFlags(cmd, &o->speculative);
   cmd->add_option("--reasoning-parser", o->reasoning_parser,
                   "Refuse to start unless reasoning is parsed with this format's markers (the "
                   "chat format's)");

@@ -5,11 +5,15 @@
 namespace spark::engine::model {
 
 int64_t ForwardBatch::num_logit_rows() const {
-  return all_logits ? num_tokens() : static_cast<int64_t>(sequences.size());
+  if (all_logits) return num_tokens();
+  int64_t rows = 0;
+  for (const BatchSequence& s : sequences) rows += s.logits_rows;
+  return rows;
 }
 
 void ForwardBatch::AddSequence(std::span<const int32_t> tokens, int64_t cached,
-                               std::vector<int32_t> block_table, int block_size) {
+                               std::vector<int32_t> block_table, int block_size,
+                               int64_t logits_rows) {
   for (size_t i = 0; i < tokens.size(); ++i) {
     const int64_t pos = cached + static_cast<int64_t>(i);
     token_ids.push_back(tokens[i]);
@@ -20,7 +24,8 @@ void ForwardBatch::AddSequence(std::span<const int32_t> tokens, int64_t cached,
                         : -1);  // Validate reports the short block table
   }
   sequences.push_back({static_cast<int64_t>(tokens.size()),
-                       cached + static_cast<int64_t>(tokens.size()), std::move(block_table)});
+                       cached + static_cast<int64_t>(tokens.size()), std::move(block_table),
+                       logits_rows});
 }
 
 Status ForwardBatch::Validate(int block_size, int64_t num_blocks, int vocab_size) const {
@@ -36,6 +41,11 @@ Status ForwardBatch::Validate(int block_size, int64_t num_blocks, int vocab_size
     const std::string where = "forward batch: sequence " + std::to_string(s) + ": ";
     if (seq.query_len <= 0 || seq.query_len > seq.context_len) {
       return InvalidArgumentError(where + "needs 0 < query_len <= context_len");
+    }
+    if (seq.logits_rows < 1 || seq.logits_rows > seq.query_len) {
+      return InvalidArgumentError(where + "needs 1 <= logits_rows (" +
+                                  std::to_string(seq.logits_rows) + ") <= query_len (" +
+                                  std::to_string(seq.query_len) + ")");
     }
     if (static_cast<int64_t>(seq.block_table.size()) * block_size < seq.context_len) {
       return InvalidArgumentError(where + "block table of " +

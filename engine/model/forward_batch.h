@@ -19,6 +19,9 @@ struct BatchSequence {
   int64_t query_len = 0;             // new tokens of this sequence in this step
   int64_t context_len = 0;           // tokens in its KV cache after this step (earlier + new)
   std::vector<int32_t> block_table;  // KV block ids; token j lives in block_table[j / block_size]
+  // Logits rows of this sequence: its last `logits_rows` new tokens (1: the last one; more when
+  // a speculative step verifies draft tokens, runtime/drafter.h). 1 <= logits_rows <= query_len.
+  int64_t logits_rows = 1;
 };
 
 struct ForwardBatch {
@@ -26,7 +29,8 @@ struct ForwardBatch {
   std::vector<int32_t> positions;  // per token: its position in its sequence
   std::vector<int64_t> slots;      // per token: KV cache slot (block * block_size + offset)
   std::vector<BatchSequence> sequences;
-  // false: logits of each sequence's last token (serving); true: of every token (tests, scoring).
+  // false: logits of each sequence's last logits_rows tokens (serving); true: of every token
+  // (tests, scoring).
   bool all_logits = false;
 
   int64_t num_tokens() const { return static_cast<int64_t>(token_ids.size()); }
@@ -36,7 +40,7 @@ struct ForwardBatch {
   // Adds a sequence whose cache already holds `cached` tokens and which now appends `tokens`;
   // positions and slots follow from the block table.
   void AddSequence(std::span<const int32_t> tokens, int64_t cached,
-                   std::vector<int32_t> block_table, int block_size);
+                   std::vector<int32_t> block_table, int block_size, int64_t logits_rows = 1);
 
   // InvalidArgument when sizes disagree, a block table is too short for context_len, a slot or
   // block id is outside a cache of num_blocks x block_size, or a token id is outside the vocab.

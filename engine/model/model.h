@@ -90,6 +90,13 @@ class Model {
     return "this model family has no graph-safe decode step";
   }
   bool decode_graphs_ok() const { return WhyNoDecodeGraphs().empty(); }
+  // Why this model may not run speculative steps (runtime/drafter.h), or "" when it may: a
+  // verify step writes draft tokens that may be rejected, so every piece of state they touch
+  // must be dropped by shortening the sequence (the paged KV cache's slots past its end are
+  // rewritten before they are read). A model with state beyond the paged cache says why not.
+  virtual std::string WhyNoSpeculation() const {
+    return "this model family keeps state beyond the paged KV cache that has no rollback yet";
+  }
 
  protected:
   // LaunchArgMax's checks: at most kMaxLaunched steps, and for ids_from_last one token per

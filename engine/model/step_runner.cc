@@ -44,7 +44,7 @@ ForwardBatch ModelStepRunner::MakeBatch(const runtime::StepPlan& plan, int block
   for (const runtime::StepPlanEntry& e : plan.entries) {
     // start_pos is how many of the sequence's tokens are already in its KV blocks (a prefix
     // cache hit or earlier chunks); the block table covers them and the new tokens.
-    batch.AddSequence(e.token_ids, e.start_pos, e.block_table, block_size);
+    batch.AddSequence(e.token_ids, e.start_pos, e.block_table, block_size, e.logits_rows());
   }
   return batch;
 }
@@ -58,12 +58,31 @@ Result<std::vector<float>> ModelStepRunner::Run(const runtime::StepPlan& plan) {
     }
   }
   const ForwardBatch batch = MakeBatch(plan, cache_.block_size());
+  const bool drafts =
+      std::any_of(plan.entries.begin(), plan.entries.end(),
+                  [](const runtime::StepPlanEntry& e) { return e.num_draft_tokens > 0; });
+  if (drafts) {
+    if (const std::string why = model_->WhyNoSpeculation(); !why.empty()) {
+      return FailedPreconditionError("step " + std::to_string(plan.step) +
+                                     ": speculative step refused: " + why);
+    }
+  }
   if (plan.command == runtime::StepCommand::kRunArgMax) {
-    SPARK_ASSIGN_OR_RETURN(const std::vector<int32_t> ids, RunArgMax(plan, batch));
+    std::vector<int32_t> ids;
+    if (drafts) {  // verify rows: no graph, nothing launched ahead
+      SPARK_RETURN_IF_ERROR(DropAhead());
+      SPARK_RETURN_IF_ERROR(model_->ForwardArgMax(batch, cache_, &ids));
+      SPARK_RETURN_IF_ERROR(backend_->status());
+    } else {
+      SPARK_ASSIGN_OR_RETURN(ids, RunArgMax(plan, batch));
+    }
     std::vector<float> rows;
     if (!return_logits_) return rows;
-    for (size_t i = 0; i < plan.entries.size() && i < ids.size(); ++i) {
-      if (plan.entries[i].needs_logits) rows.push_back(static_cast<float>(ids[i]));
+    size_t row = 0;
+    for (const runtime::StepPlanEntry& e : plan.entries) {
+      for (int r = 0; r < e.logits_rows() && row < ids.size(); ++r, ++row) {
+        if (e.needs_logits) rows.push_back(static_cast<float>(ids[row]));
+      }
     }
     return rows;
   }
@@ -74,18 +93,22 @@ Result<std::vector<float>> ModelStepRunner::Run(const runtime::StepPlan& plan) {
   SPARK_RETURN_IF_ERROR(model_->Forward(batch, cache_, &logits_));
   SPARK_RETURN_IF_ERROR(backend_->status());
   const size_t vocab = static_cast<size_t>(vocab_size());
-  // One row per sequence: the logits of its last new token.
-  if (logits_.size() != vocab * plan.entries.size()) {
+  // Per sequence: the logits of its last new token, or of its last 1 + num_draft_tokens.
+  if (logits_.size() != vocab * static_cast<size_t>(batch.num_logit_rows())) {
     return InternalError("model returned " + std::to_string(logits_.size()) + " logits for " +
-                         std::to_string(plan.entries.size()) + " sequences of vocab " +
+                         std::to_string(batch.num_logit_rows()) + " rows of vocab " +
                          std::to_string(vocab));
   }
   std::vector<float> rows;
   if (!return_logits_) return rows;
   rows.reserve(vocab * static_cast<size_t>(plan.num_logits_rows()));
-  for (size_t i = 0; i < plan.entries.size(); ++i) {
-    if (!plan.entries[i].needs_logits) continue;
-    rows.insert(rows.end(), logits_.begin() + i * vocab, logits_.begin() + (i + 1) * vocab);
+  size_t row = 0;
+  for (const runtime::StepPlanEntry& e : plan.entries) {
+    const size_t n = static_cast<size_t>(e.logits_rows());
+    if (e.needs_logits) {
+      rows.insert(rows.end(), logits_.begin() + row * vocab, logits_.begin() + (row + n) * vocab);
+    }
+    row += n;
   }
   return rows;
 }

@@ -53,6 +53,10 @@ class ModelStepRunner : public runtime::ModelRunner {
 
   int vocab_size() const override { return model_->config().vocab_size; }
   runtime::DecodeStepCounts decode_steps() const override { return decode_steps_; }
+  std::string WhyNoSpeculation() const override {
+    const std::string why = model_->WhyNoSpeculation();
+    return why.empty() ? why : model_->config().model_type + ": " + why;
+  }
 
   // Runs the plan's entries in one forward (kRunArgMax plans through Model::ForwardArgMax, so
   // only ids leave the backend; the backend's error, if an op met one, fails the step).

@@ -116,6 +116,25 @@ Status BlockManager::Append(Sequence& seq, int num_new_tokens) {
   return Status::Ok();
 }
 
+bool BlockManager::CanAppendWithoutEviction(const Sequence& seq, int num_new_tokens) const {
+  int needed = BlocksNeeded(seq, num_new_tokens);
+  if (needed > num_free_blocks()) return false;
+  for (auto it = free_list_.begin(); needed > 0; ++it, --needed) {
+    if (IsCached(*it)) return false;  // plain blocks come first: the rest are cached too
+  }
+  return true;
+}
+
+void BlockManager::TrimTo(Sequence& seq, int num_tokens) {
+  std::vector<int32_t>& table = seq.block_table();
+  const size_t keep =
+      static_cast<size_t>((std::max(0, num_tokens) + block_size_ - 1) / block_size_);
+  while (table.size() > keep) {
+    ReleaseBlock(table.back());
+    table.pop_back();
+  }
+}
+
 void BlockManager::CommitComputed(Sequence& seq) {
   if (!prefix_caching_) return;
   const std::vector<int32_t>& table = seq.block_table();

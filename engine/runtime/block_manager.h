@@ -56,6 +56,12 @@ class BlockManager {
   bool CanAppend(const Sequence& seq, int num_new_tokens) const {
     return BlocksNeeded(seq, num_new_tokens) <= num_free_blocks();
   }
+  // CanAppend, with every block drawn from plain free blocks (none evicted from the cache).
+  bool CanAppendWithoutEviction(const Sequence& seq, int num_new_tokens) const;
+  // Gives back the blocks past those that hold `num_tokens` positions (last first; they must be
+  // unshared and unhashed: a speculative step's blocks for rejected drafts). Their free-list
+  // places are where allocation took them from, so the cache is as if they were never taken.
+  void TrimTo(Sequence& seq, int num_tokens);
   // Grows the table for num_new_tokens more tokens. ResourceExhausted when too few blocks.
   Status Append(Sequence& seq, int num_new_tokens);
   // After seq's num_computed_tokens advanced: hashes and caches the blocks that became full.

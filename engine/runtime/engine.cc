@@ -14,7 +14,21 @@ Result<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options, Mod
   if (runner == nullptr || runner->vocab_size() < 1) {
     return InvalidArgumentError("engine: a model runner with a vocabulary is required");
   }
-  return std::unique_ptr<Engine>(new Engine(options, runner));
+  std::unique_ptr<Drafter> drafter;
+  if (options.speculative.enabled()) {
+    SPARK_ASSIGN_OR_RETURN(drafter, MakeDrafter(options.speculative));
+    if (const std::string why = runner->WhyNoSpeculation(); !why.empty()) {
+      return FailedPreconditionError("speculative method " + options.speculative.method +
+                                     ": " + why + "; run without speculative decoding");
+    }
+  } else {
+    SPARK_RETURN_IF_ERROR(options.speculative.Validate());
+  }
+  std::unique_ptr<Engine> engine(new Engine(options, runner));
+  engine->drafter_ = std::move(drafter);
+  engine->scheduler_.set_drafter(engine->drafter_.get(),
+                                 options.speculative.num_speculative_tokens);
+  return engine;
 }
 
 Engine::Engine(const EngineOptions& options, ModelRunner* runner)
@@ -166,11 +180,15 @@ std::vector<int> Engine::StartMasks(const SchedulerOutput& out) {
 }
 
 Result<SampleResult> Engine::SampleProcessed(Sequence& seq, std::span<const float> row,
-                                             std::span<const uint32_t> mask) {
+                                             std::span<const uint32_t> mask, int32_t draft,
+                                             bool* accepted) {
   const SamplingParams& p = seq.params();
-  if (!p.ProcessesLogits()) {
-    return Sample(row, p, seq.prompt_ids(), seq.output_ids(), seq.rng());
-  }
+  auto sample = [&](std::span<const float> logits) -> Result<SampleResult> {
+    if (draft < 0) return Sample(logits, p, seq.prompt_ids(), seq.output_ids(), seq.rng());
+    return VerifyDraftToken(logits, p, seq.prompt_ids(), seq.output_ids(), draft, seq.rng(),
+                            accepted);
+  };
+  if (!p.ProcessesLogits()) return sample(row);
   std::vector<int32_t> blocked;
   if (seq.num_output_tokens() < p.min_tokens) {
     blocked = p.stop_token_ids;
@@ -182,8 +200,7 @@ Result<SampleResult> Engine::SampleProcessed(Sequence& seq, std::span<const floa
     return InternalError("request " + std::to_string(seq.id()) +
                          ": structured output left no token to sample");
   }
-  SPARK_ASSIGN_OR_RETURN(SampleResult s,
-                         Sample(processed, p, seq.prompt_ids(), seq.output_ids(), seq.rng()));
+  SPARK_ASSIGN_OR_RETURN(SampleResult s, sample(processed));
   FillLogprobs(row, p, &s);  // vLLM reports logprobs of the raw logits.
   return s;
 }
@@ -202,37 +219,71 @@ Status Engine::SampleRows(const SchedulerOutput& out, const std::vector<float>& 
     Sequence* seq = out.scheduled[i].seq;
     if (seq->num_output_tokens() == 0) prompt_tokens_computed_ += out.scheduled[i].num_new_tokens;
     if (!out.plan.entries[i].needs_logits) continue;
-    std::span<const float> r(logits.data() + row++ * vocab, vocab);
-    SampleResult s;
-    if (ids) {
-      s.token = static_cast<int32_t>(r[0]);  // the runner's argmax (greedy, no logprobs)
-      if (s.token < 0 || s.token >= runner_->vocab_size()) {
-        return InternalError("model runner picked token " + std::to_string(s.token) +
-                             " outside the vocabulary of " +
-                             std::to_string(runner_->vocab_size()));
+    // Row d verifies draft[d] (the token after the sequence's last one and the d drafts
+    // before it); the row after the last accepted draft gives the target's own token.
+    const std::vector<int32_t>& draft = out.scheduled[i].draft;
+    const size_t first_row = row;
+    row += 1 + draft.size();
+    int accepted = 0;
+    for (size_t d = 0; d <= draft.size(); ++d) {
+      std::span<const float> r(logits.data() + (first_row + d) * vocab, vocab);
+      const int32_t proposal = d < draft.size() ? draft[d] : -1;
+      bool kept = false;
+      SampleResult s;
+      if (ids) {
+        s.token = static_cast<int32_t>(r[0]);  // the runner's argmax (greedy, no logprobs)
+        if (s.token < 0 || s.token >= runner_->vocab_size()) {
+          return InternalError("model runner picked token " + std::to_string(s.token) +
+                               " outside the vocabulary of " +
+                               std::to_string(runner_->vocab_size()));
+        }
+        kept = s.token == proposal;
+      } else {
+        std::span<const uint32_t> mask;
+        ConstrainedOutput* c = seq->constrained();
+        if (d == 0 && mask_rows[i] >= 0) {
+          mask = masks_->row(static_cast<size_t>(mask_rows[i]));
+        } else if (d > 0 && c != nullptr && c->active()) {
+          // The grammar has followed the drafts accepted so far: this position's mask.
+          draft_mask_.assign(MaskWords(runner_->vocab_size()), 0u);
+          SPARK_RETURN_IF_ERROR(
+              c->FillMask(draft_mask_).WithContext("request " + std::to_string(seq->id())));
+          mask = draft_mask_;
+        }
+        SPARK_ASSIGN_OR_RETURN(s, SampleProcessed(*seq, r, mask, proposal, &kept));
       }
-    } else {
-      std::span<const uint32_t> mask;
-      if (mask_rows[i] >= 0) mask = masks_->row(static_cast<size_t>(mask_rows[i]));
-      SPARK_ASSIGN_OR_RETURN(s, SampleProcessed(*seq, r, mask));
+      SPARK_ASSIGN_OR_RETURN(const bool finished, EmitToken(seq, std::move(s), outputs));
+      if (kept) ++accepted;
+      if (finished || !kept) break;
     }
-    seq->AppendToken(s.token);
-    RequestTimes& times = seq->times();
-    times.last_token = RequestTimes::Clock::now();
-    if (seq->num_output_tokens() == 1) times.first_token = times.last_token;
-    if (ConstrainedOutput* c = seq->constrained()) {
-      SPARK_RETURN_IF_ERROR(c->Advance(s.token).WithContext("request " + std::to_string(seq->id())));
+    if (!draft.empty()) {
+      ++spec_drafts_;
+      spec_draft_tokens_ += draft.size();
+      spec_accepted_tokens_ += static_cast<uint64_t>(accepted);
+      scheduler_.CommitDraft(seq, accepted);
     }
-    TokenOutput o{seq->id(), true, s.token, s.logprob, std::move(s.top_logprobs), false, {}};
-    o.finish_reason = CheckStop(*seq);
-    if (o.finish_reason != FinishReason::kNone) {
-      scheduler_.Finish(seq, o.finish_reason);
-      o.finished = true;
-      o.times = seq->times();
-    }
-    outputs->push_back(std::move(o));
   }
   return Status::Ok();
+}
+
+Result<bool> Engine::EmitToken(Sequence* seq, SampleResult s, std::vector<TokenOutput>* outputs) {
+  seq->AppendToken(s.token);
+  RequestTimes& times = seq->times();
+  times.last_token = RequestTimes::Clock::now();
+  if (seq->num_output_tokens() == 1) times.first_token = times.last_token;
+  if (ConstrainedOutput* c = seq->constrained()) {
+    SPARK_RETURN_IF_ERROR(c->Advance(s.token).WithContext("request " + std::to_string(seq->id())));
+  }
+  TokenOutput o{seq->id(), true, s.token, s.logprob, std::move(s.top_logprobs), false, {}};
+  o.finish_reason = CheckStop(*seq);
+  const bool finished = o.finish_reason != FinishReason::kNone;
+  if (finished) {
+    scheduler_.Finish(seq, o.finish_reason);
+    o.finished = true;
+    o.times = seq->times();
+  }
+  outputs->push_back(std::move(o));
+  return finished;
 }
 
 FinishReason Engine::CheckStop(const Sequence& seq) const {
@@ -265,6 +316,9 @@ EngineStats Engine::stats() const {
   s.num_steps = num_steps_;
   s.prompt_tokens_computed = prompt_tokens_computed_;
   s.decode_steps = runner_->decode_steps();
+  s.spec_drafts = spec_drafts_;
+  s.spec_draft_tokens = spec_draft_tokens_;
+  s.spec_accepted_tokens = spec_accepted_tokens_;
   return s;
 }
 

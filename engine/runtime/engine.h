@@ -15,6 +15,7 @@
 #include "engine/runtime/block_manager.h"
 #include "engine/runtime/memory_guard.h"
 #include "engine/runtime/constraint_masks.h"
+#include "engine/runtime/drafter.h"
 #include "engine/runtime/model_runner.h"
 #include "engine/runtime/sampler.h"
 #include "engine/runtime/scheduler.h"
@@ -40,6 +41,9 @@ struct EngineOptions {
   // Threads that compute structured-output masks while the forward runs (constraint_masks.h);
   // started with the first constrained request. Default 4.
   int constraint_threads = 4;
+  // Speculative decoding (drafter.h): off by default. Create refuses a method it does not run
+  // and a runner that cannot verify drafts (ModelRunner::WhyNoSpeculation).
+  SpeculativeOptions speculative;
 };
 
 // One new token of one sequence, or the news that it finished without one.
@@ -67,6 +71,12 @@ struct EngineStats {
   uint64_t num_steps = 0;
   uint64_t prompt_tokens_computed = 0;  // Prefill tokens actually run (cache hits excluded).
   DecodeStepCounts decode_steps;         // the runner's graph and eager decode steps
+  // Speculative decoding (vLLM's spec_decode counters): sequence-steps that carried drafts,
+  // draft tokens proposed, draft tokens accepted. Mean accepted length a step: 1 +
+  // spec_accepted_tokens / spec_drafts.
+  uint64_t spec_drafts = 0;
+  uint64_t spec_draft_tokens = 0;
+  uint64_t spec_accepted_tokens = 0;
 };
 
 class Engine {
@@ -93,6 +103,11 @@ class Engine {
     if (options_.memory_guard != nullptr) options_.memory_guard->Check();
   }
   const Sequence* Find(uint64_t id) const;
+  // Tests: drafts from `drafter` (not owned) instead of the engine's own; the engine must have
+  // been created with speculative decoding on (its num_speculative_tokens apply).
+  void SetDrafterForTest(Drafter* drafter) {
+    scheduler_.set_drafter(drafter, options_.speculative.num_speculative_tokens);
+  }
   EngineStats stats() const;
 
  private:
@@ -107,9 +122,13 @@ class Engine {
   // the ids the runner picked.
   Status SampleRows(const SchedulerOutput& out, const std::vector<float>& logits,
                     const std::vector<int>& mask_rows, std::vector<TokenOutput>* outputs);
-  // One row through logit processing (bias, min_tokens, grammar mask) and the sampler.
+  // One row through logit processing (bias, min_tokens, grammar mask) and the sampler; with a
+  // `draft` token (>= 0) its verdict instead (VerifyDraftToken), *accepted set.
   Result<SampleResult> SampleProcessed(Sequence& seq, std::span<const float> row,
-                                       std::span<const uint32_t> mask);
+                                       std::span<const uint32_t> mask, int32_t draft = -1,
+                                       bool* accepted = nullptr);
+  // Appends `s.token` to `seq` (grammar, times, stops) and reports it; true when it finished.
+  Result<bool> EmitToken(Sequence* seq, SampleResult s, std::vector<TokenOutput>* outputs);
   // kNone, or why `seq` stops after its last token.
   FinishReason CheckStop(const Sequence& seq) const;
   void DropFinished();
@@ -127,6 +146,9 @@ class Engine {
   uint64_t prompt_tokens_computed_ = 0;
   bool stalled_ = false;
   std::unique_ptr<ConstraintMasks> masks_;  // Made with the first constrained request.
+  std::unique_ptr<Drafter> drafter_;         // With options_.speculative enabled.
+  std::vector<uint32_t> draft_mask_;         // A grammar's mask at a draft position.
+  uint64_t spec_drafts_ = 0, spec_draft_tokens_ = 0, spec_accepted_tokens_ = 0;
 };
 
 }  // namespace spark::engine::runtime

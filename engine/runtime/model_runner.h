@@ -31,6 +31,11 @@ class ModelRunner {
 
   virtual int vocab_size() const = 0;
 
+  // Why this runner cannot run plans with draft tokens (StepPlanEntry::num_draft_tokens), or ""
+  // when it can: it must return a logits row for each draft, and the model must keep no state
+  // that rejected drafts would leave behind.
+  virtual std::string WhyNoSpeculation() const { return "this model runner runs no draft tokens"; }
+
   // Runs the plan. Returns plan.num_logits_rows() rows of vocab_size() logits, row-major, in the
   // order of the entries that have needs_logits; for a kRunArgMax plan (only sent to runners
   // whose engine has EngineOptions::argmax_plans) one value per such row instead, the argmax

@@ -24,6 +24,7 @@ class BroadcastingModelRunner : public ModelRunner {
 
   int vocab_size() const override { return local_->vocab_size(); }
   DecodeStepCounts decode_steps() const override { return local_->decode_steps(); }
+  std::string WhyNoSpeculation() const override { return local_->WhyNoSpeculation(); }
   Result<std::vector<float>> Run(const StepPlan& plan) override;
   // Tells the workers to leave RunWorkerLoop.
   Status Shutdown();

@@ -168,15 +168,47 @@ std::vector<float> SamplingProbs(std::span<const float> logits, const SamplingPa
   return probs;
 }
 
-Result<SampleResult> Sample(std::span<const float> logits, const SamplingParams& params,
-                            std::span<const int32_t> prompt, std::span<const int32_t> output,
-                            std::mt19937_64& rng) {
+static Status CheckRow(std::span<const float> logits) {
   if (logits.empty()) return InvalidArgumentError("sampler: empty logits row");
   for (float l : logits) {
     if (std::isnan(l) || l == std::numeric_limits<float>::infinity()) {
       return InvalidArgumentError("sampler: logits row holds NaN or +inf");
     }
   }
+  return Status::Ok();
+}
+
+Result<SampleResult> VerifyDraftToken(std::span<const float> logits, const SamplingParams& params,
+                                      std::span<const int32_t> prompt,
+                                      std::span<const int32_t> output, int32_t draft,
+                                      std::mt19937_64& rng, bool* accepted) {
+  SPARK_RETURN_IF_ERROR(CheckRow(logits));
+  SampleResult result;
+  if (params.temperature == 0.0f) {
+    result.token = Argmax(ApplyPenalties(logits, params, prompt, output));
+    *accepted = result.token == draft;
+  } else {
+    std::vector<float> probs = SamplingProbs(logits, params, prompt, output);
+    const bool in_vocab = InVocab(draft, probs.size());
+    // Accept with probability min(1, p(draft) / q(draft)) = p(draft), q a point mass.
+    *accepted = in_vocab && probs[draft] > 0.0f && Uniform(rng) < probs[draft];
+    if (*accepted) {
+      result.token = draft;
+    } else {
+      // The residual max(0, p - q) renormalised: p without the draft's mass.
+      if (in_vocab) probs[draft] = 0.0f;
+      Normalise(&probs);
+      result.token = Draw(probs, rng);
+    }
+  }
+  FillLogprobs(logits, params, &result);
+  return result;
+}
+
+Result<SampleResult> Sample(std::span<const float> logits, const SamplingParams& params,
+                            std::span<const int32_t> prompt, std::span<const int32_t> output,
+                            std::mt19937_64& rng) {
+  SPARK_RETURN_IF_ERROR(CheckRow(logits));
   SampleResult result;
   if (params.temperature == 0.0f) {
     result.token = Argmax(ApplyPenalties(logits, params, prompt, output));

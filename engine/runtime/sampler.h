@@ -61,4 +61,16 @@ Result<SampleResult> Sample(std::span<const float> logits, const SamplingParams&
                             std::span<const int32_t> prompt, std::span<const int32_t> output,
                             std::mt19937_64& rng);
 
+// Speculative verification of one draft token `draft` proposed by a deterministic drafter
+// (its proposal distribution is a point mass on `draft`). Greedy (temperature 0): the target's
+// token is the argmax of the penalised logits, and the draft is accepted when it is that token.
+// Otherwise the standard rejection rule: accept with probability p(draft) under SamplingProbs;
+// on rejection draw from p with draft's mass removed, renormalised. Either way the returned
+// token has exactly the target's distribution. result->token is the draft when *accepted.
+// InvalidArgument as Sample.
+Result<SampleResult> VerifyDraftToken(std::span<const float> logits, const SamplingParams& params,
+                                      std::span<const int32_t> prompt,
+                                      std::span<const int32_t> output, int32_t draft,
+                                      std::mt19937_64& rng, bool* accepted);
+
 }  // namespace spark::engine::runtime

@@ -41,9 +41,11 @@ int Scheduler::ScheduleRunning(int budget, SchedulerOutput* out) {
     Sequence* seq = running_[i];
     const int n = std::min(seq->num_uncomputed_tokens(), budget);
     if (!MakeRoom(i, n, out)) continue;      // running_[i] left; i now points past the end or on.
-    blocks_->Append(*seq, n).IgnoreError();  // MakeRoom guaranteed the blocks.
-    out->scheduled.push_back({seq, n});
-    budget -= n;
+    std::vector<int32_t> draft = Draft(*seq, budget);
+    const int total = n + static_cast<int>(draft.size());
+    blocks_->Append(*seq, total).IgnoreError();  // MakeRoom and Draft guaranteed the blocks.
+    out->scheduled.push_back({seq, n, std::move(draft)});
+    budget -= total;
     ++i;
   }
   return budget;
@@ -64,6 +66,27 @@ bool Scheduler::MakeRoom(size_t index, int n, SchedulerOutput* out) {
     if (victim == seq) return false;
   }
   return true;
+}
+
+std::vector<int32_t> Scheduler::Draft(const Sequence& seq, int budget) const {
+  if (drafter_ == nullptr || seq.num_uncomputed_tokens() != 1 || seq.num_output_tokens() < 1) {
+    return {};
+  }
+  // Each accepted draft and the target's own token are output tokens: stay within max_tokens
+  // and max_model_len, so a full acceptance ends exactly where a run without drafts would.
+  const int room = std::min({num_draft_tokens_, budget - 1,
+                             seq.params().max_tokens - seq.num_output_tokens() - 1,
+                             options_.max_model_len - seq.num_tokens() - 1});
+  if (room < 1) return {};
+  std::vector<int32_t> draft = drafter_->Propose(seq.token_ids(), room);
+  if (draft.size() > static_cast<size_t>(room)) draft.resize(room);
+  // The drafts' blocks must come from plain free blocks: taking a cached one would evict it,
+  // a change a rejected draft must not leave behind.
+  while (!draft.empty() &&
+         !blocks_->CanAppendWithoutEviction(seq, 1 + static_cast<int>(draft.size()))) {
+    draft.pop_back();
+  }
+  return draft;
 }
 
 void Scheduler::Preempt(Sequence* seq) {
@@ -117,6 +140,8 @@ StepPlan Scheduler::MakePlan(const std::vector<ScheduledSequence>& scheduled) {
     e.start_pos = start;
     e.token_ids.assign(seq.token_ids().begin() + start,
                        seq.token_ids().begin() + start + s.num_new_tokens);
+    e.token_ids.insert(e.token_ids.end(), s.draft.begin(), s.draft.end());
+    e.num_draft_tokens = static_cast<int32_t>(s.draft.size());
     e.block_table = seq.block_table();
     e.needs_logits = start + s.num_new_tokens == seq.num_tokens();
     plan.entries.push_back(std::move(e));
@@ -130,6 +155,13 @@ void Scheduler::Commit(const SchedulerOutput& output) {
     s.seq->set_num_computed_tokens(s.seq->num_computed_tokens() + s.num_new_tokens);
     blocks_->CommitComputed(*s.seq);
   }
+}
+
+void Scheduler::CommitDraft(Sequence* seq, int accepted) {
+  if (seq->status() != SequenceStatus::kRunning) return;  // finished: its blocks are gone
+  seq->set_num_computed_tokens(seq->num_computed_tokens() + accepted);
+  blocks_->TrimTo(*seq, seq->num_computed_tokens());
+  blocks_->CommitComputed(*seq);
 }
 
 void Scheduler::Finish(Sequence* seq, FinishReason reason) {

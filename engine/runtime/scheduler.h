@@ -14,6 +14,7 @@
 
 #include "base/status.h"
 #include "engine/runtime/block_manager.h"
+#include "engine/runtime/drafter.h"
 #include "engine/runtime/sequence.h"
 #include "engine/runtime/step_plan.h"
 
@@ -35,7 +36,10 @@ struct SchedulerOptions {
 
 struct ScheduledSequence {
   Sequence* seq = nullptr;
-  int num_new_tokens = 0;
+  int num_new_tokens = 0;  // of its own tokens (the drafts come on top)
+  // A speculative step: tokens proposed after the sequence's last one, run in the same
+  // forward (the plan entry's last draft.size() tokens); blocks are held for them too.
+  std::vector<int32_t> draft;
 };
 
 struct SchedulerOutput {
@@ -53,6 +57,17 @@ class Scheduler {
   SchedulerOutput Schedule();
   // After the plan ran: advances each scheduled sequence's computed tokens, caches full blocks.
   void Commit(const SchedulerOutput& output);
+  // After a speculative step's verdict on `seq`: its first `accepted` draft tokens were kept
+  // (already appended to it) and have KV; blocks held for rejected ones are given back, and
+  // blocks that became full of computed tokens enter the prefix cache. The sequence is left as
+  // if the rejected drafts had never run.
+  void CommitDraft(Sequence* seq, int accepted);
+  // Speculative decoding: running sequences that decode get up to `num_tokens` draft tokens
+  // from `drafter` (not owned; null: off) when the budget and blocks that evict nothing allow.
+  void set_drafter(Drafter* drafter, int num_tokens) {
+    drafter_ = drafter;
+    num_draft_tokens_ = num_tokens;
+  }
   // Removes a running or waiting sequence and frees its blocks; marks it finished.
   void Finish(Sequence* seq, FinishReason reason);
 
@@ -73,6 +88,10 @@ class Scheduler {
   // Makes room for `n` new tokens of running_[index], preempting from the back. False when
   // running_[index] itself was preempted or finished.
   bool MakeRoom(size_t index, int n, SchedulerOutput* out);
+  // The drafter's tokens for running sequence `seq` in this step (it decodes; at most
+  // budget - 1 and what max_tokens / max_model_len leave; none when their blocks would evict
+  // cached ones). Empty without a drafter.
+  std::vector<int32_t> Draft(const Sequence& seq, int budget) const;
   void Preempt(Sequence* seq);
   StepPlan MakePlan(const std::vector<ScheduledSequence>& scheduled);
 
@@ -83,6 +102,8 @@ class Scheduler {
   uint64_t step_ = 0;
   uint64_t num_preemptions_ = 0;
   bool admit_ = true;
+  Drafter* drafter_ = nullptr;
+  int num_draft_tokens_ = 0;
 };
 
 }  // namespace spark::engine::runtime

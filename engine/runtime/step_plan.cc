@@ -12,6 +12,7 @@ static_assert(std::endian::native == std::endian::little, "the StepPlan wire is 
 
 constexpr uint32_t kMagic = 0x314c5053;  // "SPL1"
 constexpr uint8_t kFlagNeedsLogits = 1;
+constexpr uint8_t kFlagDrafts = 2;  // a u32 num_draft_tokens follows the flags
 
 class Writer {
  public:
@@ -69,6 +70,19 @@ Status ReadEntry(Reader& r, StepPlanEntry* e) {
   SPARK_RETURN_IF_ERROR(r.Get(&num_blocks));
   SPARK_RETURN_IF_ERROR(r.Get(&flags));
   e->needs_logits = (flags & kFlagNeedsLogits) != 0;
+  if ((flags & ~(kFlagNeedsLogits | kFlagDrafts)) != 0) {
+    return DataLossError("step plan: unknown entry flags " + std::to_string(flags));
+  }
+  if ((flags & kFlagDrafts) != 0) {
+    uint32_t drafts = 0;
+    SPARK_RETURN_IF_ERROR(r.Get(&drafts));
+    if (drafts == 0 || drafts >= num_tokens || !e->needs_logits) {
+      return DataLossError("step plan: sequence " + std::to_string(e->seq_id) + " has " +
+                           std::to_string(drafts) + " draft tokens in " +
+                           std::to_string(num_tokens) + " tokens");
+    }
+    e->num_draft_tokens = static_cast<int32_t>(drafts);
+  }
   SPARK_RETURN_IF_ERROR(r.GetInts(num_tokens, &e->token_ids));
   return r.GetInts(num_blocks, &e->block_table);
 }
@@ -83,7 +97,7 @@ int StepPlan::num_tokens() const {
 
 int StepPlan::num_logits_rows() const {
   int n = 0;
-  for (const auto& e : entries) n += e.needs_logits ? 1 : 0;
+  for (const auto& e : entries) n += e.needs_logits ? e.logits_rows() : 0;
   return n;
 }
 
@@ -98,7 +112,10 @@ std::vector<uint8_t> StepPlan::Serialize() const {
     w.Put(e.start_pos);
     w.Put(static_cast<uint32_t>(e.token_ids.size()));
     w.Put(static_cast<uint32_t>(e.block_table.size()));
-    w.Put(static_cast<uint8_t>(e.needs_logits ? kFlagNeedsLogits : 0));
+    const bool drafts = e.num_draft_tokens > 0;
+    w.Put(static_cast<uint8_t>((e.needs_logits ? kFlagNeedsLogits : 0) |
+                               (drafts ? kFlagDrafts : 0)));
+    if (drafts) w.Put(static_cast<uint32_t>(e.num_draft_tokens));
     w.PutInts(e.token_ids);
     w.PutInts(e.block_table);
   }

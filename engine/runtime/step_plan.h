@@ -2,7 +2,8 @@
 // broadcasts it (Serialize -> comm::BroadcastBytes -> Deserialize); every rank then runs the
 // same forward. One entry per scheduled sequence: the tokens to run this step (a prefill
 // chunk or one decode token), the position of the first one, the block table covering all of
-// its positions, and whether rank 0 needs logits for its last token.
+// its positions, and whether rank 0 needs logits for its last token (and for its draft tokens
+// in a speculative step: the drafts travel with the plan, so every rank runs the same forward).
 // Wire format (little-endian, see docs/engine-runtime.md): header, then entries.
 // Thread-safety: a value.
 #pragma once
@@ -29,6 +30,12 @@ struct StepPlanEntry {
   int32_t start_pos = 0;
   std::vector<int32_t> block_table;
   bool needs_logits = false;
+  // Speculative step: the last num_draft_tokens of token_ids are a drafter's proposal
+  // (drafter.h), verified in this forward; the entry then needs 1 + num_draft_tokens logits rows
+  // (its last token before the drafts, and each draft). needs_logits is set.
+  int32_t num_draft_tokens = 0;
+
+  int logits_rows() const { return 1 + num_draft_tokens; }
 
   friend bool operator==(const StepPlanEntry&, const StepPlanEntry&) = default;
 };
@@ -39,6 +46,7 @@ struct StepPlan {
   std::vector<StepPlanEntry> entries;
 
   int num_tokens() const;
+  // Rows of logits rank 0 gets back: logits_rows() of every needs_logits entry.
   int num_logits_rows() const;
   std::vector<uint8_t> Serialize() const;
   // DataLoss for a truncated or malformed buffer, naming the offset.

@@ -222,6 +222,25 @@ void EngineService::RefreshStats() {
     stats_.memory_guard = guard->status();
   }
   stats_.num_preemptions = s.num_preemptions;
+  stats_.spec_drafts = s.spec_drafts;
+  stats_.spec_draft_tokens = s.spec_draft_tokens;
+  stats_.spec_accepted_tokens = s.spec_accepted_tokens;
+  // The acceptance since the last line, at most one line every 10 s while drafts run.
+  const auto now = std::chrono::steady_clock::now();
+  if (s.spec_drafts > logged_drafts_ && now - logged_at_ >= std::chrono::seconds(10)) {
+    const uint64_t drafts = s.spec_drafts - logged_drafts_;
+    const uint64_t proposed = s.spec_draft_tokens - logged_draft_tokens_;
+    const uint64_t accepted = s.spec_accepted_tokens - logged_accepted_;
+    Logger("server")->info(
+        "speculative decoding: {} drafts, {} draft tokens, {} accepted ({:.1f}%), mean "
+        "accepted length {:.2f} tokens a step",
+        drafts, proposed, accepted, proposed > 0 ? 100.0 * accepted / proposed : 0.0,
+        1.0 + static_cast<double>(accepted) / static_cast<double>(drafts));
+    logged_drafts_ = s.spec_drafts;
+    logged_draft_tokens_ = s.spec_draft_tokens;
+    logged_accepted_ = s.spec_accepted_tokens;
+    logged_at_ = now;
+  }
 }
 
 }  // namespace spark::engine::server

@@ -73,6 +73,9 @@ class EngineService : public GenerationService {
   bool stop_ = false;
   Status broken_;
   ServiceStats stats_;
+  // The speculative counters at the last acceptance log line, and when it was written.
+  uint64_t logged_drafts_ = 0, logged_draft_tokens_ = 0, logged_accepted_ = 0;
+  std::chrono::steady_clock::time_point logged_at_;
   uint64_t num_steps_ = 0;
   bool in_step_ = false;
   std::chrono::steady_clock::time_point step_started_;

@@ -61,6 +61,11 @@ struct ServiceStats {
   double step_seconds = -1;  // how long the step running now has run; -1: none is running
   std::optional<runtime::MemoryGuardStatus> memory_guard;  // when the engine has a guard
   uint64_t num_preemptions = 0;  // Sequences whose KV was dropped to make room (recomputed).
+  // Speculative decoding (runtime::EngineStats): sequence-steps with drafts, draft tokens
+  // proposed and accepted.
+  uint64_t spec_drafts = 0;
+  uint64_t spec_draft_tokens = 0;
+  uint64_t spec_accepted_tokens = 0;
 };
 
 class GenerationService {

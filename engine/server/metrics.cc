@@ -235,6 +235,19 @@ std::string ServerMetrics::Render(const ServiceStats& stats) const {
           l, stats.prefix_hits);
   Counter(out, "vllm:num_preemptions", "Cumulative number of preemption from the engine.", l,
           stats.num_preemptions);
+  Counter(out, "vllm:spec_decode_num_drafts", "Number of spec decoding drafts.", l,
+          stats.spec_drafts);
+  Counter(out, "vllm:spec_decode_num_draft_tokens", "Number of draft tokens.", l,
+          stats.spec_draft_tokens);
+  Counter(out, "vllm:spec_decode_num_accepted_tokens", "Number of accepted tokens.", l,
+          stats.spec_accepted_tokens);
+  Gauge(out, "spark:spec_decode_mean_accepted_length",
+        "Tokens a drafted sequence gains per step: 1 + accepted draft tokens / drafts (0: none).",
+        l,
+        stats.spec_drafts == 0
+            ? 0.0
+            : 1.0 + static_cast<double>(stats.spec_accepted_tokens) /
+                        static_cast<double>(stats.spec_drafts));
   Counter(out, "vllm:prompt_tokens", "Number of prefill tokens processed.", l, prompt_tokens_);
   Counter(out, "vllm:generation_tokens", "Number of generation tokens processed.", l,
           generation_tokens_);

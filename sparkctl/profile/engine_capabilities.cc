@@ -193,7 +193,9 @@ void ValidateAgainstEngine(const Profile& p, const EngineCapabilities& engine,
                       Join(kept) + "); use one of those, or auto (the engine's choice)");
     }
   }
-  if (e.speculative.method != "none" && !Contains(engine.speculative_methods, e.speculative.method)) {
+  // mtp and dspark are refused by Validate already; a method it accepts must be in this engine.
+  if (e.speculative.method == "ngram" &&
+      !Contains(engine.speculative_methods, e.speculative.method)) {
     errors->Add("engine.speculative.method",
                 "speculative decoding with '" + e.speculative.method + "' is not implemented in " +
                     engine.source + " (" +

@@ -1,5 +1,7 @@
 #include "sparkctl/profile/profile.h"
 
+#include <algorithm>
+
 #include <cctype>
 #include <set>
 
@@ -130,15 +132,44 @@ void ValidateEngine(const EngineSpec& e, const TopologySpec& t, FieldErrors* err
                     ") <= admit_floor_gib (" + FormatNumber(g.admit_floor_gib) +
                     ") <= startup_floor_gib (" + FormatNumber(g.startup_floor_gib) + ")");
   }
-  const std::vector<std::string> methods = {"none", "mtp", "dspark"};
-  if (e.speculative.method != "none" && e.speculative.method != "mtp" &&
-      e.speculative.method != "dspark") {
-    errors->Add("engine.speculative.method", "'" + e.speculative.method +
-                                                 "' is not a method (none, mtp, dspark)" +
-                                                 DidYouMean(e.speculative.method, methods));
-  } else if (e.speculative.method != "none" &&
-             (e.speculative.num_tokens < 1 || e.speculative.num_tokens > 16)) {
-    errors->Add("engine.speculative.num_tokens", "must be 1..16 when a method is set");
+  const SpeculativeSpec& sp = e.speculative;
+  const std::vector<std::string> methods = {"none", "ngram", "mtp", "dspark"};
+  if (std::find(methods.begin(), methods.end(), sp.method) == methods.end()) {
+    errors->Add("engine.speculative.method", "'" + sp.method +
+                                                 "' is not a method (none, ngram; mtp and dspark "
+                                                 "are not implemented yet)" +
+                                                 DidYouMean(sp.method, methods));
+  } else if (sp.method == "mtp" || sp.method == "dspark") {
+    errors->Add("engine.speculative.method",
+                "'" + sp.method +
+                    "' is not implemented yet (spark-engine does not run the checkpoint's draft "
+                    "layers); use method: ngram (prompt lookup, any model) or none");
+  } else if (sp.method == "ngram") {
+    if (sp.num_speculative_tokens < 1 || sp.num_speculative_tokens > 16) {
+      errors->Add("engine.speculative.num_speculative_tokens",
+                  std::to_string(sp.num_speculative_tokens) +
+                      " is out of range: ngram needs 1..16 draft tokens a step");
+    }
+    const int lo = sp.prompt_lookup_min.value_or(1), hi = sp.prompt_lookup_max.value_or(4);
+    if (lo < 1) {
+      errors->Add("engine.speculative.prompt_lookup_min",
+                  std::to_string(lo) + " must be >= 1 (tokens matched)");
+    } else if (hi < lo || hi > 64) {
+      errors->Add("engine.speculative.prompt_lookup_max",
+                  std::to_string(hi) + " must be in prompt_lookup_min (" + std::to_string(lo) +
+                      ") .. 64");
+    }
+  }
+  if (sp.method == "none") {
+    if (sp.num_speculative_tokens != 0) {
+      errors->Add("engine.speculative.num_speculative_tokens",
+                  "set without a method; set method: ngram or remove it");
+    }
+  }
+  if (sp.method != "ngram" && (sp.prompt_lookup_max || sp.prompt_lookup_min)) {
+    errors->Add(sp.prompt_lookup_max ? "engine.speculative.prompt_lookup_max"
+                                     : "engine.speculative.prompt_lookup_min",
+                "applies to method: ngram only (method is " + sp.method + ")");
   }
   const CollectivesSpec& c = e.collectives;
   if (c.oneshot_max_bytes < 0 || c.oneshot_max_bytes > (int64_t{64} << 20)) {

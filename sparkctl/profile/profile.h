@@ -63,8 +63,12 @@ struct KvCacheSpec {
 };
 
 struct SpeculativeSpec {
-  std::string method = "none";  // none, mtp, dspark
-  int num_tokens = 0;           // draft tokens per step (method != none)
+  // none, ngram (prompt lookup, runs); mtp and dspark parse but are refused (not implemented).
+  std::string method = "none";
+  int num_speculative_tokens = 0;  // draft tokens per step (method != none)
+  // ngram: longest and shortest suffix matched (given only with method ngram).
+  std::optional<int> prompt_lookup_max;
+  std::optional<int> prompt_lookup_min;
 };
 
 // The engine's memory guards (docs/memory.md), in GiB of memory a node keeps available: below

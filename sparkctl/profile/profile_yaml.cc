@@ -101,7 +101,9 @@ void ReadEngine(YamlReader* r, const YAML::Node& node, EngineSpec* e) {
   if (spec.IsDefined()) {
     YamlMap s(r, spec, "engine.speculative");
     s.Optional("method", &e->speculative.method);
-    s.Optional("num_tokens", &e->speculative.num_tokens);
+    s.Optional("num_speculative_tokens", &e->speculative.num_speculative_tokens);
+    if (int n = 0; s.Optional("prompt_lookup_max", &n)) e->speculative.prompt_lookup_max = n;
+    if (int n = 0; s.Optional("prompt_lookup_min", &n)) e->speculative.prompt_lookup_min = n;
     s.RejectUnknown();
   }
   map.Optional("reasoning_parser", &e->reasoning_parser);

@@ -74,6 +74,13 @@ std::vector<std::string> EngineArgv(const profile::Profile& p, const LaunchOptio
     a.insert(a.end(), {"--max-batched-tokens", std::to_string(e.chunked_prefill)});
   }
   if (!e.prefix_caching) a.push_back("--no-prefix-caching");
+  if (e.speculative.method == "ngram") {
+    a.insert(a.end(), {"--speculative-method", e.speculative.method, "--num-speculative-tokens",
+                       std::to_string(e.speculative.num_speculative_tokens), "--prompt-lookup-max",
+                       std::to_string(e.speculative.prompt_lookup_max.value_or(4)),
+                       "--prompt-lookup-min",
+                       std::to_string(e.speculative.prompt_lookup_min.value_or(1))});
+  }
   if (!e.reasoning_parser.empty()) a.insert(a.end(), {"--reasoning-parser", e.reasoning_parser});
   if (!e.tool_parser.empty()) a.insert(a.end(), {"--tool-parser", e.tool_parser});
   if (!p.api.key_file.empty()) a.insert(a.end(), {"--api-key-file", p.api.key_file});
@@ -168,12 +175,12 @@ Result<LaunchPlan> PlanLaunch(const profile::Profile& profile, const netplan::Cl
                                 std::to_string(profile.engine.tp) +
                                 " must equal topology.nodes (one rank per node, one GPU each)");
   }
-  // No engine flag runs it yet; `profile check` refuses it too (engine_capabilities.h).
-  if (profile.engine.speculative.method != "none") {
+  // Only ngram runs; Validate and `profile check` refuse the rest by name too.
+  if (profile.engine.speculative.method != "none" && profile.engine.speculative.method != "ngram") {
     return InvalidArgumentError("profile " + profile.source_file + ": engine.speculative.method " +
                                 profile.engine.speculative.method +
-                                ": spark-engine has no speculative decoding yet; remove "
-                                "engine.speculative or set method: none");
+                                ": not implemented yet in spark-engine; use method: ngram "
+                                "(prompt lookup) or none");
   }
   LaunchPlan plan;
   plan.cluster = SafeName(cluster.name);

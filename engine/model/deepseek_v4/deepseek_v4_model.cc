@@ -109,7 +109,12 @@ int64_t DeepseekV4Model::Head(const ForwardBatch& batch, Workspace& ws) {
     collapse(0, 0, rows);
   } else {
     int64_t end = 0;
-    for (int64_t r = 0; r < rows; ++r) collapse((end += batch.sequences[r].query_len) - 1, r, 1);
+    int64_t r = 0;
+    for (const BatchSequence& s : batch.sequences) {  // each sequence's last logits_rows tokens
+      end += s.query_len;
+      collapse(end - s.logits_rows, r, s.logits_rows);
+      r += s.logits_rows;
+    }
   }
   backend_.RmsNorm(ws.block_in.data(), w_.final_norm.data(), rows, hidden, config_.rms_norm_eps,
                    ws.block_in.data());

@@ -298,11 +298,12 @@ int64_t Qwen3Model::FinalNorm(const ForwardBatch& batch, Workspace& ws) {
   const int hidden = config_.hidden_size;
   const int64_t rows = batch.num_logit_rows();
   if (ws.final_normed) return rows;  // every row, by the last layer (Hidden)
-  int64_t end = 0;
-  for (int64_t r = 0, s = 0; r < rows; ++r) {
-    const int64_t src = (end += batch.sequences[s++].query_len) - 1;
-    backend_.RmsNorm(ws.h.data() + src * hidden, w_.final_norm.data(), 1, hidden,
-                     config_.rms_norm_eps, ws.X(r, hidden));
+  int64_t end = 0, r = 0;
+  for (const BatchSequence& s : batch.sequences) {  // each sequence's last logits_rows tokens
+    end += s.query_len;
+    backend_.RmsNorm(ws.h.data() + (end - s.logits_rows) * hidden, w_.final_norm.data(),
+                     s.logits_rows, hidden, config_.rms_norm_eps, ws.X(r, hidden));
+    r += s.logits_rows;
   }
   return rows;
 }

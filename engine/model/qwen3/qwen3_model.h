@@ -38,6 +38,9 @@ class Qwen3Model : public Model {
   // Dense layers only (MoE reads expert counts back), and under tensor parallelism collectives
   // that may be captured (the peer all-reduce of GPUs on one host).
   std::string WhyNoDecodeGraphs() const override;
+  // Qwen3 keeps nothing but the paged KV cache: a rejected draft token's K/V sits past the
+  // sequence's end, where the next token overwrites it before attention reads it.
+  std::string WhyNoSpeculation() const override { return ""; }
 
  private:
   struct Workspace;

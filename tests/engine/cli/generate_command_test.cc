@@ -218,6 +218,51 @@ TEST(GenerateTest, RankThatExitsEarlyIsNamed) {
   }
 }
 
+// --speculative-method ngram: transformers' greedy tokens at TP 1 and 2 (the drafts travel to
+// the worker ranks with the plans), with chunked prefill and a second round hitting the prefix
+// cache; the counters reach --print-stats.
+TEST(GenerateTest, NgramSpeculationGivesTheSameTokens) {
+  for (int tp : {1, 2}) {
+    for (const char* model : {"qwen3-tiny", "qwen3-moe-tiny"}) {
+      const nlohmann::json stats = GenerateAndCheck(
+          model, tp,
+          "--block-size 4 --max-batched-tokens 8 --repeat 2 --speculative-method ngram "
+          "--num-speculative-tokens 4 --prompt-lookup-max 3",
+          2);
+      ASSERT_FALSE(stats.is_null());
+      EXPECT_GT(stats["prefix_hits"].get<int>(), 0) << stats;
+      EXPECT_GT(stats["spec_decode_num_drafts"].get<int>(), 0) << stats;
+      EXPECT_GE(stats["spec_decode_num_draft_tokens"].get<int>(),
+                stats["spec_decode_num_accepted_tokens"].get<int>())
+          << stats;
+    }
+  }
+}
+
+// dspark is refused by name, with what works instead; so is a family without rollback.
+TEST(GenerateTest, SpeculationItCannotRunIsRefused) {
+  RunResult r = RunEngine("generate --model " + kFixtures +
+                          "qwen3-tiny --prompt-ids 5,17 --speculative-method dspark "
+                          "--num-speculative-tokens 3");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--speculative-method dspark: speculative method 'dspark' is not "
+                       "implemented yet"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("use method ngram"), std::string::npos) << r.err;
+  r = RunEngine("generate --model " + kFixtures +
+                "qwen3-tiny --prompt-ids 5,17 --num-speculative-tokens 3");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--num-speculative-tokens 3 needs --speculative-method ngram"),
+            std::string::npos)
+      << r.err;
+  r = RunEngine("generate --model " + kFixtures +
+                "deepseek-v4-tiny --prompt-ids 5,17 --print-ids --speculative-method ngram "
+                "--num-speculative-tokens 3");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("speculative method ngram: deepseek_v4: "), std::string::npos) << r.err;
+}
+
 TEST(GenerateTest, BadRankIsRejected) {
   const RunResult r = RunEngine("generate --model " + kFixtures +
                                 "qwen3-tiny --prompt-ids 5 --tp 2 --rank 2 --master-port 1");

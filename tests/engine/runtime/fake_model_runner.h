@@ -19,6 +19,8 @@ class FakeModelRunner : public ModelRunner {
       : vocab_(vocab), block_size_(block_size), cache_(size_t(num_blocks) * block_size, -1) {}
 
   int vocab_size() const override { return vocab_; }
+  // It returns a row for each draft token, and keeps nothing but its KV cache.
+  std::string WhyNoSpeculation() const override { return ""; }
 
   Result<std::vector<float>> Run(const StepPlan& plan) override {
     plans_.push_back(plan);
@@ -29,19 +31,22 @@ class FakeModelRunner : public ModelRunner {
         cache_[slot] = e.token_ids[j];
       }
       if (!e.needs_logits) continue;
-      std::vector<int32_t> history;
-      const int last = e.start_pos + int(e.token_ids.size()) - 1;
-      for (int pos = 0; pos <= last; ++pos) {
-        SPARK_ASSIGN_OR_RETURN(size_t slot, Slot(e, pos));
-        history.push_back(cache_[slot]);
+      const int end = e.start_pos + int(e.token_ids.size());
+      // A row for the last token, and one for each draft token (speculative steps).
+      for (int last = end - e.logits_rows(); last < end; ++last) {
+        std::vector<int32_t> history;
+        for (int pos = 0; pos <= last; ++pos) {
+          SPARK_ASSIGN_OR_RETURN(size_t slot, Slot(e, pos));
+          history.push_back(cache_[slot]);
+        }
+        if (plan.command == StepCommand::kRunArgMax) {  // the id only, as ModelStepRunner does
+          logits.push_back(static_cast<float>(NextToken(history, vocab_)));
+          continue;
+        }
+        std::vector<float> row(vocab_, 0.0f);
+        row[NextToken(history, vocab_)] = 10.0f;
+        logits.insert(logits.end(), row.begin(), row.end());
       }
-      if (plan.command == StepCommand::kRunArgMax) {  // the id only, as ModelStepRunner does
-        logits.push_back(static_cast<float>(NextToken(history, vocab_)));
-        continue;
-      }
-      std::vector<float> row(vocab_, 0.0f);
-      row[NextToken(history, vocab_)] = 10.0f;
-      logits.insert(logits.end(), row.begin(), row.end());
     }
     return logits;
   }

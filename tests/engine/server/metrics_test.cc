@@ -126,6 +126,28 @@ TEST(MetricsTest, ExpositionFollowsTheTextFormatWithVllmNames) {
             "1.2");
 }
 
+// Speculative decoding's counters under vLLM's names, and the mean accepted length.
+TEST(MetricsTest, SpeculativeCountersUseVllmNames) {
+  ServerMetrics m("qwen3", 4096);
+  ServiceStats stats;
+  stats.spec_drafts = 10;
+  stats.spec_draft_tokens = 40;
+  stats.spec_accepted_tokens = 15;
+  const auto f = ParseExposition(m.Render(stats));
+  const std::string l = "{model_name=\"qwen3\",engine=\"0\"}";
+  EXPECT_EQ(Value(f, "vllm:spec_decode_num_drafts_total", "vllm:spec_decode_num_drafts_total" + l),
+            "10.0");
+  EXPECT_EQ(Value(f, "vllm:spec_decode_num_draft_tokens_total",
+                  "vllm:spec_decode_num_draft_tokens_total" + l),
+            "40.0");
+  EXPECT_EQ(Value(f, "vllm:spec_decode_num_accepted_tokens_total",
+                  "vllm:spec_decode_num_accepted_tokens_total" + l),
+            "15.0");
+  EXPECT_EQ(Value(f, "spark:spec_decode_mean_accepted_length",
+                  "spark:spec_decode_mean_accepted_length" + l),
+            "2.5");
+}
+
 TEST(MetricsTest, HistogramBucketsAreCumulativeAndEndAtCount) {
   ServerMetrics m("x", 1000);
   for (double v : {0.004, 0.3, 0.3, 9.0, 5000.0}) m.ObserveTimeToFirstToken(v);

@@ -147,6 +147,30 @@ std::vector<BadCase> BadCases() {
       {"LimitsBelowOne", g + "  limits:\n    max_requests_per_peer: 0\n",
        "api.limits.max_requests_per_peer: must be >= 1"},
       {"LimitsUnknownKey", g + "  limits:\n    max_peers: 3\n", "api.limits.max_peers: unknown key"},
+      {"SpeculativeDsparkRefused",
+       Replace(g, "  tp: 4\n", "  tp: 4\n  speculative:\n    method: dspark\n    num_speculative_tokens: 3\n"),
+       "p.yaml:13:5: engine.speculative.method: 'dspark' is not implemented yet (spark-engine does "
+       "not run the checkpoint's draft layers); use method: ngram (prompt lookup, any model) or none"},
+      {"SpeculativeUnknownMethod",
+       Replace(g, "  tp: 4\n", "  tp: 4\n  speculative:\n    method: ngarm\n    num_speculative_tokens: 3\n"),
+       "engine.speculative.method: 'ngarm' is not a method (none, ngram; mtp and dspark are not "
+       "implemented yet) (did you mean 'ngram'?)"},
+      {"SpeculativeTooManyTokens",
+       Replace(g, "  tp: 4\n", "  tp: 4\n  speculative:\n    method: ngram\n    num_speculative_tokens: 17\n"),
+       "engine.speculative.num_speculative_tokens: 17 is out of range: ngram needs 1..16 draft "
+       "tokens a step"},
+      {"SpeculativeLookupMinZero",
+       Replace(g, "  tp: 4\n", "  tp: 4\n  speculative:\n    method: ngram\n    num_speculative_tokens: 3\n    prompt_lookup_min: 0\n"),
+       "engine.speculative.prompt_lookup_min: 0 must be >= 1 (tokens matched)"},
+      {"SpeculativeLookupMaxBelowMin",
+       Replace(g, "  tp: 4\n", "  tp: 4\n  speculative:\n    method: ngram\n    num_speculative_tokens: 3\n    prompt_lookup_min: 3\n    prompt_lookup_max: 2\n"),
+       "engine.speculative.prompt_lookup_max: 2 must be in prompt_lookup_min (3) .. 64"},
+      {"SpeculativeLookupWithoutNgram",
+       Replace(g, "  tp: 4\n", "  tp: 4\n  speculative:\n    prompt_lookup_max: 2\n"),
+       "engine.speculative.prompt_lookup_max: applies to method: ngram only (method is none)"},
+      {"SpeculativeOldKeyName",
+       Replace(g, "  tp: 4\n", "  tp: 4\n  speculative:\n    method: ngram\n    num_tokens: 3\n"),
+       "engine.speculative.num_tokens: unknown key"},
       {"SyntaxError", Replace(g, "  tp: 4\n", "  tp: [4\n"), "p.yaml:"},
       {"EmptyDocument", "", "p.yaml:1:1: the document is empty"},
   };
@@ -215,7 +239,7 @@ TEST(ProfileYamlTest, WhatTheEngineLacksIsRefusedByName) {
   ASSERT_TRUE(engine.ok()) << engine.status().message();
   std::string text = Replace(kGood, "    tokens: 8192\n",
                              "    tokens: 8192\n    dtype: fp8\n  speculative:\n"
-                             "    method: dspark\n    num_tokens: 4\n");
+                             "    method: ngram\n    num_speculative_tokens: 4\n");
   text += "env:\n  PYTORCH_CUDA_ALLOC_CONF: expandable_segments:False\n  NCCL_ALGO: Ring\n"
           "  SPARK_PDL: \"0\"\n";
   EXPECT_TRUE(ParseProfile(text, "p.yaml").ok()) << "without an engine, no engine lists apply";
@@ -226,7 +250,7 @@ TEST(ProfileYamlTest, WhatTheEngineLacksIsRefusedByName) {
                      "p.yaml:15:5: engine.kv_cache.dtype: 'fp8' is not a KV cache type of "
                      "/opt/spark-engine (it keeps fp32); use one of those, or auto (the "
                      "engine's choice)",
-                     "p.yaml:17:5: engine.speculative.method: speculative decoding with 'dspark' "
+                     "p.yaml:17:5: engine.speculative.method: speculative decoding with 'ngram' "
                      "is not implemented in /opt/spark-engine (it has no speculative decoding "
                      "yet); remove engine.speculative or set method: none",
                      "p.yaml:22:3: env.PYTORCH_CUDA_ALLOC_CONF: nothing in /opt/spark-engine "

@@ -162,11 +162,27 @@ TEST(LaunchPlanTest, KvCacheTypesGoToTheEngineWhichRefusesWhatItLacks) {
 
 TEST(LaunchPlanTest, SpeculativeDecodingIsRefusedByName) {
   profile::Profile p = DemoProfile();
-  p.engine.speculative = {.method = "dspark", .num_tokens = 4};
+  p.engine.speculative = {.method = "dspark", .num_speculative_tokens = 4};
   auto plan = PlanLaunch(p, Ring(), {});
   ASSERT_FALSE(plan.ok());
-  EXPECT_NE(plan.status().message().find("engine.speculative.method dspark"), std::string::npos)
+  EXPECT_NE(plan.status().message().find("engine.speculative.method dspark: not implemented yet"),
+            std::string::npos)
       << plan.status().message();
+  EXPECT_NE(plan.status().message().find("use method: ngram"), std::string::npos)
+      << plan.status().message();
+}
+
+TEST(LaunchPlanTest, NgramSpeculationReachesEveryRank) {
+  profile::Profile p = DemoProfile();
+  p.engine.speculative = {.method = "ngram", .num_speculative_tokens = 5, .prompt_lookup_max = 3};
+  auto plan = PlanLaunch(p, Ring(), {});
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  for (const auto& rank : plan->ranks) {
+    EXPECT_TRUE(Has(rank.argv, "--speculative-method", "ngram"));
+    EXPECT_TRUE(Has(rank.argv, "--num-speculative-tokens", "5"));
+    EXPECT_TRUE(Has(rank.argv, "--prompt-lookup-max", "3"));
+    EXPECT_TRUE(Has(rank.argv, "--prompt-lookup-min", "1"));
+  }
 }
 
 // engine.collectives: the threshold and wire from the profile, each rank's links from the plan.

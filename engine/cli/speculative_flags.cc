@@ -1,0 +1,42 @@
+#include "engine/cli/speculative_flags.h"
+
+#include <CLI/CLI.hpp>
+
+namespace spark::engine::cli {
+
+void AddSpeculativeFlags(CLI::App* cmd, runtime::SpeculativeOptions* o) {
+  cmd->add_option("--speculative-method,--speculative", o->method,
+                  "Speculative decoding: none (default) or ngram (prompt lookup: drafts copied "
+                  "from earlier in the sequence, verified by the model in one step); dspark is "
+                  "not implemented yet");
+  cmd->add_option("--num-speculative-tokens", o->num_speculative_tokens,
+                  "Draft tokens per sequence and step, 1..16 (needs --speculative-method)");
+  cmd->add_option("--prompt-lookup-max", o->prompt_lookup_max,
+                  "ngram: longest suffix matched, in tokens (default 4)");
+  cmd->add_option("--prompt-lookup-min", o->prompt_lookup_min,
+                  "ngram: shortest suffix matched, in tokens (default 1)");
+}
+
+Status ValidateSpeculativeFlags(const runtime::SpeculativeOptions& o) {
+  if (!o.enabled()) {
+    if (o.num_speculative_tokens != 0) {
+      return InvalidArgumentError("--num-speculative-tokens " +
+                                  std::to_string(o.num_speculative_tokens) +
+                                  " needs --speculative-method ngram");
+    }
+    return Status::Ok();
+  }
+  Status s = o.Validate();
+  if (s.ok()) return s;
+  return Status(s.code(), "--speculative-method " + o.method + ": " + s.message());
+}
+
+std::vector<std::string> SpeculativeArgv(const runtime::SpeculativeOptions& o) {
+  if (!o.enabled()) return {};
+  return {"--speculative-method", o.method,
+          "--num-speculative-tokens", std::to_string(o.num_speculative_tokens),
+          "--prompt-lookup-max", std::to_string(o.prompt_lookup_max),
+          "--prompt-lookup-min", std::to_string(o.prompt_lookup_min)};
+}
+
+}  // namespace spark::engine::cli

@@ -1,0 +1,48 @@
+// Speculative decoding as the runtime sees it: a Drafter proposes up to k tokens that may follow
+// a running sequence; the scheduler puts them after the sequence's last token in its StepPlan
+// entry (StepPlanEntry::num_draft_tokens), so every rank of a tensor-parallel group runs the
+// same verify forward; the engine then checks the drafts row by row against the target's logits
+// (sampler.h VerifyDraftToken: greedy, or rejection sampling at temperature > 0), keeps the
+// accepted prefix plus the target's own next token, and shortens the sequence's KV state to
+// what it keeps (Scheduler::CommitDraft). Greedy output is token for token that of a run
+// without drafts; sampled output has the target's distribution. docs/speculative.md.
+// Thread-safety: a Drafter is used by the engine thread only.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+
+namespace spark::engine::runtime {
+
+struct SpeculativeOptions {
+  // "none", "ngram" (prompt lookup); "dspark" is refused (not implemented yet).
+  std::string method = "none";
+  // Draft tokens proposed per sequence and step (1..16 with a method).
+  int num_speculative_tokens = 0;
+  // ngram: the longest and shortest suffix (in tokens) matched against the sequence's earlier
+  // tokens.
+  int prompt_lookup_max = 4;
+  int prompt_lookup_min = 1;
+
+  bool enabled() const { return method != "none"; }
+  // InvalidArgument naming the field and the fix; for dspark, Unimplemented saying what works.
+  Status Validate() const;
+};
+
+class Drafter {
+ public:
+  virtual ~Drafter() = default;
+  // Up to `max_tokens` tokens that may follow `tokens` (a sequence's prompt and output so far);
+  // empty when it has no guess.
+  virtual std::vector<int32_t> Propose(std::span<const int32_t> tokens, int max_tokens) = 0;
+};
+
+// The drafter of `options` (enabled()), or its Validate error.
+Result<std::unique_ptr<Drafter>> MakeDrafter(const SpeculativeOptions& options);
+
+}  // namespace spark::engine::runtime
