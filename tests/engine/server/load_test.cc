@@ -113,8 +113,18 @@ TEST_F(LoadTest, DisconnectedClientsFreeTheirBlocks) {
   }
   for (auto& t : clients) t.join();
   ExpectAllBlocksFree();
+  // Every stream ends: aborted when its client's reset is seen, or (rarely, on a loaded
+  // machine) by length when the zero-cost model wrote all 3,000 tokens into the socket buffers
+  // before that. Most must be aborts, and none may be left running.
   auto metrics = HttpCall(server_->port(), "GET", "/metrics");
-  EXPECT_NE(metrics.body.find("finished_reason=\"abort\"} 16"), std::string::npos) << metrics.body;
+  auto count = [&](const std::string& reason) {
+    const std::string key = "finished_reason=\"" + reason + "\"} ";
+    const size_t at = metrics.body.find(key);
+    return at == std::string::npos ? 0 : std::stoi(metrics.body.substr(at + key.size()));
+  };
+  const int aborted = count("abort"), by_length = count("length");
+  EXPECT_EQ(aborted + by_length, 16) << metrics.body;
+  EXPECT_GE(aborted, 12) << metrics.body;
 }
 
 // Random bytes, truncated bodies, slowloris-style partial headers, bad framing.
