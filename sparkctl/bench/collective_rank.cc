@@ -10,9 +10,10 @@
 #include "comm/communicator.h"
 #include "comm/oneshot/oneshot_communicator.h"
 #include "comm/rendezvous.h"
-#ifdef SPARK_HAVE_NCCL
+#if defined(SPARK_HAVE_NCCL) || defined(SPARK_HAVE_ONESHOT_CUDA)
 #include <cuda_runtime.h>
-
+#endif
+#ifdef SPARK_HAVE_NCCL
 #include "comm/nccl_communicator.h"
 #endif
 #ifdef SPARK_HAVE_ONESHOT_CUDA
@@ -64,18 +65,15 @@ class HostBackend : public CollectiveBackend {
   std::vector<float> send_, recv_;
 };
 
-#ifdef SPARK_HAVE_NCCL
-// NCCL: device memory on the rank's GPU; Start enqueues on the communicator's stream.
-class NcclBackend : public CollectiveBackend {
+#if defined(SPARK_HAVE_NCCL) || defined(SPARK_HAVE_ONESHOT_CUDA)
+// The device-memory half of a GPU backend: send and receive buffers on the rank's GPU, copies to
+// and from the host, CUDA errors named with the rank.
+class DeviceBuffersBackend : public CollectiveBackend {
  public:
-  explicit NcclBackend(std::unique_ptr<comm::NcclCommunicator> c) : comm_(std::move(c)) {}
-  ~NcclBackend() override {
+  ~DeviceBuffersBackend() override {
     if (send_) cudaFree(send_);
     if (recv_) cudaFree(recv_);
   }
-  std::string name() const override { return "nccl"; }
-  int rank() const override { return comm_->rank(); }
-  int world_size() const override { return comm_->world_size(); }
   Status Allocate(size_t send_count, size_t recv_count) override {
     SPARK_RETURN_IF_ERROR(Check(cudaMalloc(reinterpret_cast<void**>(&send_),
                                            std::max<size_t>(send_count, 1) * sizeof(float)),
@@ -93,6 +91,28 @@ class NcclBackend : public CollectiveBackend {
     return Check(cudaMemcpy(host, src, count * sizeof(float), cudaMemcpyDeviceToHost),
                  "download");
   }
+
+ protected:
+  Status Check(cudaError_t e, const char* what) {
+    if (e == cudaSuccess) return Status::Ok();
+    return InternalError("rank " + std::to_string(rank()) + ": " + what + ": " +
+                         cudaGetErrorString(e));
+  }
+
+ private:
+  float* send_ = nullptr;
+  float* recv_ = nullptr;
+};
+#endif
+
+#ifdef SPARK_HAVE_NCCL
+// NCCL: device memory on the rank's GPU; Start enqueues on the communicator's stream.
+class NcclBackend : public DeviceBuffersBackend {
+ public:
+  explicit NcclBackend(std::unique_ptr<comm::NcclCommunicator> c) : comm_(std::move(c)) {}
+  std::string name() const override { return "nccl"; }
+  int rank() const override { return comm_->rank(); }
+  int world_size() const override { return comm_->world_size(); }
   Status Start(Collective c, const float* send, float* recv, size_t count) override {
     return c == Collective::kAllReduce ? comm_->EnqueueAllReduceSum(send, recv, count)
                                        : comm_->EnqueueAllGather(send, recv, count);
@@ -101,21 +121,14 @@ class NcclBackend : public CollectiveBackend {
   Status Barrier() override { return comm_->Barrier(); }
 
  private:
-  Status Check(cudaError_t e, const char* what) {
-    if (e == cudaSuccess) return Status::Ok();
-    return InternalError("rank " + std::to_string(rank()) + ": " + what + ": " +
-                         cudaGetErrorString(e));
-  }
   std::unique_ptr<comm::NcclCommunicator> comm_;
-  float* send_ = nullptr;
-  float* recv_ = nullptr;
 };
 #endif
 
 #ifdef SPARK_HAVE_ONESHOT_CUDA
 // The one-shot transport on GPU memory: staged through pinned host memory by its kernel, on
 // this rank's stream; Gloo (host) sets it up and runs the barriers.
-class StagedBackend : public CollectiveBackend {
+class StagedBackend : public DeviceBuffersBackend {
  public:
   StagedBackend(std::unique_ptr<comm::Communicator> gloo,
                 std::unique_ptr<comm::oneshot::StagedOneShot> oneshot, int device)
@@ -124,31 +137,12 @@ class StagedBackend : public CollectiveBackend {
     cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking);
   }
   ~StagedBackend() override {
-    if (send_) cudaFree(send_);
-    if (recv_) cudaFree(recv_);
     oneshot_.reset();
     if (stream_) cudaStreamDestroy(stream_);
   }
   std::string name() const override { return "oneshot"; }
   int rank() const override { return gloo_->rank(); }
   int world_size() const override { return gloo_->world_size(); }
-  Status Allocate(size_t send_count, size_t recv_count) override {
-    SPARK_RETURN_IF_ERROR(Check(cudaMalloc(reinterpret_cast<void**>(&send_),
-                                           std::max<size_t>(send_count, 1) * sizeof(float)),
-                                "cudaMalloc send"));
-    return Check(cudaMalloc(reinterpret_cast<void**>(&recv_),
-                            std::max<size_t>(recv_count, 1) * sizeof(float)),
-                 "cudaMalloc recv");
-  }
-  float* send() override { return send_; }
-  float* recv() override { return recv_; }
-  Status Upload(const float* host, float* dst, size_t count) override {
-    return Check(cudaMemcpy(dst, host, count * sizeof(float), cudaMemcpyHostToDevice), "upload");
-  }
-  Status Download(const float* src, float* host, size_t count) override {
-    return Check(cudaMemcpy(host, src, count * sizeof(float), cudaMemcpyDeviceToHost),
-                 "download");
-  }
   Status Start(Collective c, const float* send, float* recv, size_t count) override {
     if (c == Collective::kAllGather) return oneshot_->EnqueueAllGather(send, count, recv, stream_);
     if (send != recv) {
@@ -166,16 +160,9 @@ class StagedBackend : public CollectiveBackend {
   Status Barrier() override { return gloo_->Barrier(); }
 
  private:
-  Status Check(cudaError_t e, const char* what) {
-    if (e == cudaSuccess) return Status::Ok();
-    return InternalError("rank " + std::to_string(rank()) + ": " + what + ": " +
-                         cudaGetErrorString(e));
-  }
   std::unique_ptr<comm::Communicator> gloo_;
   std::unique_ptr<comm::oneshot::StagedOneShot> oneshot_;
   cudaStream_t stream_ = nullptr;
-  float* send_ = nullptr;
-  float* recv_ = nullptr;
 };
 #endif
 
