@@ -93,25 +93,7 @@ ClientResponse HttpCall(int port, const std::string& method, const std::string& 
     net::io_context ioc;
     tcp::socket socket(ioc);
     socket.connect(Local(port));
-    http::request<http::string_body> req{http::string_to_verb(method), target, 11};
-    req.set(http::field::host, "127.0.0.1");
-    if (!body.empty()) req.set(http::field::content_type, "application/json");
-    for (const auto& [k, v] : headers) req.set(k, v);
-    req.body() = body;
-    req.prepare_payload();
-    http::write(socket, req);
-    beast::flat_buffer buffer;
-    http::response_parser<http::string_body> parser;
-    parser.body_limit(64 * 1024 * 1024);
-    http::read(socket, buffer, parser);
-    const auto& res = parser.get();
-    out.status = static_cast<int>(res.result_int());
-    for (const auto& f : res) {
-      std::string name(f.name_string());
-      for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      out.headers[name] = std::string(f.value());
-    }
-    out.body = res.body();
+    out = Call(socket, method, target, body, headers);
   } catch (const std::exception& e) {
     out.error = e.what();
   }
