@@ -27,16 +27,17 @@
 #include <vector>
 
 #include "bench/engine/decode_bench_check.h"
+#include "bench/engine/gpu_ceilings.h"
 #include "bench/engine/timing_backend.h"
-#include "engine/backend/cuda/cuda_backend.h"
-#include "engine/backend/cuda/stream_ordered_communicator.h"
 #include "comm/nccl_communicator.h"
 #include "comm/rendezvous.h"
+#include "engine/backend/cuda/cuda_backend.h"
+#include "engine/backend/cuda/stream_ordered_communicator.h"
 #include "engine/config/environment.h"
 #include "engine/core/model_config.h"
 #include "engine/model/model_family.h"
-#include "engine/model/step_runner.h"
 #include "engine/model/qwen3/qwen3_model.h"
+#include "engine/model/step_runner.h"
 #include "engine/runtime/engine.h"
 #include "kernels/elementwise.h"
 #include "kernels/fp8.h"
@@ -372,7 +373,8 @@ void SetUpRank(RankSetup& r, int rank, int world, int port, bool profile = false
     r.comm =
         std::make_unique<backend::cuda::StreamOrderedCommunicator>(r.nccl.get(), r.backend.get());
     if (!nccl_only) {
-      if (Status s = r.comm->EnablePeerAllReduce(size_t{1} << 18, g_peer_protocol); !s.ok() && rank == 0) {
+      if (Status s = r.comm->EnablePeerAllReduce(size_t{1} << 18, g_peer_protocol);
+          !s.ok() && rank == 0) {
         std::printf("tp %d: no peer all-reduce (%s); NCCL, eager steps\n", world,
                     s.message().c_str());
       }
@@ -387,8 +389,8 @@ void SetUpRank(RankSetup& r, int rank, int world, int port, bool profile = false
   options.fuse_residual = g_fuse_residual;
   if (profile) r.timing = std::make_unique<TimingBackend>(*r.backend);
   backend::Backend& ops = r.timing ? static_cast<backend::Backend&>(*r.timing) : *r.backend;
-  r.model = std::make_unique<model::qwen3::Qwen3Model>(r.config, std::move(m.weights), ops, r.comm.get(),
-                                                options);
+  r.model = std::make_unique<model::qwen3::Qwen3Model>(r.config, std::move(m.weights), ops,
+                                                       r.comm.get(), options);
 }
 
 // Runs the decode batches on `world` GPUs (one thread per rank); rank 0's figures. Steps run in
@@ -438,61 +440,6 @@ void Profile(const std::vector<int>& batches, double copy_gbs) {
     std::printf("profile: one eager decode step, batch %d (each op waited for)\n", b);
     r.timing->Print(copy_gbs);
   }
-}
-
-struct Ceilings {
-  double copy_gbs = 0, bf16_tflops = 0;
-};
-
-Ceilings MeasureCeilings() {
-  Ceilings c;
-  cudaStream_t stream;
-  Cuda(cudaStreamCreate(&stream), "stream");
-  cudaEvent_t a, b;
-  Cuda(cudaEventCreate(&a), "event");
-  Cuda(cudaEventCreate(&b), "event");
-  auto time_ms = [&](auto&& fn, int iters) {
-    fn();
-    Cuda(cudaStreamSynchronize(stream), "sync");
-    std::vector<float> ms;
-    for (int rep = 0; rep < 5; ++rep) {
-      Cuda(cudaEventRecord(a, stream), "record");
-      for (int i = 0; i < iters; ++i) fn();
-      Cuda(cudaEventRecord(b, stream), "record");
-      Cuda(cudaEventSynchronize(b), "sync");
-      float t = 0;
-      Cuda(cudaEventElapsedTime(&t, a, b), "elapsed");
-      ms.push_back(t / iters);
-    }
-    std::sort(ms.begin(), ms.end());
-    return static_cast<double>(ms[2]);
-  };
-  const size_t bytes = size_t{2} << 30;
-  char *src = nullptr, *dst = nullptr;
-  Cuda(cudaMalloc(&src, bytes), "malloc");
-  Cuda(cudaMalloc(&dst, bytes), "malloc");
-  Cuda(cudaMemsetAsync(src, 1, bytes, stream), "memset");
-  const double copy_ms = time_ms(
-      [&] { Cuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream), "copy"); }, 5);
-  c.copy_gbs = 2.0 * bytes / (copy_ms * 1e-3) / 1e9;  // read + write
-  auto gemm = Take(kernels::Gemm::Create({}), "gemm");
-  const int n = 8192;
-  auto* x = reinterpret_cast<__nv_bfloat16*>(src);
-  auto* w = reinterpret_cast<__nv_bfloat16*>(src + size_t{n} * n * 2);
-  Check(kernels::FillUniform(x, size_t{n} * n * 2, 7, -1.0f, 1.0f, stream), "fill");
-  const double gemm_ms = time_ms(
-      [&] {
-        Check(gemm->Run(kernels::GemmType::kBF16, kernels::GemmType::kBF16, x, n, n, w, n, dst,
-                        stream),
-              "gemm");
-      },
-      10);
-  c.bf16_tflops = 2.0 * n * n * n / (gemm_ms * 1e-3) / 1e12;
-  gemm.reset();
-  cudaFree(src);
-  cudaFree(dst);
-  cudaStreamDestroy(stream);
-  return c;
 }
 
 struct PrefillResult {
@@ -597,7 +544,7 @@ int Main(int argc, char** argv) {
   cudaDeviceProp prop{};
   Cuda(cudaGetDeviceProperties(&prop, 0), "device properties");
 
-  const Ceilings ceil = MeasureCeilings();
+  const bench::GpuCeilings ceil = bench::MeasureGpuCeilings(/*fp8=*/false);
   std::printf("%s: copy %.0f GB/s, bf16 GEMM %.0f TFLOP/s\n", prop.name, ceil.copy_gbs,
               ceil.bf16_tflops);
   nlohmann::json j;

@@ -20,6 +20,7 @@
 #include <random>
 
 #include "bench/engine/deepseek_bench_model.h"
+#include "bench/engine/gpu_ceilings.h"
 #include "bench/engine/timing_deepseek_ops.h"
 #include "engine/backend/cuda/cuda_backend.h"
 #include "engine/model/deepseek_v41/deepseek_v41_model.h"
@@ -57,83 +58,6 @@ double Seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
-struct Ceilings {
-  double copy_gbs = 0, bf16_tflops = 0, fp8_tflops = 0;
-};
-
-// Median of 5 timed repetitions of `iters` calls, in ms (CUDA events on `stream`).
-template <typename Fn>
-double TimeMs(cudaStream_t stream, int iters, Fn&& fn) {
-  cudaEvent_t a, b;
-  Cuda(cudaEventCreate(&a), "event");
-  Cuda(cudaEventCreate(&b), "event");
-  fn();
-  Cuda(cudaStreamSynchronize(stream), "sync");
-  std::vector<float> ms;
-  for (int rep = 0; rep < 5; ++rep) {
-    Cuda(cudaEventRecord(a, stream), "record");
-    for (int i = 0; i < iters; ++i) fn();
-    Cuda(cudaEventRecord(b, stream), "record");
-    Cuda(cudaEventSynchronize(b), "sync");
-    float t = 0;
-    Cuda(cudaEventElapsedTime(&t, a, b), "elapsed");
-    ms.push_back(t / iters);
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  std::sort(ms.begin(), ms.end());
-  return ms[2];
-}
-
-// Copy bandwidth (read + write of 2 GiB), cuBLASLt's bf16 GEMM and block-scaled FP8 GEMM at
-// 8192^3 (random operands).
-Ceilings MeasureCeilings() {
-  Ceilings c;
-  cudaStream_t stream;
-  Cuda(cudaStreamCreate(&stream), "stream");
-  const size_t bytes = size_t{2} << 30;
-  char *src = nullptr, *dst = nullptr;
-  Cuda(cudaMalloc(&src, bytes), "malloc");
-  Cuda(cudaMalloc(&dst, bytes), "malloc");
-  Check(kernels::FillUniform(reinterpret_cast<float*>(src), bytes / 4, 3, -1.0f, 1.0f, stream),
-        "fill");
-  const double copy_ms = TimeMs(stream, 5, [&] {
-    Cuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream), "copy");
-  });
-  c.copy_gbs = 2.0 * bytes / (copy_ms * 1e-3) / 1e9;
-  auto gemm = Take(kernels::Gemm::Create({}), "gemm");
-  const int n = 8192;
-  auto* x = reinterpret_cast<__nv_bfloat16*>(src);
-  auto* w = reinterpret_cast<__nv_bfloat16*>(src + size_t{n} * n * 2);
-  Check(kernels::FillUniform(x, size_t{n} * n * 2, 7, -1.0f, 1.0f, stream), "fill");
-  const double bf16_ms = TimeMs(stream, 3, [&] {
-    Check(gemm->Run(kernels::GemmType::kBF16, kernels::GemmType::kBF16, x, n, n, w, n, dst,
-                    stream),
-          "bf16 gemm");
-  });
-  c.bf16_tflops = 2.0 * n * n * n / (bf16_ms * 1e-3) / 1e12;
-  if (gemm->SupportsFp8(n, n, n)) {
-    auto* xq = reinterpret_cast<uint8_t*>(src);
-    auto* wq = reinterpret_cast<uint8_t*>(src + size_t{n} * n);
-    auto* xs = reinterpret_cast<float*>(src + size_t{2} * n * n);
-    auto* ws = xs + size_t{n} * (n / 128);
-    Check(kernels::FillFp8Uniform(xq, size_t{2} * n * n, 9, -1.0f, 1.0f, stream), "fill");
-    Check(kernels::FillUniform(xs, size_t{n} * (n / 128) + size_t(n / 128) * (n / 128), 11,
-                               0.5f, 1.0f, stream),
-          "fill");
-    const double fp8_ms = TimeMs(stream, 3, [&] {
-      Check(gemm->RunFp8(xq, xs, n, n, wq, ws, n, reinterpret_cast<float*>(dst), stream),
-            "fp8 gemm");
-    });
-    c.fp8_tflops = 2.0 * n * n * n / (fp8_ms * 1e-3) / 1e12;
-  }
-  gemm.reset();
-  cudaFree(src);
-  cudaFree(dst);
-  cudaStreamDestroy(stream);
-  return c;
-}
-
 std::vector<int> ParseList(const std::string& text) {
   std::vector<int> out;
   size_t at = 0;
@@ -156,9 +80,8 @@ struct Cache {
 Result<Cache> MakeCache(CudaBackend& gpu, const engine::model::KvCacheSpec& spec, int sequences,
                         int64_t tokens) {
   const int64_t per = (tokens + kBlockSize - 1) / kBlockSize;
-  SPARK_ASSIGN_OR_RETURN(auto cache, engine::model::PagedKvCache::Create(gpu, spec,
-                                                                        per * sequences,
-                                                                        kBlockSize));
+  SPARK_ASSIGN_OR_RETURN(
+      auto cache, engine::model::PagedKvCache::Create(gpu, spec, per * sequences, kBlockSize));
   Cache c{std::move(cache), {}};
   for (int s = 0; s < sequences; ++s) {
     std::vector<int32_t>& t = c.tables.emplace_back();
@@ -166,10 +89,10 @@ Result<Cache> MakeCache(CudaBackend& gpu, const engine::model::KvCacheSpec& spec
   }
   const size_t floats = static_cast<size_t>(per * sequences * kBlockSize) * spec.kv_width;
   for (int l = 0; l < spec.num_layers; ++l) {
-    SPARK_RETURN_IF_ERROR(kernels::FillUniform(c.cache.k(l), floats, 100 + l, 0.0f, 1.0f,
-                                               gpu.stream()));
-    SPARK_RETURN_IF_ERROR(kernels::FillUniform(c.cache.v(l), floats, 200 + l, 0.0f, 1.0f,
-                                               gpu.stream()));
+    SPARK_RETURN_IF_ERROR(
+        kernels::FillUniform(c.cache.k(l), floats, 100 + l, 0.0f, 1.0f, gpu.stream()));
+    SPARK_RETURN_IF_ERROR(
+        kernels::FillUniform(c.cache.v(l), floats, 200 + l, 0.0f, 1.0f, gpu.stream()));
   }
   SPARK_RETURN_IF_ERROR(gpu.Synchronize());
   return c;
@@ -187,11 +110,11 @@ struct DecodeRow {
 // ms of the LM head (bf16 [vocab, hidden]) alone for `batch` rows: taken out of the step to give
 // the layers' share.
 double HeadMs(CudaBackend& gpu, const engine::core::ModelConfig& c, int batch) {
-  auto head = Take(gpu.AllocateMatrix(c.vocab_size, c.hidden_size, engine::backend::DType::kBF16),
-                   "head");
+  auto head =
+      Take(gpu.AllocateMatrix(c.vocab_size, c.hidden_size, engine::backend::DType::kBF16), "head");
   auto x = Take(gpu.Allocate(static_cast<size_t>(batch) * c.hidden_size), "x");
   auto y = Take(gpu.Allocate(static_cast<size_t>(batch) * c.vocab_size), "y");
-  return TimeMs(gpu.stream(), 10, [&] {
+  return engine::bench::MedianMs(gpu.stream(), 10, [&] {
     gpu.Linear(x.data(), batch, c.hidden_size, head.weight(), c.vocab_size, y.data());
   });
 }
@@ -203,9 +126,8 @@ DecodeRow Decode(CudaBackend& gpu, engine::model::Model& model, const std::vecto
   DecodeRow row{batch, context};
   const engine::model::KvCacheSpec spec = model.kv_cache_spec();
   const int64_t tokens = context + steps + 2;
-  const double cache_bytes =
-      static_cast<double>(batch) * ((tokens + kBlockSize - 1) / kBlockSize) * kBlockSize *
-      spec.bytes_per_token();
+  const double cache_bytes = static_cast<double>(batch) * ((tokens + kBlockSize - 1) / kBlockSize) *
+                             kBlockSize * spec.bytes_per_token();
   size_t free = 0, total = 0;
   Cuda(cudaMemGetInfo(&free, &total), "meminfo");
   if (cache_bytes + (double{8} * (1 << 30)) > static_cast<double>(free)) {
@@ -248,9 +170,8 @@ struct PrefillRow {
   double seconds = 0, flops = 0;
 };
 
-PrefillRow Prefill(CudaBackend& gpu, engine::model::Model& model,
-                   const std::vector<BenchLayer>& s, int64_t tokens, int chunk,
-                   const std::function<void()>& after_warmup = {}) {
+PrefillRow Prefill(CudaBackend& gpu, engine::model::Model& model, const std::vector<BenchLayer>& s,
+                   int64_t tokens, int chunk, const std::function<void()>& after_warmup = {}) {
   const engine::core::ModelConfig& c = model.config();
   PrefillRow row{tokens};
   Cache cache = Take(MakeCache(gpu, model.kv_cache_spec(), 1, tokens + 1), "cache");
@@ -342,8 +263,9 @@ nlohmann::json FlashPrefillFlops(const engine::core::ModelConfig& c,
 }
 
 int Main(int argc, char** argv) {
-  CLI::App app{"DeepSeek-V4.1-Flash-shaped layers on one GPU: decode and prefill against the "
-               "bytes and FLOPs they need, at the copy bandwidth and GEMM peaks measured here"};
+  CLI::App app{
+      "DeepSeek-V4.1-Flash-shaped layers on one GPU: decode and prefill against the "
+      "bytes and FLOPs they need, at the copy bandwidth and GEMM peaks measured here"};
   std::string batches = "1,8,32", contexts = "4096,65536", prefills = "8192,65536", json;
   int steps = 8, chunk = 8192, engram_vocab = 400000;
   bool precise = false, describe = false, profile = false;
@@ -370,9 +292,9 @@ int Main(int argc, char** argv) {
   for (int i = 0; i < config.vocab_size; ++i) {
     token_map[i] = i % config.dsv41.engram_compressed_vocab_size;
   }
-  auto hashing = std::make_unique<dsv41::EngramHashing>(Take(
-      dsv41::EngramHashing::Create(config.dsv41, token_map[config.dsv41.engram_pad_id]),
-      "hashing"));
+  auto hashing = std::make_unique<dsv41::EngramHashing>(
+      Take(dsv41::EngramHashing::Create(config.dsv41, token_map[config.dsv41.engram_pad_id]),
+           "hashing"));
   config.dsv41.engram_num_embeddings = {hashing->RowsNeeded(0)};
   const std::vector<BenchLayer> schedule = BenchSchedule();
   nlohmann::json j;
@@ -391,13 +313,13 @@ int Main(int argc, char** argv) {
   }
   cudaDeviceProp prop{};
   Cuda(cudaGetDeviceProperties(&prop, 0), "device");
-  const Ceilings ceil = MeasureCeilings();
+  const engine::bench::GpuCeilings ceil = engine::bench::MeasureGpuCeilings(/*fp8=*/true);
   std::printf("%s: copy %.0f GB/s, bf16 GEMM %.0f TFLOP/s, FP8 GEMM %.0f TFLOP/s\n", prop.name,
               ceil.copy_gbs, ceil.bf16_tflops, ceil.fp8_tflops);
 
-  auto gpu = Take(CudaBackend::Create({.step_timeout = std::chrono::seconds(600),
-                                       .precise_quant = precise}),
-                  "cuda backend");
+  auto gpu = Take(
+      CudaBackend::Create({.step_timeout = std::chrono::seconds(600), .precise_quant = precise}),
+      "cuda backend");
   Clock::time_point t0 = Clock::now();
   EngramTables tables;
   dsv41::Weights weights = Take(BenchWeights(config, *hashing, &tables), "weights");
@@ -409,22 +331,23 @@ int Main(int argc, char** argv) {
   timing.set_deepseek_ops(&timed_ops);
   engine::backend::Backend& backend = profile ? static_cast<engine::backend::Backend&>(timing)
                                               : static_cast<engine::backend::Backend&>(*gpu);
-  dsv41::DeepseekV41Model model(config, nullptr, std::move(weights), std::move(hashing),
-                                token_map, backend, nullptr);
+  dsv41::DeepseekV41Model model(config, nullptr, std::move(weights), std::move(hashing), token_map,
+                                backend, nullptr);
   Check(gpu->Synchronize(), "upload");
   const double upload_s = Seconds(t0, Clock::now());
   const size_t weight_bytes = gpu->bytes_in_use();
-  std::printf("model: %zu layers, %.1f GiB of weights on the GPU (built in %.1f s, uploaded in "
-              "%.1f s); KV record %d floats per token and layer\n",
-              schedule.size(), weight_bytes / double(1 << 30), build_s, upload_s,
-              2 * model.kv_cache_spec().kv_width);
+  std::printf(
+      "model: %zu layers, %.1f GiB of weights on the GPU (built in %.1f s, uploaded in "
+      "%.1f s); KV record %d floats per token and layer\n",
+      schedule.size(), weight_bytes / double(1 << 30), build_s, upload_s,
+      2 * model.kv_cache_spec().kv_width);
 
   if (profile) {
     for (int b : ParseList(batches)) {
-      const DecodeRow r = Decode(*gpu, model, schedule, b, ParseList(contexts).front(), 1,
-                                 [&] { timing.Clear(); });
-      std::printf("\n== decode step, batch %d, context %d (%.3f ms with a wait after each op)\n",
-                  b, ParseList(contexts).front(), r.ms_step);
+      const DecodeRow r =
+          Decode(*gpu, model, schedule, b, ParseList(contexts).front(), 1, [&] { timing.Clear(); });
+      std::printf("\n== decode step, batch %d, context %d (%.3f ms with a wait after each op)\n", b,
+                  ParseList(contexts).front(), r.ms_step);
       timing.Print(ceil.copy_gbs);
     }
     const PrefillRow p = Prefill(*gpu, model, schedule, chunk, chunk, [&] { timing.Clear(); });
@@ -443,8 +366,8 @@ int Main(int argc, char** argv) {
   j["kv_record_bytes_per_token"] = model.kv_cache_spec().bytes_per_token();
   for (const BenchLayer& l : schedule) j["layers"].push_back(l.kind);
 
-  std::printf("\n%-6s %-8s %10s %10s %12s %14s %10s\n", "batch", "context", "ms/step",
-              "ms/layer", "tok/s", "bytes/layer", "roofline");
+  std::printf("\n%-6s %-8s %10s %10s %12s %14s %10s\n", "batch", "context", "ms/step", "ms/layer",
+              "tok/s", "bytes/layer", "roofline");
   for (int b : ParseList(batches)) {
     for (int ctx : ParseList(contexts)) {
       const DecodeRow r = Decode(*gpu, model, schedule, b, ctx, steps);
@@ -492,10 +415,11 @@ int Main(int argc, char** argv) {
     if (!j.contains("prefill_vs_fp8_peak")) j["prefill_vs_fp8_peak"] = vs_fp8;
   }
   const int columns = (config.dsv41.engram_max_ngram_size - 1) * config.dsv41.engram_n_heads;
-  std::printf("\n%-6s %14s %12s (Engram, one layer, host gather + upload)\n", "batch",
-              "bytes/step", "ms/step");
+  std::printf("\n%-6s %14s %12s (Engram, one layer, host gather + upload)\n", "batch", "bytes/step",
+              "ms/step");
   for (int b : ParseList(batches)) {
-    const double bytes = static_cast<double>(b) * columns * (config.dsv41.engram_head_dim * (1 + 1.0 / 32));
+    const double bytes =
+        static_cast<double>(b) * columns * (config.dsv41.engram_head_dim * (1 + 1.0 / 32));
     const double ms = EngramMs(*gpu, engram_table, b, columns);
     std::printf("%-6d %14.0f %12.3f\n", b, bytes, ms);
     j["engram"].push_back({{"batch", b}, {"row_bytes_per_step", bytes}, {"ms_per_step", ms}});
