@@ -84,8 +84,12 @@ class DeviceBuffersBackend : public CollectiveBackend {
   }
   float* send() override { return send_; }
   float* recv() override { return recv_; }
+  // The collectives run on non-blocking streams, which do not wait for the legacy stream, and a
+  // copy from pageable memory may return before its DMA lands: wait for it here.
   Status Upload(const float* host, float* dst, size_t count) override {
-    return Check(cudaMemcpy(dst, host, count * sizeof(float), cudaMemcpyHostToDevice), "upload");
+    SPARK_RETURN_IF_ERROR(
+        Check(cudaMemcpy(dst, host, count * sizeof(float), cudaMemcpyHostToDevice), "upload"));
+    return Check(cudaDeviceSynchronize(), "upload sync");
   }
   Status Download(const float* src, float* host, size_t count) override {
     return Check(cudaMemcpy(host, src, count * sizeof(float), cudaMemcpyDeviceToHost),

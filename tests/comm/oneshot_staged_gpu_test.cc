@@ -93,7 +93,10 @@ TEST_P(StagedOneShotGpuTest, SumsAndGathersAreExactOnOneGpu) {
     for (int call = 0; call < 20; ++call) {
       const size_t count = counts[call % counts.size()];
       std::vector<float> mine = Data(r, call, count), got(count);
-      ASSERT_EQ(cudaMemcpy(d, mine.data(), count * 4, cudaMemcpyHostToDevice), cudaSuccess);
+      // On the rank's stream: a copy from pageable memory on the legacy stream may return
+      // before it lands, and a non-blocking stream would not wait for it.
+      ASSERT_EQ(cudaMemcpyAsync(d, mine.data(), count * 4, cudaMemcpyHostToDevice, stream),
+                cudaSuccess);
       Status s = group[r]->EnqueueAllReduceSum(d, count, stream);
       ASSERT_TRUE(s.ok()) << s.ToString();
       ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess) << group[r]->broken().ToString();
@@ -103,7 +106,8 @@ TEST_P(StagedOneShotGpuTest, SumsAndGathersAreExactOnOneGpu) {
                                                                      << call;
     }
     std::vector<float> mine = Data(r, 99, 4096), got(n * 4096);
-    ASSERT_EQ(cudaMemcpy(d, mine.data(), 4096 * 4, cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(cudaMemcpyAsync(d, mine.data(), 4096 * 4, cudaMemcpyHostToDevice, stream),
+              cudaSuccess);
     ASSERT_TRUE(group[r]->EnqueueAllGather(d, 4096, gathered, stream).ok());
     ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
     ASSERT_EQ(cudaMemcpy(got.data(), gathered, got.size() * 4, cudaMemcpyDeviceToHost),
@@ -136,7 +140,8 @@ TEST_P(StagedOneShotGpuTest, CapturedGraphReplaysStayExact) {
     ASSERT_EQ(cudaMallocHost(&pinned, count * 4), cudaSuccess);
     // One eager call first: the graph continues the same sequence.
     std::vector<float> first = Data(r, 0, count);
-    ASSERT_EQ(cudaMemcpy(d, first.data(), count * 4, cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(cudaMemcpyAsync(d, first.data(), count * 4, cudaMemcpyHostToDevice, stream),
+              cudaSuccess);
     ASSERT_TRUE(group[r]->EnqueueAllReduceSum(d, count, stream).ok());
     ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
     cudaGraph_t graph;

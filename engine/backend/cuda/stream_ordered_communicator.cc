@@ -56,17 +56,6 @@ bool StreamOrderedCommunicator::PeerFits(const float* data, size_t count) const 
 Status StreamOrderedCommunicator::EnableOneShot(const comm::oneshot::OneShotOptions& options,
                                                 size_t max_bytes) {
   if (world_size() == 1) return UnavailableError("one-shot: one rank");
-  // Relayed rings are not enabled for device tensors: the H200 test of four ranks on a ring
-  // (tests/comm/oneshot_staged_gpu_test.cc) gets wrong sums on three ranks at 256 KiB, where the
-  // host-tensor transport over the same relays is exact. Direct links (a pair, a mesh) pass.
-  if (world_size() > 2 && options.topology != comm::oneshot::Topology::kMesh) {
-    return UnavailableError(
-        "one-shot for GPU tensors over a relayed " +
-        std::string(options.topology == comm::oneshot::Topology::kRing ? "ring" : "line") + " of " +
-        std::to_string(world_size()) +
-        " ranks is refused: its staged path is not yet exact there. Leave --oneshot-max-bytes "
-        "at 0 (NCCL), or use --oneshot-topology mesh where every pair of ranks is linked");
-  }
   comm::oneshot::OneShotOptions o = options;
   o.capacity_bytes = max_bytes;
   SPARK_ASSIGN_OR_RETURN(oneshot_,
