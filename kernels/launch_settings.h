@@ -16,6 +16,12 @@ struct LaunchSettings {
   int prefill_stages = 0;
   // Print every GEMM autotune's candidates and times to stderr.
   bool log_gemm_tuning = false;
+  // The most rows (tokens) a bf16 Linear runs as a GEMV (kernels/gemv.h, up to kGemvMaxRows);
+  // more go to the GEMM path. One: on the H200 the GEMV's time grows by about a third of a
+  // weight pass per extra row, and the GEMM path reads the weights once for any small batch
+  // (bench/engine/CUDA_BACKEND_NOTES.md, "GEMV rows"). The GEMV keeps fp32 activations, the
+  // GEMM rounds them to bf16.
+  int gemv_max_rows = 1;
 };
 
 void SetLaunchSettings(const LaunchSettings& settings);

@@ -18,7 +18,8 @@ std::optional<std::string> Get(const char* name) {
 }
 
 constexpr std::string_view kNames[] = {"SPARK_LOG_LEVEL", "SPARK_PDL", "SPARK_PREFILL_STAGES",
-                                        "SPARK_GEMM_TUNE_LOG", "SPARK_TEST_STEP_DELAY_MS"};
+                                        "SPARK_GEMM_TUNE_LOG", "SPARK_GEMV_MAX_ROWS",
+                                        "SPARK_TEST_STEP_DELAY_MS"};
 constexpr std::string_view kLibraryPrefixes[] = {"NCCL_", "CUDA_", "GLOO_"};
 
 }  // namespace
@@ -48,6 +49,13 @@ Result<Environment> ReadEnvironment() {
     }
     env.log_gemm_tuning = *v == "1";
   }
+  if (auto v = Get("SPARK_GEMV_MAX_ROWS")) {
+    const std::optional<int64_t> rows = ParseInt(*v);
+    if (!rows || *rows < 1 || *rows > 4) {
+      return InvalidArgumentError("SPARK_GEMV_MAX_ROWS='" + *v + "': want 1 to 4");
+    }
+    env.gemv_max_rows = static_cast<int>(*rows);
+  }
   if (auto v = Get("SPARK_TEST_STEP_DELAY_MS")) {
     const std::optional<int64_t> ms = ParseInt(*v);
     if (!ms || *ms < 0 || *ms > 600000) {
@@ -68,7 +76,8 @@ void ApplyKernelSettings(const Environment& env) {
 #if SPARK_HAVE_KERNELS
   kernels::SetLaunchSettings({.dependent_launch = env.dependent_launch,
                               .prefill_stages = env.prefill_stages,
-                              .log_gemm_tuning = env.log_gemm_tuning});
+                              .log_gemm_tuning = env.log_gemm_tuning,
+                              .gemv_max_rows = env.gemv_max_rows});
 #else
   (void)env;
 #endif

@@ -6,6 +6,7 @@
 //   SPARK_PDL=0           no programmatic dependent launch (kernels::LaunchSettings)
 //   SPARK_PREFILL_STAGES  1 or 2: force the prefill attention's pipeline depth
 //   SPARK_GEMM_TUNE_LOG=1 print the GEMM autotune's candidates
+//   SPARK_GEMV_MAX_ROWS   1-4: the most rows a bf16 Linear runs as a GEMV (default 1; more: GEMM)
 //   SPARK_TEST_STEP_DELAY_MS  testing: every rank sleeps this long inside each step with work
 //                             (a slow step, for the liveness tests of the simulator)
 // Thread-safety: call from main before other threads start.
@@ -25,6 +26,7 @@ struct Environment {
   bool dependent_launch = true;
   int prefill_stages = 0;  // 0: by device
   bool log_gemm_tuning = false;
+  int gemv_max_rows = 1;
   int test_step_delay_ms = 0;
 };
 

@@ -15,6 +15,7 @@
 #include "kernels/elementwise.h"
 #include "kernels/embedding.h"
 #include "kernels/gemv.h"
+#include "kernels/launch_settings.h"
 #include "kernels/norm.h"
 #include "kernels/rope.h"
 #include "kernels/sampling.h"
@@ -238,7 +239,11 @@ Status CudaBackend::FinishWeightUploads() {
 }
 
 bool CudaBackend::Bf16InputsPay(int64_t rows, DType weights) const {
-  return IsQuantised(weights) || (weights != DType::kF32 && rows > kernels::kGemvMaxRows);
+  if (IsQuantised(weights)) return true;
+  if (weights == DType::kF32) return false;
+  const int gemv_rows = weights == DType::kBF16 ? kernels::GetLaunchSettings().gemv_max_rows
+                                                : kernels::kGemvMaxRows;
+  return rows > gemv_rows;
 }
 
 Status CudaBackend::BeginGraph(const std::string& key, int table_blocks) {

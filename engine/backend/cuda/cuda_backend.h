@@ -7,7 +7,8 @@
 // graph steps (graph_steps.h: capture, replay, steps launched ahead of the host).
 //
 // Weights may be fp32 or bf16 (AllocateWeights) or fp8 (AllocateMatrix); bf16 and fp8 Linear
-// run a GEMV kernel for up to kGemvMaxRows rows (decode) and a tensor-core GEMM otherwise: bf16
+// run a GEMV kernel for a few rows (decode: bf16 up to LaunchSettings::gemv_max_rows, default
+// one; fp8 up to kGemvMaxRows) and a tensor-core GEMM otherwise: bf16
 // over the activations rounded to bf16 (the copy the op before wrote, Output::bf16, else a cast
 // here), or for fp8 weights cuBLASLt's block-scaled FP8 GEMM over the activations quantised per
 // 1 x 128 block where it exists (Hopper; k a multiple of 512, n of 128), else bf16 over the

@@ -8,6 +8,7 @@
 #include "engine/backend/cuda/cuda_backend_internal.h"
 #include "kernels/elementwise.h"
 #include "kernels/gemv.h"
+#include "kernels/launch_settings.h"
 #include "kernels/quant_gemm.h"
 
 namespace spark::engine::backend::cuda {
@@ -16,7 +17,8 @@ using internal::Bf16;
 
 bool CudaBackend::ByGemv(int64_t rows, int n, int k, DType dtype) {
   if (dtype == DType::kFP8) return UseFp8Gemv(rows, n, k);
-  return dtype == DType::kBF16 && rows <= kernels::kGemvMaxRows && k % 8 == 0;
+  return dtype == DType::kBF16 && rows <= kernels::GetLaunchSettings().gemv_max_rows &&
+         k % 8 == 0;
 }
 
 void CudaBackend::Linear(Input x, int64_t rows, int in_features, WeightRef w, int out_features,
@@ -91,7 +93,9 @@ void CudaBackend::LinearMany(Input x, int64_t rows, int in_features,
     fp8 = fp8 && o.w.dtype == DType::kFP8;
     fp8_gemv = fp8 && fp8_gemv && UseFp8Gemv(rows, o.out_features, in_features);
   }
-  const bool one_launch = ((bf16 && in_features % 8 == 0) || fp8_gemv) &&
+  const bool one_launch = ((bf16 && in_features % 8 == 0 &&
+                            rows <= kernels::GetLaunchSettings().gemv_max_rows) ||
+                           fp8_gemv) &&
                           rows <= kernels::kGemvMaxRows &&
                           outs.size() <= static_cast<size_t>(kernels::kGemvMaxSegments);
   if (fp8 && !one_launch &&
