@@ -11,6 +11,8 @@
 // context bucket are captured before timing; "gpu ms" and "gap us" split a step into the GPU's
 // time and the GPU's wait for the host before it (CUDA events). At TP=1 the serving engine's
 // own loop (runtime::Engine over ModelStepRunner, "engine") runs the same steps too.
+// --speculative K,...: the engine's speculative step at each k with an oracle drafter (every
+// draft accepted) and an always-wrong one, against plain decode (speculative_sweep.h).
 // Prints a table; --json writes every figure (bench/engine/cuda_backend.sh merges it).
 #include <cuda_runtime.h>
 
@@ -28,6 +30,7 @@
 
 #include "bench/engine/decode_bench_check.h"
 #include "bench/engine/gpu_ceilings.h"
+#include "bench/engine/speculative_sweep.h"
 #include "bench/engine/timing_backend.h"
 #include "comm/nccl_communicator.h"
 #include "comm/rendezvous.h"
@@ -42,6 +45,7 @@
 #include "kernels/elementwise.h"
 #include "kernels/fp8.h"
 #include "kernels/gemm.h"
+#include "kernels/launch_settings.h"
 
 namespace spark::engine {
 namespace {
@@ -478,6 +482,65 @@ PrefillResult RunPrefill(int tokens) {
   return p;
 }
 
+// The speculative sweep at each batch size on one GPU: a table, and rows for the JSON.
+nlohmann::json Speculative(const std::vector<int>& batches, const std::vector<int>& ks,
+                           int tokens) {
+  RankSetup r;
+  SetUpRank(r, 0, 1, 0);
+  nlohmann::json out = nlohmann::json::array();
+  std::printf("speculative steps (engine loop, greedy, %d tokens a sequence; verify steps eager)\n",
+              tokens);
+  std::printf("%-4s %-3s %-7s %10s %10s %8s %10s %10s %12s %s\n", "b", "k", "drafter", "tok/s",
+              "ms/step", "steps", "accepted", "vs plain", "break-even", "ids");
+  for (int b : batches) {
+    bench::SpeculativeSweepOptions o;
+    o.batch = b;
+    o.prompt = kPrompt;
+    o.tokens = tokens;
+    o.block_size = kBlockSize;
+    o.max_len = kMaxLen;
+    o.ks = ks;
+    const std::vector<bench::SpeculativeRow> rows =
+        bench::RunSpeculativeSweep(r.model.get(), *r.backend, o);
+    const bench::SpeculativeRow& plain = rows.front();
+    for (const bench::SpeculativeRow& row : rows) {
+      const double accepted =
+          row.draft_tokens > 0 ? static_cast<double>(row.accepted_tokens) / row.draft_tokens : 0;
+      // The wrong drafter's step is a verify step of 1 + k rows that keeps one token.
+      const double break_even =
+          row.drafter == "wrong"
+              ? bench::BreakEvenAcceptance(row.k, row.ms_per_step(), plain.ms_per_step())
+              : 0;
+      // Greedy ids against the plain run's: "=", or the first output position that differs.
+      const std::string ids =
+          row.ids_equal_plain ? "=" : "from " + std::to_string(row.first_difference);
+      char be[32] = "-";
+      if (row.drafter == "wrong") std::snprintf(be, sizeof(be), "%.3f", break_even);
+      std::printf("%-4d %-3d %-7s %10.1f %10.3f %8lld %9.1f%% %9.3fx %12s %s\n", b, row.k,
+                  row.drafter.c_str(), row.tok_s(), row.ms_per_step(),
+                  static_cast<long long>(row.steps), 100 * accepted,
+                  row.tok_s() / plain.tok_s(), be, ids.c_str());
+      nlohmann::json jr = {{"batch", b},
+                           {"k", row.k},
+                           {"drafter", row.drafter},
+                           {"tok_s", row.tok_s()},
+                           {"ms_per_step", row.ms_per_step()},
+                           {"steps", row.steps},
+                           {"tokens", row.tokens},
+                           {"seconds", row.seconds},
+                           {"draft_tokens", row.draft_tokens},
+                           {"accepted_tokens", row.accepted_tokens},
+                           {"tok_s_vs_plain", row.tok_s() / plain.tok_s()},
+                           {"step_time_vs_plain", row.ms_per_step() / plain.ms_per_step()},
+                           {"ids_equal_plain", row.ids_equal_plain},
+                           {"first_difference", row.first_difference}};
+      if (row.drafter == "wrong") jr["break_even_acceptance"] = break_even;
+      out.push_back(jr);
+    }
+  }
+  return out;
+}
+
 int Main(int argc, char** argv) {
   const Result<config::Environment> env = config::ReadEnvironment();
   if (!env.ok()) {
@@ -527,7 +590,23 @@ int Main(int argc, char** argv) {
   app.add_flag("--tp-nccl", tp_nccl,
                "TP collectives through NCCL with eager steps (default: the peer all-reduce of "
                "GPUs on one host, steps in CUDA graphs)");
+  std::vector<int> spec_ks;
+  int spec_tokens = 128;
+  bool spec_only = false;
+  app.add_option("--speculative", spec_ks,
+                 "also time the engine's speculative step at these draft lengths k, with an "
+                 "oracle drafter (all accepted) and an always-wrong one, against plain decode")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 16));
+  app.add_option("--speculative-tokens", spec_tokens, "greedy tokens a sequence in that sweep")
+      ->check(CLI::Range(8, 900));
+  app.add_flag("--speculative-only", spec_only,
+               "only the speculative sweep (no decode, TP or prefill runs)");
   CLI11_PARSE(app, argc, argv);
+  if (spec_only && spec_ks.empty()) {
+    std::fprintf(stderr, "spark-decode-bench: --speculative-only needs --speculative K,...\n");
+    return 2;
+  }
   g_kv_dtype = Take(backend::ParseDType(kv_dtype), "--kv-dtype");
   g_weight_dtype = Take(backend::ParseDType(weight_dtype), "--weight-dtype");
   g_fuse_residual = !no_fuse_residual;
@@ -558,7 +637,13 @@ int Main(int argc, char** argv) {
   j["fuse_all_reduce_norm"] = g_fuse_all_reduce_norm;
   j["rank_share"] = g_rank_share;
   j["peer_protocol"] = peer_one_way ? "one-way" : "signal";
+  j["gemv_max_rows"] = kernels::GetLaunchSettings().gemv_max_rows;
 
+  if (!spec_ks.empty()) j["speculative"] = Speculative(batches, spec_ks, spec_tokens);
+  if (spec_only) {
+    if (!json_path.empty()) std::ofstream(json_path) << j.dump(2) << "\n";
+    return 0;
+  }
   int64_t streamed = 0;
   if (profile) Profile(batches, ceil.copy_gbs);
   std::vector<DecodeResult> tp1;

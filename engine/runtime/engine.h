@@ -103,9 +103,10 @@ class Engine {
     if (options_.memory_guard != nullptr) options_.memory_guard->Check();
   }
   const Sequence* Find(uint64_t id) const;
-  // Tests: drafts from `drafter` (not owned) instead of the engine's own; the engine must have
-  // been created with speculative decoding on (its num_speculative_tokens apply).
-  void SetDrafterForTest(Drafter* drafter) {
+  // Drafts from `drafter` (not owned) instead of the engine's own (tests and benchmarks: an
+  // oracle or an always-wrong drafter); the engine must have been created with speculative
+  // decoding on (its num_speculative_tokens apply).
+  void SetDrafter(Drafter* drafter) {
     scheduler_.set_drafter(drafter, options_.speculative.num_speculative_tokens);
   }
   EngineStats stats() const;

@@ -95,7 +95,7 @@ Outcome RunAll(const EngineOptions& options, ModelRunner* runner, Drafter* draft
   auto engine = Engine::Create(options, runner);
   EXPECT_TRUE(engine.ok()) << engine.status().ToString();
   if (!engine.ok()) return run;
-  if (drafter != nullptr) (*engine)->SetDrafterForTest(drafter);
+  if (drafter != nullptr) (*engine)->SetDrafter(drafter);
   SamplingParams greedy;
   greedy.temperature = 0.0f;
   greedy.max_tokens = max_tokens;
@@ -258,7 +258,7 @@ TEST(SpeculativeEngineTest, RejectedDraftsLeaveTheStateOfARunWithoutThem) {
   auto plain = Engine::Create(Options(true, true, kBudget, kBlocks, 0), &plain_runner).value();
   auto spec = Engine::Create(Options(true, true, kBudget, kBlocks, 4), &spec_runner).value();
   ScriptedDrafter wrong(true);
-  spec->SetDrafterForTest(&wrong);
+  spec->SetDrafter(&wrong);
   SamplingParams greedy;
   greedy.temperature = 0.0f;
   greedy.max_tokens = 12;
@@ -355,7 +355,7 @@ TEST(SpeculativeEngineTest, GrammarHoldsForAcceptedDrafts) {
     FakeModelRunner runner(kVocab, 64, kBlockSize);
     auto engine = Engine::Create(Options(true, true, 16, 64, k), &runner).value();
     ScriptedDrafter drafter(false);
-    if (k > 0) engine->SetDrafterForTest(&drafter);
+    if (k > 0) engine->SetDrafter(&drafter);
     SamplingParams p;
     p.temperature = 0.0f;
     p.max_tokens = 24;

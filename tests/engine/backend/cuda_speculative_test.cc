@@ -1,0 +1,91 @@
+// Speculative decoding on the CUDA backend: the engine with the n-gram drafter, and with an
+// oracle that spoils part of each draft, gives token for token the greedy output of the same
+// engine without drafts, on the Qwen3 dense and MoE fixtures, through argmax and logits plans,
+// with decode graphs and launches ahead on (verify steps run outside graphs and must drop or
+// leave alone what was launched ahead), chunked prefill and prefix-cache hits.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <tuple>
+
+#include "engine/backend/cuda/cuda_backend.h"
+#include "engine/model/model.h"
+#include "engine/model/step_runner.h"
+#include "kernels/cuda_check.h"
+#include "tests/engine/model/speculative_test_util.h"
+
+namespace spark::engine::model {
+namespace {
+
+using namespace speculative_testing;
+
+struct GpuRank {
+  std::unique_ptr<backend::cuda::CudaBackend> gpu;
+  std::unique_ptr<Model> model;
+  std::unique_ptr<ModelStepRunner> runner;
+};
+
+std::unique_ptr<GpuRank> LoadOnGpu(const std::string& fixture) {
+  auto r = std::make_unique<GpuRank>();
+  auto gpu = backend::cuda::CudaBackend::Create({});
+  EXPECT_TRUE(gpu.ok()) << gpu.status().message();
+  if (!gpu.ok()) return nullptr;
+  r->gpu = std::move(*gpu);
+  auto model = LoadModel(FixtureDir(fixture), *r->gpu, nullptr, {});
+  EXPECT_TRUE(model.ok()) << model.status().message();
+  if (!model.ok()) return nullptr;
+  r->model = std::move(*model);
+  auto runner = ModelStepRunner::Create(r->model.get(), *r->gpu, kBlocks, kBlockSize,
+                                        /*return_logits=*/true, /*decode_graphs=*/true);
+  EXPECT_TRUE(runner.ok()) << runner.status().message();
+  if (!runner.ok()) return nullptr;
+  r->runner = std::move(*runner);
+  return r;
+}
+
+class CudaSpeculativeTest : public testing::TestWithParam<std::tuple<std::string, bool>> {
+ protected:
+  void SetUp() override {
+    if (kernels::CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
+  }
+};
+
+TEST_P(CudaSpeculativeTest, GreedyWithDraftsIsGreedyWithout) {
+  const auto& [fixture, argmax] = GetParam();
+  auto plain_rank = LoadOnGpu(fixture);
+  ASSERT_NE(plain_rank, nullptr);
+  const RunResult plain = Generate(plain_rank->runner.get(), Options(0, argmax), nullptr);
+  ASSERT_EQ(plain.tokens.size(), 8u);
+  for (const auto& t : plain.tokens) EXPECT_EQ(t.size(), 20u);
+  EXPECT_EQ(plain.tokens[4], plain.tokens[0]) << "a prefix-cache hit changed the output";
+
+  auto ngram_rank = LoadOnGpu(fixture);
+  ASSERT_NE(ngram_rank, nullptr);
+  const RunResult ngram = Generate(ngram_rank->runner.get(), Options(4, argmax), nullptr);
+  EXPECT_EQ(ngram.tokens, plain.tokens);
+  EXPECT_GT(ngram.stats.spec_drafts, 0u);
+
+  auto oracle_rank = LoadOnGpu(fixture);
+  ASSERT_NE(oracle_rank, nullptr);
+  OracleDrafter oracle(FullSequences(plain));
+  const RunResult spec = Generate(oracle_rank->runner.get(), Options(4, argmax), &oracle);
+  EXPECT_EQ(spec.tokens, plain.tokens);
+  EXPECT_GT(spec.stats.spec_accepted_tokens, 0u);
+  EXPECT_LT(spec.stats.spec_accepted_tokens, spec.stats.spec_draft_tokens);
+  EXPECT_LT(spec.stats.num_steps, plain.stats.num_steps) << "accepted drafts save steps";
+  EXPECT_TRUE(oracle_rank->gpu->status().ok()) << oracle_rank->gpu->status().message();
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Fixtures, CudaSpeculativeTest,
+    testing::Combine(testing::Values("qwen3-tiny", "qwen3-moe-tiny"), testing::Bool()),
+    [](const auto& info) {
+      std::string n = std::get<0>(info.param);
+      std::replace(n.begin(), n.end(), '-', '_');
+      return n + (std::get<1>(info.param) ? "_ArgMaxPlans" : "_LogitsPlans");
+    });
+
+}  // namespace
+}  // namespace spark::engine::model
