@@ -17,4 +17,5 @@ out="${1:-bench/results/deepseek_v41_cuda.json}"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader >&2 || true
 "$bin/spark-deepseek-bench" --batch 1,8,32 --context 4096,65536 --prefill 8192,65536 \
   --json "$out" ${BENCH_ARGS:-}
-python3 bench/engine/deepseek_v41_projection.py "$out" --write
+python3 bench/engine/deepseek_v41_projection.py "$out" --write \
+  --verify-cost bench/results/speculative_h200/spec_b1.json

@@ -16,10 +16,12 @@ input is labelled with where it comes from). Per decode step and rank:
              indexer's scores included; at 1M tokens these grow with the context)
 
 Single stream with DSpark: the field's mean accepted length (3.6 tokens a step) over a step that
-verifies 1 + 5 tokens, costed as a batch-6 step (the verify cost the speculative-decoding
-benchmark will measure; until then it is an assumption).
+verifies 1 + 5 tokens, costed as a batch-6 step (the bytes of the experts six tokens touch), and
+at least the measured verify / plain step ratio at k = 5 (--verify-cost: the speculative sweep's
+batch-1 JSON, bench/results/speculative_h200/spec_b1.json, Qwen3-8B shape on the H200) times
+the single-stream step.
 
-    deepseek_v41_projection.py RESULTS.json [--write]
+    deepseek_v41_projection.py RESULTS.json [--verify-cost SPEC_B1.json] [--write]
 prints the table; --write stores it as RESULTS.json's "projection" section.
 """
 import argparse
@@ -80,7 +82,17 @@ def decode_efficiency(results, batch):
     return min(rows, key=lambda r: r["context"])["roofline_ratio"] if rows else None
 
 
-def project(results):
+def verify_ratio(spec):
+    """verify / plain step time at k = 5 (the always-wrong drafter: every step verifies 6 rows)
+    at batch 1, from spark-decode-bench --speculative's JSON; None without one."""
+    if spec is None:
+        return None
+    rows = [r for r in spec.get("speculative", []) if r["batch"] == 1 and r["drafter"] == "wrong"]
+    row = next((r for r in rows if r["k"] == 5), None)
+    return row["step_time_vs_plain"] if row else None
+
+
+def project(results, verify=None):
     flash = results["flash_bytes_per_step"]
     prefill_eff = results.get("prefill_vs_fp8_peak")
     flops = {r["tokens"]: r["flops"] for r in results["flash_prefill_flops"]}
@@ -105,6 +117,13 @@ def project(results):
             bytes6 = interpolate_bytes(flash, verify_b, tp)
             t6 = bytes6 / (GB10["bandwidth_gbs"] * 1e9 * eff6) + \
                 (2 * LAYERS + 1) * latency_us(ALLREDUCE[transport], 4 * HIDDEN * verify_b) * 1e-6
+            t1 = out["b1_step_ms"] * 1e-3
+            out["dspark_verify_step_ms"] = t6 * 1e3
+            out["dspark_verify_bound"] = "bytes of a batch-6 step"
+            if verify is not None and verify * t1 > t6:
+                t6 = verify * t1
+                out["dspark_verify_step_ms"] = t6 * 1e3
+                out["dspark_verify_bound"] = "measured verify/plain ratio x single-stream step"
             out["single_stream_dspark_tok_s"] = ACCEPTED / t6
             per_token = flops[8192] / 8192
             rate = tp * GB10["fp8_tflops"] * 1e12 * prefill_eff
@@ -128,10 +147,18 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("results")
     ap.add_argument("--write", action="store_true", help="store the projection in RESULTS")
+    ap.add_argument("--verify-cost", help="spark-decode-bench --speculative JSON at batch 1")
     args = ap.parse_args()
     with open(args.results) as f:
         results = json.load(f)
-    rows = project(results)
+    spec = None
+    if args.verify_cost:
+        with open(args.verify_cost) as f:
+            spec = json.load(f)
+    verify = verify_ratio(spec)
+    if args.verify_cost and verify is None:
+        raise SystemExit(f"projection: {args.verify_cost} has no batch-1 k=5 wrong-drafter row")
+    rows = project(results, verify)
     print("PROJECTION (not measured): DeepSeek-V4.1-Flash on DGX Sparks, from "
           f"{results.get('gpu', '?')} efficiencies (decode b1 {decode_efficiency(results, 1):.2f}, "
           f"b8 {decode_efficiency(results, 8):.2f} of the bytes roofline; prefill "
@@ -150,6 +177,8 @@ def main():
             "gb10": GB10,
             "allreduce_us_by_bytes": ALLREDUCE,
             "dspark_accepted_tokens": ACCEPTED,
+            "verify_vs_plain_step": {"ratio": verify, "source": args.verify_cost}
+            if verify is not None else None,
             "public_figures": PUBLIC,
             "rows": rows,
         }
