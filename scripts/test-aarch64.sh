@@ -31,6 +31,10 @@ if [ -x "$host_sparkctl" ]; then
     qemu-aarch64-static "$bundle/bin/$program" --help >/dev/null ||
       { echo "test-aarch64: $bundle/bin/$program --help failed under qemu" >&2; rc=1; }
   done
+  plugin="$bundle/lib/libnccl-tuner-spark.so"
+  if ! readelf -h "$plugin" 2>/dev/null | grep -q AArch64; then
+    echo "test-aarch64: $plugin is missing or not an aarch64 library" >&2; rc=1
+  fi
   [ "$rc" -eq 0 ] && echo "test-aarch64: bundle $bundle checked"
 fi
 exit "$rc"

@@ -36,6 +36,9 @@ std::string BundlePathOf(const std::string& file, const MakeOptions& o,
   for (const auto& [name, path] : o.programs) {
     if (fs::path(path).lexically_normal() == fs::path(file).lexically_normal()) return "bin/" + name;
   }
+  for (const auto& [name, path] : o.plugins) {
+    if (fs::path(path).lexically_normal() == fs::path(file).lexically_normal()) return "lib/" + name;
+  }
   for (const auto& [soname, path] : libs.bundled) {
     if (path == file) return "lib/" + soname;
   }
@@ -103,12 +106,17 @@ Result<Bundle> MakeBundle(const MakeOptions& o) {
     }
     paths.push_back(path);
   }
+  for (const auto& [name, path] : o.plugins) paths.push_back(path);
   SPARK_ASSIGN_OR_RETURN(ResolvedLibraries libs, ResolveLibraries(paths, o.resolve));
   Bundle b;
   b.machine = libs.machine;
   b.version = o.version;
   for (const auto& [name, path] : o.programs) {
     SPARK_ASSIGN_OR_RETURN(BundleFile f, HashFile("bin/" + name, path, 0755));
+    b.files.push_back(std::move(f));
+  }
+  for (const auto& [name, path] : o.plugins) {
+    SPARK_ASSIGN_OR_RETURN(BundleFile f, HashFile("lib/" + name, path, 0644));
     b.files.push_back(std::move(f));
   }
   for (const auto& [soname, path] : libs.bundled) {

@@ -32,6 +32,9 @@ inline constexpr char kManifestName[] = "manifest.json";
 inline constexpr char kBundleRpath[] = "$ORIGIN/../lib";
 // The programs a bundle may hold, in the order `bundle make` looks for them.
 inline constexpr const char* kPrograms[] = {"sparkctl", "spark-engine", "spark-bench"};
+// NCCL's tuner plugin for Spark fabrics (nccl-patches/): no program links it, NCCL dlopen()s it
+// when NCCL_TUNER_PLUGIN names it. A build has it next to its programs' ../lib.
+inline constexpr char kTunerPlugin[] = "libnccl-tuner-spark.so";
 
 struct BundleFile {
   std::string path;    // "bin/sparkctl", "lib/libssh.so.4"
@@ -69,6 +72,9 @@ struct Bundle {
 struct MakeOptions {
   // Program name -> local file (e.g. {"sparkctl", "build/bin/sparkctl"}); at least one.
   std::map<std::string, std::string> programs;
+  // Library file name -> local file: libraries no program links that the bundle carries in lib/
+  // (kTunerPlugin); their own dependencies are resolved like the programs'.
+  std::map<std::string, std::string> plugins;
   std::string version;  // recorded as the bundle's version
   ResolveOptions resolve;
 };

@@ -194,6 +194,9 @@ Result<std::shared_ptr<const Bundle>> Catalog::Load(Source& s) {
     const std::string path = options_.self_dir + "/" + p;
     if (Exists(path)) make.programs[p] = path;
   }
+  if (const std::string plugin = options_.self_dir + "/../lib/" + kTunerPlugin; Exists(plugin)) {
+    make.plugins[kTunerPlugin] = plugin;
+  }
   auto b = MakeBundle(make);
   if (!b.ok()) {
     s.status = b.status().WithContext("making the bundle of " + s.where);
@@ -244,6 +247,7 @@ Result<std::shared_ptr<const Bundle>> Catalog::For(
   MakeOptions make{.version = options_.version, .resolve = options_.resolve};
   for (const auto& f : base->files) {
     if (StartsWith(f.path, "bin/")) make.programs[f.path.substr(4)] = f.source;
+    if (f.path == std::string("lib/") + kTunerPlugin) make.plugins[kTunerPlugin] = f.source;
   }
   for (const auto& [name, path] : overrides) {
     SPARK_ASSIGN_OR_RETURN(ElfFile elf, ReadElfFile(path));
@@ -336,6 +340,9 @@ Result<ProgramOnNode> EnsureProgram(ssh::Transport& transport, Catalog& catalog,
   const std::string id = b.Id();
   ProgramOnNode out{.path = RemoteProgramPath(id, program, root), .bundle_id = id,
                     .platform = platform};
+  if (b.Find(std::string("lib/") + kTunerPlugin) != nullptr) {
+    out.tuner_plugin = root + "/bundles/" + id + "/lib/" + kTunerPlugin;
+  }
   if (survey.complete.count(id)) return out;
   if (!options.install) {
     out.installed = false;

@@ -86,6 +86,7 @@ Catalog& DefaultCatalog();
 struct ProgramOnNode {
   std::string path;       // remote path of the program
   std::string bundle_id;  // full id of the bundle it is in
+  std::string tuner_plugin;  // remote path of the bundle's kTunerPlugin; "" when it has none
   bool installed = true;  // false only with install=false when the node lacks the bundle
   bool uploaded = false;  // this call installed the bundle
   NodePlatform platform;

@@ -58,6 +58,10 @@ int RunMake(const MakeFlags& f) {
     const std::string path = from + "/" + p;
     if (std::filesystem::exists(path)) make.programs[p] = path;
   }
+  if (const std::string plugin = from + "/../lib/" + bundle::kTunerPlugin;
+      std::filesystem::exists(plugin)) {
+    make.plugins[bundle::kTunerPlugin] = plugin;
+  }
   if (make.programs.empty()) {
     return ReportError(NotFoundError(from + " holds none of sparkctl, spark-engine, spark-bench: "
                                      "build them first, or pass --from BUILD/bin"),

@@ -220,9 +220,15 @@ Result<LaunchPlan> PlanLaunch(const profile::Profile& profile, const netplan::Cl
                            r, rank.status_path);
     SPARK_RETURN_IF_ERROR(AppendOneShotArgs(profile, options, rank.node, &rank.argv));
     auto nccl = options.nccl_env.find(rank.node);
-    rank.env = MergeEnv(nccl == options.nccl_env.end() ? std::vector<netplan::EnvVar>{}
-                                                       : nccl->second,
-                        profile.env);
+    std::vector<netplan::EnvVar> nccl_env =
+        nccl == options.nccl_env.end() ? std::vector<netplan::EnvVar>{} : nccl->second;
+    const bool has_plugin = std::any_of(nccl_env.begin(), nccl_env.end(), [](const auto& e) {
+      return e.name == "NCCL_TUNER_PLUGIN";
+    });
+    if (!nccl_env.empty() && !has_plugin && !options.nccl_tuner_plugin.empty()) {
+      nccl_env.push_back({"NCCL_TUNER_PLUGIN", options.nccl_tuner_plugin});
+    }
+    rank.env = MergeEnv(nccl_env, profile.env);
     plan.ranks.push_back(std::move(rank));
   }
   plan.hash = Hash(profile, plan.ranks, options);

@@ -43,6 +43,10 @@ struct LaunchOptions {
   int stop_deadline_s = 20;
   // NCCL environment per node name (from the fabric plan); empty for none.
   std::map<std::string, std::vector<netplan::EnvVar>> nccl_env;
+  // The engine bundle's NCCL tuner plugin on the nodes (bundle::kTunerPlugin); "" when the
+  // bundle has none. Nodes with an NCCL environment get NCCL_TUNER_PLUGIN naming it unless the
+  // profile's env sets it.
+  std::string nccl_tuner_plugin;
   // The one-shot transport's links per node name (netplan/oneshot_links.h), for profiles with
   // engine.collectives.oneshot_max_bytes.
   std::map<std::string, netplan::OneShotLinks> oneshot_links;

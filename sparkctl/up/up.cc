@@ -254,6 +254,7 @@ Status EngineBinary(ssh::Transport& t, const netplan::ClusterSpec& cluster, cons
   if (!engine.ok()) return steps.Fail("engine", engine.status());
   launch->engine_path = engine->path;
   launch->engine_sha256 = engine->bundle_id;
+  launch->nccl_tuner_plugin = engine->tuner_plugin;
   const std::string what = "spark-engine of the " + engine->platform.machine + " bundle " +
                            engine->bundle_id.substr(0, 12);
   steps.Done("engine", changed == 0 ? "ok" : (o.plan_only ? "would-change" : "changed"),
@@ -379,6 +380,7 @@ bool AlreadyUp(ssh::Transport& t, const netplan::ClusterSpec& cluster,
   if (!engine.ok() || missing > 0) return false;
   launch.engine_path = engine->path;
   launch.engine_sha256 = engine->bundle_id;
+  launch.nccl_tuner_plugin = engine->tuner_plugin;
   for (const auto& r : previous->plan.ranks) {
     launch.control_addresses[r.node] = r.control_address;
     launch.oneshot_links[r.node] = OneShotLinksFromArgv(r.argv);

@@ -105,6 +105,11 @@ TEST_F(DeployTest, InstallsOnceThenFindsItInstalled) {
   ASSERT_TRUE(bundle.ok());
   EXPECT_EQ(first->bundle_id, (*bundle)->Id());
   EXPECT_EQ(first->path, root_ + "/bundles/" + first->bundle_id + "/bin/sparkctl");
+  // The build's NCCL tuner plugin travels in lib/ (no program links it) and is reported.
+  ASSERT_NE((*bundle)->Find("lib/libnccl-tuner-spark.so"), nullptr);
+  EXPECT_EQ(first->tuner_plugin,
+            root_ + "/bundles/" + first->bundle_id + "/lib/libnccl-tuner-spark.so");
+  EXPECT_TRUE(fs::exists(first->tuner_plugin));
   EXPECT_EQ(node.uploads, static_cast<int>((*bundle)->files.size()));
   // The installed program runs, on the bundle's libraries.
   testing::Output version = testing::Shell("'" + first->path + "' --version");

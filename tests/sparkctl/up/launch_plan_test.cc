@@ -241,6 +241,36 @@ TEST(LaunchPlanTest, ProfileEnvOverridesNcclEnv) {
   EXPECT_EQ(plan->ranks[2].env.size(), 2u) << "spark-2 has no NCCL env, only the profile's";
 }
 
+// The bundle's tuner plugin is named to NCCL on nodes with an NCCL environment, once (a plan
+// rebuilt from a previous one's env does not add it twice), and the profile's env wins.
+TEST(LaunchPlanTest, NodesWithNcclEnvLoadTheBundlesTunerPlugin) {
+  LaunchOptions o;
+  o.nccl_env["spark-1"] = {{"SPARK_NCCL_TOPOLOGY", "ring"}};
+  o.nccl_tuner_plugin = "/opt/b/lib/libnccl-tuner-spark.so";
+  auto count = [](const std::vector<netplan::EnvVar>& env, const std::string& value) {
+    return std::count(env.begin(), env.end(), netplan::EnvVar{"NCCL_TUNER_PLUGIN", value});
+  };
+  auto plan = PlanLaunch(DemoProfile(), Ring(), o);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_EQ(count(plan->ranks[1].env, o.nccl_tuner_plugin), 1);
+  EXPECT_EQ(count(plan->ranks[2].env, o.nccl_tuner_plugin), 0) << "no NCCL env, no plugin";
+  LaunchOptions again = o;
+  again.nccl_env["spark-1"] = plan->ranks[1].env;
+  auto replanned = PlanLaunch(DemoProfile(), Ring(), again);
+  ASSERT_TRUE(replanned.ok());
+  EXPECT_EQ(replanned->ranks[1].env, plan->ranks[1].env);
+  EXPECT_EQ(replanned->hash, plan->hash);
+  LaunchOptions none = o;
+  none.nccl_tuner_plugin.clear();
+  EXPECT_NE(PlanLaunch(DemoProfile(), Ring(), none)->hash, plan->hash);
+  profile::Profile own = DemoProfile();
+  own.env["NCCL_TUNER_PLUGIN"] = "/elsewhere/tuner.so";
+  auto mine = PlanLaunch(own, Ring(), o);
+  ASSERT_TRUE(mine.ok());
+  EXPECT_EQ(count(mine->ranks[1].env, "/elsewhere/tuner.so"), 1);
+  EXPECT_EQ(count(mine->ranks[1].env, o.nccl_tuner_plugin), 0);
+}
+
 TEST(LaunchPlanTest, HashChangesWithWhatNeedsARestart) {
   const std::string base = PlanLaunch(DemoProfile(), Ring(), {})->hash;
   EXPECT_EQ(base.size(), 64u);
