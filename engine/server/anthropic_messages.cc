@@ -285,6 +285,13 @@ Error ReadMessages(const ordered_json& body, ordered_json* messages) {
                     "the top-level `system`)");
     }
   }
+  // Anthropic continues a final assistant turn (a prefill); the chat formats here always start
+  // a new turn, which would silently change the meaning.
+  if (v->back().value("role", "") == "assistant") {
+    return Refuse("messages[" + std::to_string(v->size() - 1) + "]",
+                  "a final assistant turn (prefill) is not supported: the reply always starts a "
+                  "new assistant turn; end the conversation with a user turn");
+  }
   return std::nullopt;
 }
 

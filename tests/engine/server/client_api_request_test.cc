@@ -147,6 +147,10 @@ TEST(AnthropicMessagesTest, RefusesWhatItCannotCarryByName) {
       Messages({{"tools", {{{"name", "f"}, {"input_schema", {{"type", "object"}}}}}},
                 {"tool_choice", {{"type", "any"}, {"disable_parallel_tool_use", true}}}}),
       "tool_choice.disable_parallel_tool_use", "every call");
+  ExpectMessagesRefused(Messages({{"messages",
+                                   {{{"role", "user"}, {"content", "hi"}},
+                                    {{"role", "assistant"}, {"content", "Sure, "}}}}}),
+                        "messages[1]", "prefill");
   ordered_json count = Messages({{"stream", true}});
   count.erase("max_tokens");
   ExpectMessagesRefused(count, "stream", "count_tokens", true);

@@ -148,13 +148,16 @@ def responses_checks(port):
           types[-1] == "response.incomplete" and final is not None and
           final.usage.output_tokens == 10,
           f"responses stream: {sorted(set(types))}")
-    # The SDK's accumulating stream helper.
-    with c.responses.stream(model="demo", input="Count.", max_output_tokens=6) as s:
+    # The SDK's accumulating stream helper (it wants response.completed: a schema-bound reply
+    # ends, where random weights would otherwise run to max_output_tokens).
+    fmt = {"format": {"type": "json_schema", "name": "trip", "schema": SCHEMA, "strict": True}}
+    with c.responses.stream(model="demo", input="Plan.", max_output_tokens=300, text=fmt) as s:
         for _ in s:
             pass
         acc = s.get_final_response()
-    check(acc.usage.output_tokens == 6 and acc.output and acc.output[0].type == "message",
-          f"responses.stream helper accumulates: {acc.output}")
+    check(acc.status == "completed" and acc.output and acc.output[0].type == "message" and
+          follows_schema(json.loads(acc.output_text)) and acc.usage.output_tokens > 0,
+          f"responses.stream helper accumulates: {acc.output_text!r} {acc.usage}")
 
     tools = [{"type": "function", "name": "plan_trip", "description": "Plan a trip.",
               "parameters": SCHEMA, "strict": True}]
