@@ -24,7 +24,8 @@ struct TopField {
   std::string_view name;
   unsigned where;
 };
-constexpr std::array<TopField, 14> kTopFields = {{
+constexpr std::array<TopField, 15> kTopFields = {{
+    {"context_management", 3},
     {"model", 3},
     {"messages", 3},
     {"system", 3},
@@ -46,10 +47,9 @@ struct Unsupported {
   std::string_view name;
   std::string_view why;
 };
-constexpr std::array<Unsupported, 4> kUnsupported = {{
+constexpr std::array<Unsupported, 3> kUnsupported = {{
     {"mcp_servers", "remote MCP servers are not implemented; run the MCP client in the agent"},
     {"container", "code execution containers are not implemented"},
-    {"context_management", "server-side context editing is not implemented"},
     {"output_format",
      "structured outputs on /v1/messages are not implemented; use a forced "
      "tool call (tool_choice {\"type\": \"tool\"}) or /v1/chat/completions"},
@@ -445,6 +445,56 @@ Error ReadSampling(const ordered_json& body, ordered_json* chat) {
   return std::nullopt;
 }
 
+// context_management: clear_thinking edits drop the reasoning of all but the last `keep`
+// assistant turns that have some ("all": none dropped; default 1, as Anthropic). Other edits
+// (clearing tool results) are not implemented.
+Error ApplyContextManagement(const ordered_json& body, ordered_json* messages) {
+  const ordered_json* cm = Field(body, "context_management");
+  if (cm == nullptr) return std::nullopt;
+  if (!cm->is_object()) return Refuse("context_management", "expected an object");
+  for (const auto& [key, _] : cm->items()) {
+    if (key != "edits") return Refuse("context_management." + key, "not supported (edits is)");
+  }
+  const ordered_json* edits = Field(*cm, "edits");
+  if (edits == nullptr) return std::nullopt;
+  if (!edits->is_array()) return Refuse("context_management.edits", "expected a list");
+  for (size_t i = 0; i < edits->size(); ++i) {
+    const std::string at = "context_management.edits[" + std::to_string(i) + "]";
+    const ordered_json& edit = (*edits)[i];
+    const ordered_json* type = edit.is_object() ? Field(edit, "type") : nullptr;
+    if (type == nullptr || *type != "clear_thinking_20251015") {
+      return Refuse(at + ".type", (type ? type->dump() : std::string("none")) +
+                                      " is not supported (only clear_thinking_20251015 is; "
+                                      "tool results are never cleared by this server)");
+    }
+    int64_t keep = 1;
+    for (const auto& [key, value] : edit.items()) {
+      if (key == "type") continue;
+      if (key != "keep") return Refuse(at + "." + key, "not supported (keep is)");
+      if (value == "all") {
+        keep = -1;
+      } else if (value.is_object() && value.value("type", "") == "thinking_turns" &&
+                 value.contains("value") && value["value"].is_number_integer() &&
+                 value["value"].get<int64_t>() >= 0 && value.size() == 2) {
+        keep = value["value"].get<int64_t>();
+      } else {
+        return Refuse(at + ".keep",
+                      "expected \"all\" or {\"type\": \"thinking_turns\", \"value\": N}");
+      }
+    }
+    if (keep < 0) continue;
+    for (auto m = messages->rbegin(); m != messages->rend(); ++m) {
+      if (!m->contains("reasoning_content")) continue;
+      if (keep > 0) {
+        --keep;
+      } else {
+        m->erase("reasoning_content");
+      }
+    }
+  }
+  return std::nullopt;
+}
+
 Error Translate(const ordered_json& body, bool count_tokens, MessagesRequest* out) {
   if (!body.is_object()) return Refuse("body", "expected a JSON object");
   if (Error e = CheckTopFields(body, count_tokens)) return e;
@@ -465,6 +515,7 @@ Error Translate(const ordered_json& body, bool count_tokens, MessagesRequest* ou
     messages.push_back({{"role", "system"}, {"content", text}});
   }
   if (Error e = ReadMessages(body, &messages)) return e;
+  if (Error e = ApplyContextManagement(body, &messages)) return e;
   chat["messages"] = std::move(messages);
   if (!count_tokens) {
     const ordered_json* max = Field(body, "max_tokens");

@@ -156,6 +156,37 @@ TEST(AnthropicMessagesTest, RefusesWhatItCannotCarryByName) {
   ExpectMessagesRefused(count, "stream", "count_tokens", true);
 }
 
+TEST(AnthropicMessagesTest, ContextManagementClearsOlderThinking) {
+  auto turn = [](const std::string& thought) {
+    return ordered_json{{"role", "assistant"},
+                        {"content",
+                         {{{"type", "thinking"}, {"thinking", thought}, {"signature", ""}},
+                          {{"type", "text"}, {"text", "ok"}}}}};
+  };
+  const ordered_json user = {{"role", "user"}, {"content", "go"}};
+  const ordered_json messages = {user, turn("first"), user, turn("second"), user};
+  auto reasoning = [&](const ordered_json& keep) {
+    MessagesRequest out;
+    ordered_json edit = {{"type", "clear_thinking_20251015"}};
+    if (!keep.is_null()) edit["keep"] = keep;
+    auto e = TranslateMessagesRequest(
+        Messages({{"messages", messages}, {"context_management", {{"edits", {edit}}}}}).dump(),
+        false, &out);
+    EXPECT_FALSE(e.has_value()) << e->message;
+    std::vector<std::string> kept;
+    for (const auto& m : out.chat_body["messages"]) {
+      if (m.contains("reasoning_content")) kept.push_back(m["reasoning_content"]);
+    }
+    return kept;
+  };
+  EXPECT_EQ(reasoning(nullptr), (std::vector<std::string>{"second"}));
+  EXPECT_EQ(reasoning("all"), (std::vector<std::string>{"first", "second"}));
+  EXPECT_EQ(reasoning({{"type", "thinking_turns"}, {"value", 0}}), std::vector<std::string>{});
+  ExpectMessagesRefused(
+      Messages({{"context_management", {{"edits", {{{"type", "clear_tool_uses_20250919"}}}}}}}),
+      "context_management.edits[0].type", "never cleared");
+}
+
 TEST(AnthropicMessagesTest, CountTokensNeedsNoMaxTokens) {
   MessagesRequest out;
   ordered_json body = Messages();
