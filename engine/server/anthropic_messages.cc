@@ -403,6 +403,14 @@ Error ReadThinking(const ordered_json& body, ordered_json* chat, MessagesRequest
     }
   }
   out->thinking = type == "enabled";
+  // A forced call skips the think block (the prefill closes it), so, as Anthropic does, the two
+  // are not combined.
+  const ordered_json* choice = Field(body, "tool_choice");
+  if (out->thinking && choice != nullptr && choice->is_object() &&
+      (choice->value("type", "") == "any" || choice->value("type", "") == "tool")) {
+    return Refuse("thinking", "cannot be enabled when tool_choice forces a tool call (type \"" +
+                                  choice->value("type", "") + "\"); use auto or disable thinking");
+  }
   (*chat)["chat_template_kwargs"] = {{"enable_thinking", out->thinking},
                                      {"thinking", out->thinking}};
   return std::nullopt;

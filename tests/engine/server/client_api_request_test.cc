@@ -53,7 +53,7 @@ TEST(AnthropicMessagesTest, TranslatesAConversationWithToolsAndThinking) {
           {"description", "d"},
           {"input_schema",
            {{"type", "object"}, {"properties", {{"city", {{"type", "string"}}}}}}}}}},
-       {"tool_choice", {{"type", "tool"}, {"name", "get_weather"}}},
+       {"tool_choice", {{"type", "auto"}}},
        {"thinking", {{"type", "enabled"}, {"budget_tokens", 1024}}},
        {"max_tokens", 2048},
        {"stop_sequences", {"END"}},
@@ -73,7 +73,7 @@ TEST(AnthropicMessagesTest, TranslatesAConversationWithToolsAndThinking) {
             (ordered_json{{"role", "tool"}, {"tool_call_id", "toolu_1"}, {"content", "22 C"}}));
   EXPECT_EQ(c["messages"][4]["role"], "user");
   EXPECT_EQ(c["tools"][0]["function"]["parameters"]["type"], "object");
-  EXPECT_EQ(c["tool_choice"]["function"]["name"], "get_weather");
+  EXPECT_EQ(c["tool_choice"], "auto");
   EXPECT_EQ(c["chat_template_kwargs"]["enable_thinking"], true);
   EXPECT_EQ(c["stop"], ordered_json({"END"}));
   EXPECT_EQ(c["top_k"], 5);
@@ -90,6 +90,11 @@ TEST(AnthropicMessagesTest, ToolChoiceAnyIsRequiredAndThinkingDefaultsOff) {
   EXPECT_EQ(out.chat_body["tool_choice"], "required");
   EXPECT_EQ(out.chat_body["chat_template_kwargs"]["enable_thinking"], false);
   EXPECT_FALSE(out.thinking);
+  ASSERT_FALSE(TranslateMessagesRequest(
+      Messages({{"tools", tools}, {"tool_choice", {{"type", "tool"}, {"name", "f"}}}}).dump(),
+      false, &out));
+  EXPECT_EQ(out.chat_body["tool_choice"],
+            (ordered_json{{"type", "function"}, {"function", {{"name", "f"}}}}));
 }
 
 TEST(AnthropicMessagesTest, ToolResultErrorsReachTheModelMarked) {
@@ -151,6 +156,12 @@ TEST(AnthropicMessagesTest, RefusesWhatItCannotCarryByName) {
                                    {{{"role", "user"}, {"content", "hi"}},
                                     {{"role", "assistant"}, {"content", "Sure, "}}}}}),
                         "messages[1]", "prefill");
+  ExpectMessagesRefused(
+      Messages({{"tools", {{{"name", "f"}, {"input_schema", {{"type", "object"}}}}}},
+                {"tool_choice", {{"type", "any"}}},
+                {"max_tokens", 2000},
+                {"thinking", {{"type", "enabled"}, {"budget_tokens", 1024}}}}),
+      "thinking", "forces a tool call");
   ordered_json count = Messages({{"stream", true}});
   count.erase("max_tokens");
   ExpectMessagesRefused(count, "stream", "count_tokens", true);
