@@ -199,7 +199,7 @@ void OpenAIServer::Handle(HttpRequest request, std::shared_ptr<ResponseWriter> w
   // Anthropic's Messages API and OpenAI's Responses API (anthropic_messages.h, responses_api.h).
   const bool messages = path == "/v1/messages", count_tokens = path == "/v1/messages/count_tokens";
   const bool responses = path == "/v1/responses";
-  const bool anthropic = messages || count_tokens;
+  const bool anthropic = path.starts_with("/v1/messages");  // Errors in Anthropic's shape.
   auto error_response = [anthropic](const ApiError& e) {
     return anthropic ? AnthropicErrorResponse(e) : ErrorResponse(e);
   };

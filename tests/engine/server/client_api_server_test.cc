@@ -226,6 +226,9 @@ TEST_F(ClientApiServerTest, MessagesErrorsHaveAnthropicsShape) {
   r = HttpCall(server_->port(), "GET", "/v1/messages");
   EXPECT_EQ(r.status, 405);
   EXPECT_EQ(json::parse(r.body)["type"], "error");
+  r = Post("/v1/messages/batches", Message("hi"));
+  EXPECT_EQ(r.status, 404);
+  EXPECT_EQ(json::parse(r.body)["error"]["type"], "not_found_error") << r.body;
 }
 
 TEST_F(ClientApiServerTest, CountTokensMatchesTheMessagesPrompt) {
