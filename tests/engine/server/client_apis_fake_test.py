@@ -52,6 +52,12 @@ def anthropic_checks(port):
           final.content[0].thinking == msg.content[0].thinking and
           final.content[1].text == msg.content[1].text and "thinking" in events,
           f"streamed thinking accumulates to the same blocks: {final.content}")
+    # A thinking turn goes back as history, its thinking block included.
+    again = c.messages.create(model="fake", max_tokens=2000, thinking=THINK, messages=[
+        {"role": "user", "content": "think: 2+2?"}, {"role": "assistant", "content": msg.content},
+        {"role": "user", "content": "Thanks. Say hello."}])
+    check(again.stop_reason == "end_turn" and again.content,
+          f"a thinking turn replayed as history: {again.content}")
     # The model calls a tool on its own (tool_choice auto), then answers from the result.
     messages = [{"role": "user", "content": "What is the weather in Paris?"}]
     with c.messages.stream(model="fake", max_tokens=500, tools=[WEATHER],
@@ -87,6 +93,11 @@ def responses_checks(port):
           acc.output[0].content[0].text == r.output[0].content[0].text and
           acc.output_text == r.output_text,
           f"the stream helper rebuilds the reasoning item: {acc.output}")
+    again = c.responses.create(model="fake", input=[
+        {"role": "user", "content": "think: 2+2?"}, *r.output,
+        {"role": "user", "content": "Thanks. Say hello."}])
+    check(again.status == "completed" and again.output_text,
+          f"reasoning and message items replayed as input: {again.output_text!r}")
     tools = [{"type": "function", "name": "get_weather", "parameters": WEATHER["input_schema"]}]
     r = c.responses.create(model="fake", input="What is the weather in Paris?", tools=tools)
     calls = [o for o in r.output if o.type == "function_call"]
@@ -100,6 +111,16 @@ def responses_checks(port):
             {"type": "function_call_output", "call_id": calls[0].call_id, "output": "22 C"}])
         check(r.output_text == "It is 22 degrees in Paris.",
               f"function_call_output answered: {r.output_text!r}")
+    # The usual agent loop: the previous response's output items go back as they came.
+    first = c.responses.create(model="fake", input="think, then the weather in Paris?",
+                               tools=tools)
+    outputs = [o for o in first.output if o.type == "function_call"]
+    if outputs:
+        r = c.responses.create(model="fake", tools=tools, input=[
+            {"role": "user", "content": "think, then the weather in Paris?"}, *first.output,
+            {"type": "function_call_output", "call_id": outputs[0].call_id, "output": "22 C"}])
+    check(outputs and r.output_text == "It is 22 degrees in Paris.",
+          f"output items replayed as input: {[o.type for o in first.output]}")
 
 
 def main():
