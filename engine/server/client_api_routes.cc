@@ -23,6 +23,10 @@ ApiError Renamed(ApiError e, std::string (*rename)(const std::string&)) {
   return e;
 }
 
+std::string Dump(const nlohmann::ordered_json& j) {
+  return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+}
+
 ApiError ShuttingDown() {
   ApiError e;
   e.http_status = 503;
@@ -42,7 +46,7 @@ void OpenAIServer::HandleMessages(const HttpRequest& request,
   MessagesRequest m;
   if (auto e = TranslateMessagesRequest(request.body, count_tokens, &m)) return fail(*e);
   CompletionRequest parsed;
-  if (auto e = ParseCompletionRequest(Endpoint::kChat, m.chat_body.dump(), &parsed)) {
+  if (auto e = ParseCompletionRequest(Endpoint::kChat, Dump(m.chat_body), &parsed)) {
     return fail(*e);
   }
   if (count_tokens) {
@@ -73,7 +77,7 @@ void OpenAIServer::HandleResponses(const HttpRequest& request,
   ResponsesRequest r;
   if (auto e = TranslateResponsesRequest(request.body, &r)) return fail(*e);
   CompletionRequest parsed;
-  if (auto e = ParseCompletionRequest(Endpoint::kChat, r.chat_body.dump(), &parsed)) {
+  if (auto e = ParseCompletionRequest(Endpoint::kChat, Dump(r.chat_body), &parsed)) {
     return fail(*e);
   }
   PreparedRequest prepared;
