@@ -94,7 +94,8 @@ void CompletionJob::Start() {
   context_->metrics->AddPromptTokens(static_cast<int>(prepared_.prompt.size()));
   if (req.stream) {
     writer_->StartStream(200, "text/event-stream");
-    for (int i = 0; chat && i < req.n; ++i) {
+    if (prepared_.shape) prepared_.shape->StreamStart(*writer_, static_cast<int>(prepared_.prompt.size()));
+    for (int i = 0; chat && !prepared_.shape && i < req.n; ++i) {
       json chunk = ChunkBase();
       chunk["choices"] = json::array({{{"index", i},
                                        {"delta", {{"role", "assistant"}, {"content", ""}}},
@@ -204,6 +205,7 @@ std::string CompletionJob::NewText(Choice& c, const GenerationEvent& event, bool
           m.emit_len + (prepared_.request.include_stop_str_in_output ? m.stop.size() : 0);
       c.raw.resize(keep);
       *stop_matched = true;
+      c.stop_sequence = m.stop;
       emit_to = keep;
     } else if (!event.finished) {
       emit_to = m.emit_len;
@@ -313,6 +315,10 @@ void CompletionJob::WriteChunk(size_t index, Choice& c, json delta) {
 // Text first, then each tool call piece as vLLM streams it: the first piece of a call carries
 // index, id, type and the name (arguments ""), later pieces only index and argument text.
 void CompletionJob::StreamDelta(size_t index, Choice& c, const ParsedOutput& delta) {
+  if (prepared_.shape) {
+    if (!delta.empty()) prepared_.shape->StreamDelta(*writer_, delta);
+    return;
+  }
   if (prepared_.request.endpoint == Endpoint::kCompletion) {
     if (delta.content.empty() && c.logprobs.empty()) return;
     json chunk = ChunkBase();
@@ -346,6 +352,7 @@ void CompletionJob::StreamDelta(size_t index, Choice& c, const ParsedOutput& del
 }
 
 void CompletionJob::StreamFinish(size_t index, Choice& c) {
+  if (prepared_.shape) return;  // The shape's closing events carry the usage: Complete().
   json chunk = ChunkBase();
   json choice = {{"index", index}};
   if (prepared_.request.endpoint == Endpoint::kChat) {
@@ -384,6 +391,13 @@ FinishedRequest CompletionJob::Finished(const std::string& reason) const {
 
 void CompletionJob::Complete() {
   context_->metrics->ObserveRequestDone(Finished(choices_[0].finish_reason));
+  if (prepared_.shape) {
+    if (!prepared_.request.stream) {
+      return writer_->Send(prepared_.shape->Full(choices_[0].total, End(choices_[0])));
+    }
+    prepared_.shape->StreamEnd(*writer_, End(choices_[0]));
+    return writer_->EndStream();
+  }
   if (!prepared_.request.stream) return SendFullResponse();
   if (prepared_.request.include_usage) {
     json chunk = ChunkBase();
@@ -393,6 +407,16 @@ void CompletionJob::Complete() {
   }
   writer_->Write("data: [DONE]\n\n");
   writer_->EndStream();
+}
+
+ChoiceEnd CompletionJob::End(const Choice& c) const {
+  ChoiceEnd end;
+  end.finish_reason = c.finish_reason;
+  end.stop_sequence = c.stop_sequence;
+  end.prompt_tokens = static_cast<int>(prepared_.prompt.size());
+  end.completion_tokens = c.num_tokens;
+  end.cached_tokens = cached_tokens_;
+  return end;
 }
 
 void CompletionJob::SendFullResponse() {
@@ -441,6 +465,11 @@ void CompletionJob::Fail(const Status& error) {
   e.http_status = client_error ? 400 : error.code() == StatusCode::kUnavailable ? 503 : 500;
   if (!client_error) e.type = "server_error";
   context_->metrics->ObserveRequestDone(Finished("abort"));
+  if (prepared_.shape) {
+    if (!prepared_.request.stream) return writer_->Send(prepared_.shape->Error(e));
+    prepared_.shape->StreamError(*writer_, e);
+    return writer_->EndStream();
+  }
   if (!prepared_.request.stream) {
     writer_->Send({e.http_status, "application/json", {}, e.ToJson()});
     return;

@@ -22,6 +22,7 @@
 #include "engine/server/metrics.h"
 #include "engine/server/openai_request.h"
 #include "engine/server/output_parser.h"
+#include "engine/server/response_shape.h"
 #include "engine/server/text_codec.h"
 
 namespace spark::engine::server {
@@ -56,6 +57,9 @@ struct PreparedRequest {
   // parser when the choice stops (the grammar ends at the arguments).
   std::string tool_closing;
   tokenizer::ToolCallPrefill tool_prefill;
+  // Another API's response shape (/v1/messages, /v1/responses); null: OpenAI's chat or
+  // completions shape. Set only with n = 1.
+  std::shared_ptr<ResponseShape> shape;
 };
 
 class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
@@ -83,6 +87,7 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
     bool finished = false;      // The response for this choice is complete.
     bool service_done = false;  // The service sent its final event (KV freed).
     std::string finish_reason;
+    std::string stop_sequence;  // The stop string that ended the choice.
     nlohmann::json logprobs = nlohmann::json::array();  // Entries not yet sent.
     std::chrono::steady_clock::time_point last_token_time;
   };
@@ -101,6 +106,7 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
   void Complete();
   FinishedRequest Finished(const std::string& reason) const;  // For the metrics.
   void SendFullResponse();
+  ChoiceEnd End(const Choice& c) const;
   nlohmann::json ChunkBase() const;
   nlohmann::json Usage() const;
   nlohmann::json ToolCallsJson(const std::vector<ToolCallDelta>& calls);

@@ -9,6 +9,7 @@
 #include "base/logging.h"
 #include "base/strings.h"
 #include "base/version.h"
+#include "engine/server/anthropic_messages.h"
 
 namespace spark::engine::server {
 namespace {
@@ -195,36 +196,50 @@ void OpenAIServer::Handle(HttpRequest request, std::shared_ptr<ResponseWriter> w
   const bool chat = path == "/v1/chat/completions", completion = path == "/v1/completions";
   const bool models = path == "/v1/models" || path.starts_with("/v1/models/");
   const bool tokenize = path == "/tokenize", detokenize = path == "/detokenize";
-  if (!chat && !completion && !models && !tokenize && !detokenize) {
-    return writer->Send(ErrorResponse(MakeError(404, "invalid_request_error", "no route " + path)));
+  // Anthropic's Messages API and OpenAI's Responses API (anthropic_messages.h, responses_api.h).
+  const bool messages = path == "/v1/messages", count_tokens = path == "/v1/messages/count_tokens";
+  const bool responses = path == "/v1/responses";
+  const bool anthropic = path.starts_with("/v1/messages");  // Errors in Anthropic's shape.
+  auto error_response = [anthropic](const ApiError& e) {
+    return anthropic ? AnthropicErrorResponse(e) : ErrorResponse(e);
+  };
+  if (!chat && !completion && !models && !tokenize && !detokenize && !messages && !count_tokens &&
+      !responses) {
+    return writer->Send(error_response(MakeError(404, "invalid_request_error", "no route " + path)));
   }
   if ((models && !get) || (!models && !post)) {
-    return writer->Send(ErrorResponse(
+    return writer->Send(error_response(
         MakeError(405, "invalid_request_error", request.method + " " + path + " is not allowed")));
   }
   if (!options_.api_keys.empty()) {
     const auto now = AuthFailures::Clock::now();
     if (const int wait = auth_failures_->RetryAfterSeconds(request.peer, now); wait > 0) {
-      HttpResponse r = ErrorResponse(MakeError(
+      HttpResponse r = error_response(MakeError(
           429, "rate_limit_exceeded",
           "too many failed API key attempts from " + request.peer + "; retry later"));
       r.headers.emplace_back("Retry-After", std::to_string(wait));
       return writer->Send(std::move(r));
     }
-    if (!options_.api_keys.Check(request.Header("authorization"))) {
+    // Anthropic's clients send the key as x-api-key.
+    const std::string x_api_key = anthropic ? request.Header("x-api-key") : "";
+    if (!options_.api_keys.Check(request.Header("authorization")) &&
+        (x_api_key.empty() || !options_.api_keys.Check("Bearer " + x_api_key))) {
       if (auth_failures_->Fail(request.peer, now)) {
         Logger("server")->warn("refused a missing or wrong API key from {} (further failures "
                                "from this address are rate-limited, not logged)",
                                request.peer);
       }
-      return writer->Send(ErrorResponse(
+      return writer->Send(error_response(
           MakeError(401, "invalid_request_error",
-                    "missing or invalid API key (Authorization: Bearer ...)", "invalid_api_key")));
+                    anthropic ? "missing or invalid API key (x-api-key or Authorization: Bearer ...)"
+                              : "missing or invalid API key (Authorization: Bearer ...)", "invalid_api_key")));
     }
   }
   if (models) return HandleModels(path.size() > 11 ? path.substr(11) : "", writer);
   if (tokenize) return HandleTokenize(request, writer);
   if (detokenize) return HandleDetokenize(request, writer);
+  if (messages || count_tokens) return HandleMessages(request, writer, count_tokens);
+  if (responses) return HandleResponses(request, writer);
   HandleCompletion(chat ? Endpoint::kChat : Endpoint::kCompletion, request, writer);
 }
 
@@ -366,15 +381,20 @@ void OpenAIServer::HandleCompletion(Endpoint endpoint, const HttpRequest& reques
     return writer->Send(ErrorResponse(*e));
   PreparedRequest prepared;
   if (auto e = Prepare(std::move(parsed), &prepared)) return writer->Send(ErrorResponse(*e));
+  Run(std::move(prepared), std::move(writer));
+}
+
+void OpenAIServer::Run(PreparedRequest prepared, std::shared_ptr<ResponseWriter> writer) {
   const int n = prepared.request.n;
   if (context_->active_sequences.fetch_add(n) + n > options_.max_pending_sequences) {
     context_->active_sequences -= n;
     metrics_->CountRejected();
-    HttpResponse r =
-        ErrorResponse(MakeError(429, "rate_limit_exceeded",
-                                "server busy: " + std::to_string(options_.max_pending_sequences) +
-                                    " sequences in flight; retry later",
-                                "rate_limit_exceeded"));
+    const ApiError busy =
+        MakeError(429, "rate_limit_exceeded",
+                  "server busy: " + std::to_string(options_.max_pending_sequences) +
+                      " sequences in flight; retry later",
+                  "rate_limit_exceeded");
+    HttpResponse r = prepared.shape ? prepared.shape->Error(busy) : ErrorResponse(busy);
     r.headers.emplace_back("Retry-After", std::to_string(options_.retry_after_seconds));
     return writer->Send(std::move(r));
   }

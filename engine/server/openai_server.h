@@ -3,6 +3,8 @@
 //   POST /v1/chat/completions, POST /v1/completions   (streaming and not; completion_job.h)
 //   GET  /v1/models, GET /v1/models/{id}
 //   POST /tokenize, POST /detokenize   (vLLM's shapes)
+//   POST /v1/messages, POST /v1/messages/count_tokens   (Anthropic's; anthropic_messages.h)
+//   POST /v1/responses   (OpenAI's Responses API, stateless; responses_api.h)
 //   GET  /version
 //   GET  /health    the process is alive (no model work)
 //   GET  /ready     a real one-token generation through the service (so through every rank),
@@ -98,6 +100,12 @@ class OpenAIServer {
   void Handle(HttpRequest request, std::shared_ptr<ResponseWriter> writer);
   void HandleCompletion(Endpoint endpoint, const HttpRequest& request,
                         std::shared_ptr<ResponseWriter> writer);
+  // Admission (at most max_pending_sequences) and the job that answers.
+  void Run(PreparedRequest prepared, std::shared_ptr<ResponseWriter> writer);
+  // /v1/messages and /v1/messages/count_tokens; /v1/responses (client_api_routes.cc).
+  void HandleMessages(const HttpRequest& request, std::shared_ptr<ResponseWriter> writer,
+                      bool count_tokens);
+  void HandleResponses(const HttpRequest& request, std::shared_ptr<ResponseWriter> writer);
   std::optional<ApiError> Prepare(CompletionRequest request, PreparedRequest* out) const;
   std::optional<ApiError> PrepareChat(CompletionRequest& request, PreparedRequest* out) const;
   std::optional<ApiError> SetMaxTokens(PreparedRequest* p) const;

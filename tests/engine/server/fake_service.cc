@@ -27,7 +27,13 @@ std::string FakeReply(const std::string& prompt) {
     return "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
            "\"Paris\"}}\n</tool_call>";
   }
-  if (prompt.find("think") != std::string::npos) {
+  // The user's word "think", not the markers of a think block (a prompt rendered with thinking
+  // off ends with an empty one).
+  std::string words = prompt;
+  for (const std::string marker : {"<think>", "</think>"}) {
+    for (size_t at; (at = words.find(marker)) != std::string::npos;) words.erase(at, marker.size());
+  }
+  if (words.find("think") != std::string::npos) {
     return "<think>\nThe user wants 2+2. That is 4.\n</think>\n\nThe answer is 4.";
   }
   if (prompt.find("long") != std::string::npos) {
