@@ -52,6 +52,13 @@ Status OneShotSettings::Validate() const {
   }
   SPARK_RETURN_IF_ERROR(ParseTopology(topology).status());
   if (!rails.empty()) SPARK_RETURN_IF_ERROR(ParseRails(rails).status());
+  if (traffic_class < 0 || traffic_class > 255) {
+    return InvalidArgumentError("--oneshot-traffic-class " + std::to_string(traffic_class) +
+                                ": a traffic class is 0-255 (DSCP << 2 | ECN; 106 for DSCP 26)");
+  }
+  if (traffic_class != 0 && wire != "rdma") {
+    return InvalidArgumentError("--oneshot-traffic-class applies to --oneshot-wire rdma only");
+  }
   if (enabled() && wire == "rdma" && rails.empty()) {
     return InvalidArgumentError("--oneshot-wire rdma needs --oneshot-rails (each link's RDMA "
                                 "devices and GID index, DEV:GID[+DEV:GID][,...])");
@@ -70,6 +77,7 @@ Result<OneShotOptions> OneShotSettings::ToOptions(const std::string& default_add
   if (!rails.empty()) {
     SPARK_ASSIGN_OR_RETURN(o.rails, ParseRails(rails));
   }
+  o.traffic_class = traffic_class;
   o.transport.timeout = timeout;
   return o;
 }
@@ -81,6 +89,9 @@ std::vector<std::string> OneShotSettings::Argv() const {
                                 "--oneshot-topology",  topology};
   if (!addresses.empty()) a.insert(a.end(), {"--oneshot-addr", addresses});
   if (!rails.empty()) a.insert(a.end(), {"--oneshot-rails", rails});
+  if (traffic_class != 0) {
+    a.insert(a.end(), {"--oneshot-traffic-class", std::to_string(traffic_class)});
+  }
   return a;
 }
 
@@ -118,7 +129,11 @@ Result<std::unique_ptr<Transport>> ConnectTransport(Communicator& exchange,
     SPARK_ASSIGN_OR_RETURN(wire, SocketWire::Connect(route, mailbox.get(), options.addresses, ex,
                                                      options.transport.timeout));
   } else if (options.wire == "rdma") {
-    SPARK_ASSIGN_OR_RETURN(wire, VerbsWire::Connect(route, mailbox.get(), options.rails, ex,
+    std::vector<std::vector<RailSpec>> rails = options.rails;
+    for (auto& link : rails) {
+      for (RailSpec& r : link) r.traffic_class = options.traffic_class;
+    }
+    SPARK_ASSIGN_OR_RETURN(wire, VerbsWire::Connect(route, mailbox.get(), rails, ex,
                                                     options.transport.timeout));
     // Every queue pair is ready to receive before anyone writes.
     SPARK_RETURN_IF_ERROR(exchange.Barrier());

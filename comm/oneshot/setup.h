@@ -31,6 +31,8 @@ struct OneShotOptions {
   std::vector<std::string> addresses;
   // RDMA wire: the rails of each link, in the same order (one entry serves every link).
   std::vector<std::vector<RailSpec>> rails;
+  // RDMA wire: every queue pair's traffic class (RailSpec::traffic_class).
+  int traffic_class = 0;
   TransportOptions transport;
   // Where the mailbox lives (pinned host memory for the device path); default HostRegion.
   std::function<Result<Region>(size_t bytes)> region;
@@ -45,6 +47,7 @@ struct OneShotSettings {
   std::string topology = "mesh";  // mesh, ring or line
   std::string addresses;          // "A,B" by link; empty: the caller's default address
   std::string rails;              // "dev:gid+dev:gid,..." (rdma)
+  int traffic_class = 0;          // rdma: the queue pairs' traffic class, 0-255
 
   bool enabled() const { return max_bytes > 0; }
   // InvalidArgument naming the flag (--oneshot-max-bytes over 64 MiB, wire, topology, rails).

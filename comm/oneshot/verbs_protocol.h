@@ -21,6 +21,9 @@ struct RailSpec {
   std::string device;  // "rocep1s0f0"
   int port = 1;
   int gid_index = 3;
+  // The GRH traffic class of its queue pairs (DSCP << 2 | ECN bits): the lossless class a
+  // switched fabric's PFC/ECN queue matches (NCCL_IB_TC's value); 0 = best effort.
+  int traffic_class = 0;
 };
 // "rocep1s0f0:3" or "rocep1s0f0:1:3" (device[:port]:gid_index); InvalidArgument otherwise.
 Result<RailSpec> ParseRail(const std::string& text);

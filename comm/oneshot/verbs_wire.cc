@@ -231,6 +231,7 @@ Status VerbsWire::State::ToRts(Rail& rail, int link) {
   std::memcpy(a.ah_attr.grh.dgid.raw, rail.remote.gid.data(), 16);
   a.ah_attr.grh.sgid_index = static_cast<uint8_t>(rail.spec.gid_index);
   a.ah_attr.grh.hop_limit = 64;
+  a.ah_attr.grh.traffic_class = static_cast<uint8_t>(rail.spec.traffic_class);
   a.ah_attr.dlid = rail.remote.lid;
   a.ah_attr.port_num = static_cast<uint8_t>(rail.spec.port);
   int rc = ibv_modify_qp(rail.qp, &a,

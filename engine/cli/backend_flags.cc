@@ -40,6 +40,10 @@ void AddBackendFlags(CLI::App* cmd, BackendFlags* flags) {
   cmd->add_option("--oneshot-rails", o.rails,
                   "--oneshot-wire rdma: each link's RDMA devices and GID index, "
                   "DEV:GID[+DEV:GID][,...] (sparkctl up passes them from the fabric plan)");
+  cmd->add_option("--oneshot-traffic-class", o.traffic_class,
+                  "--oneshot-wire rdma: the queue pairs' traffic class, DSCP << 2 | ECN (106: "
+                  "DSCP 26, the lossless class `net apply` configures; sparkctl up passes "
+                  "NCCL_IB_TC's value); default 0");
 }
 
 std::vector<std::string> BackendArgv(const BackendFlags& flags) {

@@ -133,7 +133,16 @@ Status AppendOneShotArgs(const profile::Profile& p, const LaunchOptions& o,
   argv->insert(argv->end(), {"--oneshot-max-bytes", std::to_string(c.oneshot_max_bytes),
                              "--oneshot-wire", c.wire, "--oneshot-topology", l.topology,
                              "--oneshot-addr", l.AddressesFlag()});
-  if (c.wire == "rdma") argv->insert(argv->end(), {"--oneshot-rails", l.RailsFlag()});
+  if (c.wire == "rdma") {
+    argv->insert(argv->end(), {"--oneshot-rails", l.RailsFlag()});
+    // The same lossless class as NCCL's queue pairs, where the fabric plan sets one.
+    auto env = o.nccl_env.find(node);
+    if (env != o.nccl_env.end()) {
+      for (const netplan::EnvVar& e : env->second) {
+        if (e.name == "NCCL_IB_TC") argv->insert(argv->end(), {"--oneshot-traffic-class", e.value});
+      }
+    }
+  }
   return Status::Ok();
 }
 

@@ -3,8 +3,14 @@
 // connecting to a device this machine lacks fails naming it (or says the build has no verbs).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
+#include <string>
+#include <vector>
+
 #include "comm/local_communicator.h"
 #include "comm/oneshot/oneshot_communicator.h"
+#include "comm/oneshot/setup.h"
 #include "comm/oneshot/verbs_protocol.h"
 
 namespace spark::comm::oneshot {
@@ -87,6 +93,38 @@ TEST(VerbsProtocolTest, RailsParseOrAreRefusedWithTheForm) {
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_NE(r.status().message().find("DEVICE:GID_INDEX"), std::string::npos);
   }
+}
+
+// --oneshot-traffic-class: checked, carried to the options and back to the flags, refused
+// outside 0-255 and on the socket wire, naming the flag.
+TEST(VerbsProtocolTest, TrafficClassIsCheckedAndCarried) {
+  OneShotSettings s;
+  s.max_bytes = 65536;
+  s.wire = "rdma";
+  s.rails = "rocep1s0f0:3";
+  s.traffic_class = 106;
+  auto o = s.ToOptions("198.18.0.1", std::chrono::milliseconds(1000));
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->traffic_class, 106);
+  const std::vector<std::string> argv = s.Argv();
+  auto at = std::find(argv.begin(), argv.end(), "--oneshot-traffic-class");
+  ASSERT_NE(at, argv.end());
+  EXPECT_EQ(*(at + 1), "106");
+  for (int bad : {-1, 256}) {
+    s.traffic_class = bad;
+    Status v = s.Validate();
+    ASSERT_FALSE(v.ok()) << bad;
+    EXPECT_NE(v.message().find("--oneshot-traffic-class"), std::string::npos) << v.message();
+  }
+  s.traffic_class = 106;
+  s.wire = "socket";
+  Status socket = s.Validate();
+  ASSERT_FALSE(socket.ok());
+  EXPECT_NE(socket.message().find("rdma only"), std::string::npos) << socket.message();
+  s.traffic_class = 0;
+  EXPECT_TRUE(s.Validate().ok());
+  const std::vector<std::string> plain = s.Argv();
+  EXPECT_EQ(std::find(plain.begin(), plain.end(), "--oneshot-traffic-class"), plain.end());
 }
 
 // No RDMA device here: the wire names the missing device (and what verbs lists), or says the

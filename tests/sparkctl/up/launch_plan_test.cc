@@ -210,6 +210,15 @@ TEST(LaunchPlanTest, OneShotThresholdAndLinksReachTheEngine) {
   EXPECT_TRUE(Has(argv, "--oneshot-topology", "ring"));
   EXPECT_TRUE(Has(argv, "--oneshot-addr", "198.18.0.2,198.18.2.2"));
   EXPECT_TRUE(Has(argv, "--oneshot-rails", "rocep1s0f1:3,rocep1s0f0:3"));
+  EXPECT_EQ(std::find(argv.begin(), argv.end(), "--oneshot-traffic-class"), argv.end())
+      << "no lossless class in the plan, none asked for";
+  // A switched fabric's lossless class (NCCL_IB_TC in the node's NCCL env) reaches the verbs
+  // wire's queue pairs too.
+  o.nccl_env["spark-2"] = {{"NCCL_IB_TC", "106"}};
+  auto tc = PlanLaunch(p, Ring(), o);
+  ASSERT_TRUE(tc.ok()) << tc.status().ToString();
+  EXPECT_TRUE(Has(tc->ranks[2].argv, "--oneshot-traffic-class", "106"));
+  o.nccl_env.erase("spark-2");
   auto off = PlanLaunch(DemoProfile(), Ring(), o);
   ASSERT_TRUE(off.ok());
   EXPECT_EQ(std::find(off->ranks[0].argv.begin(), off->ranks[0].argv.end(), "--oneshot-max-bytes"),
