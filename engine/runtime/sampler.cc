@@ -115,6 +115,20 @@ void FillLogprobs(std::span<const float> logits, const SamplingParams& params,
   for (size_t i = 0; i < n; ++i) result->top_logprobs.push_back({order[i], lp[order[i]]});
 }
 
+SampleResult ScoreToken(std::span<const float> logits, int32_t token, int top) {
+  SampleResult r;
+  r.token = token;
+  SamplingParams p;
+  p.logprobs = true;
+  p.top_logprobs = top;
+  FillLogprobs(logits, p, &r);
+  // The rank from the raw logits: the same order as the log-probabilities, without a second row.
+  const float own = logits[token];
+  r.rank = 1 + static_cast<int32_t>(
+                   std::count_if(logits.begin(), logits.end(), [own](float l) { return l > own; }));
+  return r;
+}
+
 std::vector<float> ProcessLogits(std::span<const float> logits, const SamplingParams& params,
                                  std::span<const int32_t> blocked,
                                  std::span<const uint32_t> allowed) {
