@@ -282,6 +282,57 @@ def lm_eval_checks(port, model_dir, tmp):
     check(wp > 1.0 and math.isfinite(wp), f"word perplexity is a real number: {wp}")
 
 
+def quality_checks(a, port, model, tmp):
+    """spark-engine perplexity and sparkctl check --quality against the profile's reference."""
+    r = subprocess.run([a.sparkctl, "profile", "show", a.profile, "--json"], capture_output=True,
+                       text=True, timeout=60)
+    quality = json.loads(r.stdout).get("quality") if r.returncode == 0 else None
+    check(quality is not None and quality["perplexity"] > 0,
+          f"the demo profile records a quality reference: {quality}")
+    if quality is None:
+        return
+    text = os.path.abspath(os.path.join(os.path.dirname(a.profile), quality["text"]))
+    r = subprocess.run([a.engine, "perplexity", "--model", model, "--text", text, "--context",
+                        str(quality["context"]), "--threads", "2", "--json"],
+                       capture_output=True, text=True, timeout=300)
+    doc = json.loads(r.stdout) if r.returncode == 0 else {}
+    ref = quality["perplexity"]
+    check(doc.get("schema") == "spark-engine-perplexity/v1" and doc.get("windows", 0) > 1 and
+          abs(doc["perplexity"] - ref) <= 1e-4 * ref and doc["scored_tokens"] ==
+          doc["tokens"] - doc["windows"],
+          f"spark-engine perplexity equals transformers' {ref}: {doc or r.stderr[-300:]}")
+    url = f"http://127.0.0.1:{port}"
+
+    def run_check(profile):
+        r = subprocess.run([a.sparkctl, "check", "--url", url, "--quality", "--profile", profile,
+                            "--json"], capture_output=True, text=True, timeout=300)
+        doc = json.loads(r.stdout) if r.stdout.strip() else {}
+        checks = doc.get("checks", [{}])
+        return r.returncode, checks[0] if checks else {}, r.stderr
+
+    rc, c, err = run_check(a.profile)
+    check(rc == 0 and c.get("name") == "quality" and c.get("verdict") == "pass",
+          f"sparkctl check --quality passes on the served demo model: {rc} {c} {err[-300:]}")
+    # Copies in tmp (the text's path made absolute): a wrong reference, and none at all.
+    lines = [ln.replace(f"text: {quality['text']}", f"text: {text}")
+             for ln in open(a.profile).read().splitlines()]
+    bad = os.path.join(tmp, "wrong-quality.yaml")
+    none = os.path.join(tmp, "no-quality.yaml")
+    with open(bad, "w") as f:
+        f.write("\n".join(f"  perplexity: {ref * 1.5:.2f}" if ln.strip().startswith("perplexity:")
+                          else ln for ln in lines) + "\n")
+    rc, c, err = run_check(bad)
+    detail = c.get("detail", "")
+    check(rc == 2 and c.get("verdict") == "fail" and f"{ref * 1.5:.2f}".rstrip("0") in detail
+          and "reference" in detail, f"a wrong reference fails with both numbers: {rc} {detail}")
+    with open(none, "w") as f:
+        f.write("\n".join(lines[:next(i for i, ln in enumerate(lines)
+                                      if ln.startswith("quality:"))]) + "\n")
+    rc, c, err = run_check(none)
+    check(rc == 0 and c.get("verdict") == "no reference" and "no quality reference" in
+          c.get("detail", ""), f"a profile without a reference says so: {rc} {c}")
+
+
 def start(engine, model, extra):
     proc = subprocess.Popen([engine, "serve", "--model", model, "--port", "0",
                              "--served-model-name", "demo", "--threads", "2", *extra],
@@ -294,6 +345,8 @@ def main():
     ap.add_argument("--engine", required=True)
     ap.add_argument("--tokenizer", required=True)
     ap.add_argument("--make-model", required=True)
+    ap.add_argument("--sparkctl", help="also check sparkctl check --quality with --profile")
+    ap.add_argument("--profile", help="the demo profile, whose quality reference is checked")
     ap.add_argument("--no-lm-eval", action="store_true", help="only the endpoint's contract")
     a = ap.parse_args()
     if not a.no_lm_eval:
@@ -305,8 +358,10 @@ def main():
             return 77
     tmp = tempfile.mkdtemp()
     model = os.path.join(tmp, "demo")
-    subprocess.run([sys.executable, a.make_model, model, "--tokenizer", a.tokenizer, "--dtype",
-                    "f32"], check=True, stdout=subprocess.DEVNULL)
+    # The demo checkpoint exactly as `sparkctl up` deploys it (bf16, default seed): the profile's
+    # quality reference was computed for it.
+    subprocess.run([sys.executable, a.make_model, model, "--tokenizer", a.tokenizer], check=True,
+                   stdout=subprocess.DEVNULL)
     for name in ("tokenizer_config.json",):  # lm-eval's HF tokenizer reads it beside the model
         src = os.path.join(a.tokenizer, name)
         if os.path.exists(src) and not os.path.exists(os.path.join(model, name)):
@@ -316,6 +371,8 @@ def main():
     chunked, chunked_port = start(a.engine, model, ["--max-batched-tokens", "16"])
     try:
         contract_checks(port, chunked_port)
+        if a.sparkctl and a.profile:
+            quality_checks(a, port, model, tmp)
         if not a.no_lm_eval:
             lm_eval_checks(port, model, tmp)
     finally:
