@@ -30,6 +30,7 @@ import urllib.request
 
 failures = []
 TOL = 1e-4  # absolute, on log-probabilities of a float32 model
+MODEL = "demo"  # the served model name (--served-model-name)
 
 
 def check(ok, what):
@@ -54,7 +55,7 @@ def tokenize(port, text):
 
 def score(port, ids, top=1):
     """Our own scores of a token-id prompt: [None, lp(ids[1]), ...]."""
-    status, r = post(port, "/v1/completions", {"model": "demo", "prompt": ids, "max_tokens": 0,
+    status, r = post(port, "/v1/completions", {"model": MODEL, "prompt": ids, "max_tokens": 0,
                                                 "echo": True, "logprobs": top})
     assert status == 200, r
     return r["choices"][0]["logprobs"]["token_logprobs"]
@@ -69,7 +70,7 @@ def close(a, b, tol=TOL):
 def contract_checks(port, chunked_port):
     text = "The quick brown fox jumps over the lazy dog, again and again."
     ids = tokenize(port, text)
-    status, r = post(port, "/v1/completions", {"model": "demo", "prompt": text, "max_tokens": 0,
+    status, r = post(port, "/v1/completions", {"model": MODEL, "prompt": text, "max_tokens": 0,
                                                "echo": True, "logprobs": 2})
     c = r["choices"][0] if status == 200 else {}
     lp = c.get("logprobs") or {}
@@ -87,7 +88,7 @@ def contract_checks(port, chunked_port):
               for tok, top, x in zip(lp["tokens"][1:], lp["top_logprobs"][1:],
                                      lp["token_logprobs"][1:])),
           "each prompt position's top_logprobs holds the 2 best and the prompt's own token")
-    status, g = post(port, "/v1/completions", {"model": "demo", "prompt": ids, "max_tokens": 3,
+    status, g = post(port, "/v1/completions", {"model": MODEL, "prompt": ids, "max_tokens": 3,
                                                "echo": True, "logprobs": 1, "temperature": 0,
                                                "ignore_eos": True})
     glp = g["choices"][0]["logprobs"] if status == 200 else {}
@@ -97,7 +98,7 @@ def contract_checks(port, chunked_port):
           "echo with generation: prompt entries, then the 3 generated ones")
     # The decode path's logprob of the generated tokens equals their score as a prompt.
     gen_ids = [int(t.split(":")[1]) for t in post(
-        port, "/v1/completions", {"model": "demo", "prompt": ids, "max_tokens": 3, "logprobs": 1,
+        port, "/v1/completions", {"model": MODEL, "prompt": ids, "max_tokens": 3, "logprobs": 1,
                                   "temperature": 0, "ignore_eos": True,
                                   "return_tokens_as_token_ids": True})[1]["choices"][0]
         ["logprobs"]["tokens"]]
@@ -111,7 +112,7 @@ def contract_checks(port, chunked_port):
     again = score(chunked_port, long_ids)
     check(close(one, chunked) and close(chunked, again),
           "scores equal with chunked prefill and with the prefix already cached")
-    status, b = post(port, "/v1/completions", {"model": "demo", "prompt": [ids, ids[:5]],
+    status, b = post(port, "/v1/completions", {"model": MODEL, "prompt": [ids, ids[:5]],
                                                "max_tokens": 1, "echo": True, "logprobs": 0,
                                                "n": 2, "temperature": 0})
     ch = b.get("choices", [])
@@ -120,7 +121,7 @@ def contract_checks(port, chunked_port):
           b["usage"]["prompt_tokens"] == n + 5 and
           close(ch[0]["logprobs"]["token_logprobs"][:n], lp["token_logprobs"]),
           f"a batch of token-id prompts with n=2: {status} {len(ch)} choices")
-    status, p = post(port, "/v1/completions", {"model": "demo", "prompt": text, "max_tokens": 1,
+    status, p = post(port, "/v1/completions", {"model": MODEL, "prompt": text, "max_tokens": 1,
                                                "prompt_logprobs": 1})
     pl = p["choices"][0].get("prompt_logprobs") if status == 200 else None
     check(status == 200 and pl is not None and len(pl) == n and pl[0] is None and
@@ -131,13 +132,13 @@ def contract_checks(port, chunked_port):
           p["choices"][0]["logprobs"] is None,
           "completions prompt_logprobs (vLLM's shape: token id -> logprob, rank, decoded_token)")
     status, cr = post(port, "/v1/chat/completions", {
-        "model": "demo", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1,
+        "model": MODEL, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1,
         "prompt_logprobs": 0, "chat_template_kwargs": {"enable_thinking": False}})
     cpl = cr.get("prompt_logprobs") if status == 200 else None
     check(status == 200 and isinstance(cpl, list) and cpl[0] is None and len(cpl) > 3 and
           all(len(e) == 1 for e in cpl[1:]),
           f"chat prompt_logprobs on the response ({len(cpl or [])} positions)")
-    status, t = post(port, "/v1/completions", {"model": "demo", "prompt": ids[:4], "max_tokens": 0,
+    status, t = post(port, "/v1/completions", {"model": MODEL, "prompt": ids[:4], "max_tokens": 0,
                                                "echo": True, "logprobs": 1,
                                                "return_tokens_as_token_ids": True})
     toks = t["choices"][0]["logprobs"]["tokens"] if status == 200 else []
@@ -146,7 +147,7 @@ def contract_checks(port, chunked_port):
                         ({"prompt": "x", "prompt_logprobs": 1, "stream": True},
                          "prompt_logprobs"),
                         ({"prompt": "x", "prompt_logprobs": 21}, "prompt_logprobs")):
-        status, e = post(port, "/v1/completions", {"model": "demo", **body})
+        status, e = post(port, "/v1/completions", {"model": MODEL, **body})
         check(status == 400 and e["error"]["param"] == param,
               f"refused by name: {body} -> {e.get('error', {}).get('message')}")
 
@@ -227,7 +228,7 @@ def lm_eval_checks(port, model_dir, tmp):
                TRANSFORMERS_OFFLINE="1", HF_HOME=os.path.join(tmp, "hf-home"),
                TOKENIZERS_PARALLELISM="false")
     args = [sys.executable, "-m", "lm_eval", "--model", "local-completions", "--model_args",
-            f"model=demo,base_url=http://127.0.0.1:{port}/v1/completions,"
+            f"model={MODEL},base_url=http://127.0.0.1:{port}/v1/completions,"
             f"tokenizer={model_dir},tokenizer_backend=huggingface,num_concurrent=1,"
             "max_retries=1",
             "--tasks", "spark_mc,spark_rolling,spark_gen", "--include_path", tasks,
