@@ -116,16 +116,35 @@ void FillLogprobs(std::span<const float> logits, const SamplingParams& params,
 }
 
 SampleResult ScoreToken(std::span<const float> logits, int32_t token, int top) {
+  // One row per prompt token: no copies of the row, a pass for the max, one for the sum and the
+  // rank, and a small ordered list for the top alternatives (k <= 20).
   SampleResult r;
   r.token = token;
-  SamplingParams p;
-  p.logprobs = true;
-  p.top_logprobs = top;
-  FillLogprobs(logits, p, &r);
-  // The rank from the raw logits: the same order as the log-probabilities, without a second row.
+  const float max = *std::max_element(logits.begin(), logits.end());
   const float own = logits[token];
-  r.rank = 1 + static_cast<int32_t>(
-                   std::count_if(logits.begin(), logits.end(), [own](float l) { return l > own; }));
+  double sum = 0.0;
+  int32_t above = 0;
+  for (float l : logits) {  // float exp (as fast as the row is long), double sum
+    sum += static_cast<double>(std::exp(l - max));
+    above += l > own ? 1 : 0;
+  }
+  const float log_sum = static_cast<float>(std::log(sum)) + max;
+  r.logprob = own - log_sum;
+  r.rank = 1 + above;
+  const size_t k = std::min<size_t>(static_cast<size_t>(std::max(top, 0)), logits.size());
+  if (k == 0) return r;
+  // Most likely first, ties to the lower id (as FillLogprobs orders them).
+  auto before = [&](int32_t a, int32_t b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+  };
+  std::vector<int32_t> best;
+  best.reserve(k + 1);
+  for (int32_t id = 0; id < static_cast<int32_t>(logits.size()); ++id) {
+    if (best.size() == k && !before(id, best.back())) continue;
+    best.insert(std::upper_bound(best.begin(), best.end(), id, before), id);
+    if (best.size() > k) best.pop_back();
+  }
+  for (int32_t id : best) r.top_logprobs.push_back({id, logits[id] - log_sum});
   return r;
 }
 
