@@ -366,7 +366,8 @@ void OpenAIServer::HandleCompletion(Endpoint endpoint, const HttpRequest& reques
     return writer->Send(ErrorResponse(*e));
   PreparedRequest prepared;
   if (auto e = Prepare(std::move(parsed), &prepared)) return writer->Send(ErrorResponse(*e));
-  const int n = prepared.request.n;
+  // Every choice of every prompt of a batch is a sequence.
+  const int n = prepared.request.n * static_cast<int>(prepared.prompts.size());
   if (context_->active_sequences.fetch_add(n) + n > options_.max_pending_sequences) {
     context_->active_sequences -= n;
     metrics_->CountRejected();
