@@ -1,5 +1,5 @@
-// Prompt scoring (SamplingParams::prompt_logprobs) over the real Qwen3 tiny fixtures on the CPU
-// backend: every prompt token's log-probability equals Hugging Face's teacher-forced
+// Prompt scoring (SamplingParams::prompt_logprobs) over the real Qwen3 and DeepSeek-V4 tiny
+// fixtures on the CPU backend: every prompt token's log-probability equals Hugging Face's teacher-forced
 // log_softmax (tests/fixtures/models/*/expected.json, `prompt_logprobs`, made by
 // scripts/fixtures/make_model_fixtures.py) within the greedy tests' measure, max|ours - ref| /
 // max|ref| < 1e-4 — with prompts prefilled in chunks, a second round whose prefix is cached
@@ -36,13 +36,26 @@ std::string FixtureDir(const std::string& name) {
   return std::string(SPARK_SOURCE_DIR) + "/tests/fixtures/models/" + name;
 }
 
+// Each case's transformers scores: the fixture's `prompt_logprobs`, or (fixtures made before
+// them, the DeepSeek ones) the log-softmax of transformers' full-prompt `logits`, in double.
 std::vector<Case> LoadCases(const std::string& name) {
   std::ifstream in(FixtureDir(name) + "/expected.json");
   const nlohmann::json j = nlohmann::json::parse(in);
   std::vector<Case> cases;
   for (const auto& c : j["cases"]) {
-    cases.push_back({c.at("prompt_ids").get<std::vector<int32_t>>(),
-                     c.at("prompt_logprobs").get<std::vector<double>>()});
+    Case one{c.at("prompt_ids").get<std::vector<int32_t>>(), {}};
+    if (c.contains("prompt_logprobs")) {
+      one.logprobs = c["prompt_logprobs"].get<std::vector<double>>();
+    } else {
+      const auto logits = c.at("logits").get<std::vector<std::vector<double>>>();
+      for (size_t i = 0; i + 1 < one.prompt.size(); ++i) {
+        const double max = *std::max_element(logits[i].begin(), logits[i].end());
+        double sum = 0;
+        for (double l : logits[i]) sum += std::exp(l - max);
+        one.logprobs.push_back(logits[i][one.prompt[i + 1]] - max - std::log(sum));
+      }
+    }
+    cases.push_back(std::move(one));
   }
   return cases;
 }
@@ -146,9 +159,11 @@ TEST_P(PromptLogprobsTest, MatchesTransformersTeacherForcedLogSoftmax) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, PromptLogprobsTest,
-                         testing::Values("qwen3-tiny", "qwen3-moe-tiny"),
+                         testing::Values("qwen3-tiny", "qwen3-moe-tiny", "deepseek-v4-tiny"),
                          [](const testing::TestParamInfo<std::string>& info) {
-                           return info.param == "qwen3-tiny" ? "Dense" : "Moe";
+                           return info.param == "qwen3-tiny"       ? "Dense"
+                                  : info.param == "qwen3-moe-tiny" ? "Moe"
+                                                                   : "DeepseekV4";
                          });
 
 // TP=2: each rank holds half of the vocabulary's logits; the rows rank 0 scores are the
