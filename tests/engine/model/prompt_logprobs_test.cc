@@ -159,11 +159,13 @@ TEST_P(PromptLogprobsTest, MatchesTransformersTeacherForcedLogSoftmax) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, PromptLogprobsTest,
-                         testing::Values("qwen3-tiny", "qwen3-moe-tiny", "deepseek-v4-tiny"),
+                         testing::Values("qwen3-tiny", "qwen3-moe-tiny", "deepseek-v4-tiny",
+                                         "deepseek-v41-tiny"),
                          [](const testing::TestParamInfo<std::string>& info) {
-                           return info.param == "qwen3-tiny"       ? "Dense"
-                                  : info.param == "qwen3-moe-tiny" ? "Moe"
-                                                                   : "DeepseekV4";
+                           return info.param == "qwen3-tiny"         ? "Dense"
+                                  : info.param == "qwen3-moe-tiny"   ? "Moe"
+                                  : info.param == "deepseek-v4-tiny" ? "DeepseekV4"
+                                                                     : "DeepseekV41";
                          });
 
 // TP=2: each rank holds half of the vocabulary's logits; the rows rank 0 scores are the
