@@ -129,7 +129,9 @@ void CompletionJob::OnEvent(size_t index, const GenerationEvent& event) {
   if (c.finished || failed_) return;
   if (!event.error.ok()) return Fail(event.error);
   if (index == 0 && c.num_tokens == 0) cached_tokens_ = event.cached_prompt_tokens;
-  if (!c.prompt_seen) AddPrompt(c, event);
+  if (!c.prompt_seen) {
+    if (Status s = AddPrompt(c, event); !s.ok()) return Fail(s);
+  }
   if (event.has_token) {
     const Clock::time_point now = Clock::now();
     if (!first_token_seen_)
@@ -259,7 +261,7 @@ std::string CompletionJob::TokenLabel(int32_t id) const {
   return context_->codec->TokenText(id);
 }
 
-void CompletionJob::AddPrompt(Choice& c, const GenerationEvent& event) {
+Status CompletionJob::AddPrompt(Choice& c, const GenerationEvent& event) {
   c.prompt_seen = true;
   const CompletionRequest& req = prepared_.request;
   const std::vector<int32_t>& prompt = prepared_.prompts[c.prompt_index];
@@ -267,11 +269,10 @@ void CompletionJob::AddPrompt(Choice& c, const GenerationEvent& event) {
     c.echo = prepared_.echo_texts[c.prompt_index];
   }
   const bool echo_scores = req.echo && req.logprobs;
-  if (!echo_scores && req.prompt_logprobs < 0) return;
+  if (!echo_scores && req.prompt_logprobs < 0) return Status::Ok();
   if (event.prompt_logprobs.size() + 1 != prompt.size()) {
-    Logger("server")->warn("{}: {} prompt scores for a prompt of {} tokens", id_,
-                           event.prompt_logprobs.size(), prompt.size());
-    return;
+    return InternalError("the engine scored " + std::to_string(event.prompt_logprobs.size()) +
+                         " tokens of a prompt of " + std::to_string(prompt.size()));
   }
   json vllm = json::array({nullptr});
   for (size_t i = 0; i < prompt.size(); ++i) {
@@ -318,6 +319,7 @@ void CompletionJob::AddPrompt(Choice& c, const GenerationEvent& event) {
     vllm.push_back(std::move(dict));
   }
   if (req.prompt_logprobs >= 0) c.prompt_logprobs = std::move(vllm);
+  return Status::Ok();
 }
 
 void CompletionJob::FinishChoice(Choice& c, const std::string& reason) {

@@ -102,7 +102,8 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
   ParsedOutput Parse(Choice& c, const std::string& text, bool final);
   void AddLogprobs(Choice& c, const GenerationEvent& event);
   // The first event of a choice: its prompt's scores as echo entries and as prompt_logprobs.
-  void AddPrompt(Choice& c, const GenerationEvent& event);
+  // Internal when the engine's scores do not cover the prompt.
+  Status AddPrompt(Choice& c, const GenerationEvent& event);
   // A token as logprobs show it: its text, or "token_id:<id>" (return_tokens_as_token_ids).
   std::string TokenLabel(int32_t id) const;
   nlohmann::json CompletionLogprobs(Choice& c) const;
