@@ -9,6 +9,7 @@ void RegisterRenderChatCommand(CLI::App& parent, CommandContext& context);
 void RegisterGenerateCommand(CLI::App& parent, CommandContext& context);
 void RegisterServeCommand(CLI::App& parent, CommandContext& context);
 void RegisterPlanCommand(CLI::App& parent, CommandContext& context);
+void RegisterPerplexityCommand(CLI::App& parent, CommandContext& context);
 
 std::span<const CommandEntry> EngineCommandTable() {
   // One row per subcommand, in the order --help lists them.
@@ -19,6 +20,7 @@ std::span<const CommandEntry> EngineCommandTable() {
       {"render-chat", RegisterRenderChatCommand},
       {"generate", RegisterGenerateCommand},
       {"serve", RegisterServeCommand},
+      {"perplexity", RegisterPerplexityCommand},
       {"plan", RegisterPlanCommand},
   };
   return kTable;

@@ -156,6 +156,7 @@ bool Engine::AllGreedy(const SchedulerOutput& out) const {
   for (size_t i = 0; i < out.scheduled.size(); ++i) {
     if (!out.plan.entries[i].needs_logits) continue;
     const SamplingParams& p = out.scheduled[i].seq->params();
+    if (out.plan.entries[i].prompt_logits || p.scores_prompt()) return false;
     if (p.temperature != 0.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f ||
         p.repetition_penalty != 1.0f || p.logprobs || p.top_logprobs > 0 ||
         p.ProcessesLogits()) {
@@ -171,7 +172,10 @@ std::vector<int> Engine::StartMasks(const SchedulerOutput& out) {
   std::vector<ConstrainedOutput*> constrained;
   for (size_t i = 0; i < out.scheduled.size(); ++i) {
     ConstrainedOutput* c = out.scheduled[i].seq->constrained();
-    if (c == nullptr || !c->active() || !out.plan.entries[i].needs_logits) continue;
+    const StepPlanEntry& e = out.plan.entries[i];
+    const bool samples = e.needs_logits && e.start_pos + out.scheduled[i].num_new_tokens ==
+                                               out.scheduled[i].seq->num_tokens();
+    if (c == nullptr || !c->active() || !samples) continue;
     rows[i] = static_cast<int>(constrained.size());
     constrained.push_back(c);
   }
@@ -218,12 +222,24 @@ Status Engine::SampleRows(const SchedulerOutput& out, const std::vector<float>& 
   for (size_t i = 0; i < out.scheduled.size(); ++i) {
     Sequence* seq = out.scheduled[i].seq;
     if (seq->num_output_tokens() == 0) prompt_tokens_computed_ += out.scheduled[i].num_new_tokens;
-    if (!out.plan.entries[i].needs_logits) continue;
+    const StepPlanEntry& entry = out.plan.entries[i];
+    if (!entry.needs_logits) continue;
     // Row d verifies draft[d] (the token after the sequence's last one and the d drafts
     // before it); the row after the last accepted draft gives the target's own token.
     const std::vector<int32_t>& draft = out.scheduled[i].draft;
-    const size_t first_row = row;
-    row += 1 + draft.size();
+    size_t first_row = row;
+    if (entry.prompt_logits) {  // a row per token: all but the prompt's last one score it
+      ScorePrompt(seq, entry, logits.data() + row * vocab, vocab);
+      row += entry.token_ids.size();
+      if (entry.start_pos + out.scheduled[i].num_new_tokens != seq->num_tokens()) continue;
+      first_row = row - 1;
+    } else {
+      row += 1 + draft.size();
+    }
+    if (seq->params().max_tokens == 0) {  // scored, nothing to generate
+      EndScored(seq, outputs);
+      continue;
+    }
     int accepted = 0;
     for (size_t d = 0; d <= draft.size(); ++d) {
       std::span<const float> r(logits.data() + (first_row + d) * vocab, vocab);
@@ -266,6 +282,26 @@ Status Engine::SampleRows(const SchedulerOutput& out, const std::vector<float>& 
   return Status::Ok();
 }
 
+void Engine::ScorePrompt(Sequence* seq, const StepPlanEntry& entry, const float* rows,
+                         size_t vocab) {
+  std::vector<SampleResult>& scores = seq->prompt_logprobs();
+  for (size_t j = 0; j < entry.token_ids.size(); ++j) {
+    const int target = entry.start_pos + static_cast<int>(j) + 1;  // the token row j predicts
+    if (target >= seq->prompt_len()) break;
+    if (target != static_cast<int>(scores.size()) + 1) continue;  // scored before
+    scores.push_back(ScoreToken(std::span<const float>(rows + j * vocab, vocab),
+                                seq->token_ids()[target], seq->params().prompt_logprobs));
+  }
+}
+
+void Engine::EndScored(Sequence* seq, std::vector<TokenOutput>* outputs) {
+  scheduler_.Finish(seq, FinishReason::kLength);
+  TokenOutput o{seq->id(), false, 0, 0.0f, {}, true, FinishReason::kLength};
+  o.times = seq->times();
+  o.prompt_logprobs = seq->prompt_logprobs();
+  outputs->push_back(std::move(o));
+}
+
 Result<bool> Engine::EmitToken(Sequence* seq, SampleResult s, std::vector<TokenOutput>* outputs) {
   seq->AppendToken(s.token);
   RequestTimes& times = seq->times();
@@ -275,6 +311,9 @@ Result<bool> Engine::EmitToken(Sequence* seq, SampleResult s, std::vector<TokenO
     SPARK_RETURN_IF_ERROR(c->Advance(s.token).WithContext("request " + std::to_string(seq->id())));
   }
   TokenOutput o{seq->id(), true, s.token, s.logprob, std::move(s.top_logprobs), false, {}};
+  if (seq->num_output_tokens() == 1 && seq->params().scores_prompt()) {
+    o.prompt_logprobs = seq->prompt_logprobs();
+  }
   o.finish_reason = CheckStop(*seq);
   const bool finished = o.finish_reason != FinishReason::kNone;
   if (finished) {

@@ -59,6 +59,9 @@ struct TokenOutput {
   Status error;
   // With finished: the request's queue, schedule and token times (metrics).
   RequestTimes times;
+  // With the first output of a request that scores its prompt (prompt_logprobs): the scores of
+  // prompt tokens 1..n-1 (Sequence::prompt_logprobs).
+  std::vector<SampleResult> prompt_logprobs;
 };
 
 struct EngineStats {
@@ -128,6 +131,12 @@ class Engine {
   Result<SampleResult> SampleProcessed(Sequence& seq, std::span<const float> row,
                                        std::span<const uint32_t> mask, int32_t draft = -1,
                                        bool* accepted = nullptr);
+  // Scores the prompt tokens that the rows of a prompt_logits entry predict (each row gives the
+  // next token's log-probability); rows of positions scored before (a recomputed chunk) are
+  // skipped.
+  void ScorePrompt(Sequence* seq, const StepPlanEntry& entry, const float* rows, size_t vocab);
+  // Ends a request that asked for no generated token (max_tokens 0) once its prompt is scored.
+  void EndScored(Sequence* seq, std::vector<TokenOutput>* outputs);
   // Appends `s.token` to `seq` (grammar, times, stops) and reports it; true when it finished.
   Result<bool> EmitToken(Sequence* seq, SampleResult s, std::vector<TokenOutput>* outputs);
   // kNone, or why `seq` stops after its last token.

@@ -115,6 +115,39 @@ void FillLogprobs(std::span<const float> logits, const SamplingParams& params,
   for (size_t i = 0; i < n; ++i) result->top_logprobs.push_back({order[i], lp[order[i]]});
 }
 
+SampleResult ScoreToken(std::span<const float> logits, int32_t token, int top) {
+  // One row per prompt token: no copies of the row, a pass for the max, one for the sum and the
+  // rank, and a small ordered list for the top alternatives (k <= 20).
+  SampleResult r;
+  r.token = token;
+  const float max = *std::max_element(logits.begin(), logits.end());
+  const float own = logits[token];
+  double sum = 0.0;
+  int32_t above = 0;
+  for (float l : logits) {  // float exp (as fast as the row is long), double sum
+    sum += static_cast<double>(std::exp(l - max));
+    above += l > own ? 1 : 0;
+  }
+  const float log_sum = static_cast<float>(std::log(sum)) + max;
+  r.logprob = own - log_sum;
+  r.rank = 1 + above;
+  const size_t k = std::min<size_t>(static_cast<size_t>(std::max(top, 0)), logits.size());
+  if (k == 0) return r;
+  // Most likely first, ties to the lower id (as FillLogprobs orders them).
+  auto before = [&](int32_t a, int32_t b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+  };
+  std::vector<int32_t> best;
+  best.reserve(k + 1);
+  for (int32_t id = 0; id < static_cast<int32_t>(logits.size()); ++id) {
+    if (best.size() == k && !before(id, best.back())) continue;
+    best.insert(std::upper_bound(best.begin(), best.end(), id, before), id);
+    if (best.size() > k) best.pop_back();
+  }
+  for (int32_t id : best) r.top_logprobs.push_back({id, logits[id] - log_sum});
+  return r;
+}
+
 std::vector<float> ProcessLogits(std::span<const float> logits, const SamplingParams& params,
                                  std::span<const int32_t> blocked,
                                  std::span<const uint32_t> allowed) {

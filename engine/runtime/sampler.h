@@ -28,6 +28,7 @@ struct SampleResult {
   int32_t token = 0;
   float logprob = 0.0f;                    // When params.logprobs or top_logprobs > 0.
   std::vector<TokenLogprob> top_logprobs;  // params.top_logprobs entries, most likely first.
+  int32_t rank = 0;  // ScoreToken: 1 + the tokens strictly more likely than `token`.
 };
 
 // The penalised logits (a copy): repetition penalty over prompt and output tokens, then
@@ -47,6 +48,10 @@ std::vector<float> ProcessLogits(std::span<const float> logits, const SamplingPa
 // Sets result->logprob and top_logprobs (as params asks) from `logits` for result->token.
 void FillLogprobs(std::span<const float> logits, const SamplingParams& params,
                   SampleResult* result);
+
+// Prompt scoring: `token`'s log-probability under `logits` (log_softmax over the whole row),
+// its rank, and the `top` most likely tokens (ties to the lower id).
+SampleResult ScoreToken(std::span<const float> logits, int32_t token, int top);
 
 // log_softmax of `logits`.
 std::vector<float> LogSoftmax(std::span<const float> logits);

@@ -33,7 +33,13 @@ Status SamplingParams::Validate() const {
   if (top_logprobs < 0 || top_logprobs > 20) {
     return Range("top_logprobs", static_cast<float>(top_logprobs), "[0, 20]");
   }
-  if (max_tokens < 1) return Range("max_tokens", static_cast<float>(max_tokens), "[1, inf)");
+  if (prompt_logprobs < -1 || prompt_logprobs > 20) {
+    return Range("prompt_logprobs", static_cast<float>(prompt_logprobs), "[-1, 20]");
+  }
+  if (max_tokens < (scores_prompt() ? 0 : 1)) {
+    return Range("max_tokens", static_cast<float>(max_tokens),
+                 scores_prompt() ? "[0, inf)" : "[1, inf) (0 only when scoring the prompt)");
+  }
   if (min_tokens < 0 || min_tokens > max_tokens) {
     return InvalidArgumentError("sampling: min_tokens = " + std::to_string(min_tokens) +
                                 " outside [0, max_tokens = " + std::to_string(max_tokens) + "]");

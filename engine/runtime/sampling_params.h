@@ -35,7 +35,13 @@ struct SamplingParams {
   bool logprobs = false;
   // ... and this many most likely alternatives (0-20).
   int top_logprobs = 0;
-  // Generated tokens at most. Default 16 (as OpenAI's completions API).
+  // vLLM's prompt_logprobs: the log-probability of every prompt token after the first, given
+  // the tokens before it (teacher-forced, from the raw logits), with this many most likely
+  // alternatives (0-20); -1 (the default) computes none, at no cost. Such a request skips the
+  // prefix cache: every prompt position is run to get its logits.
+  int prompt_logprobs = -1;
+  // Generated tokens at most. Default 16 (as OpenAI's completions API). 0 only with
+  // prompt_logprobs: the prompt is scored and nothing is generated.
   int max_tokens = 16;
   // Tokens that end generation (besides EOS unless ignore_eos).
   std::vector<int32_t> stop_token_ids;
@@ -51,6 +57,8 @@ struct SamplingParams {
   // starts (after a think block).
   std::shared_ptr<const ConstraintSpec> constraint;
   ConstraintGate constraint_gate;
+
+  bool scores_prompt() const { return prompt_logprobs >= 0; }
 
   // Whether anything changes the logits before sampling (bias, min_tokens, a grammar).
   bool ProcessesLogits() const {

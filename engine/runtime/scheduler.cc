@@ -11,6 +11,9 @@ Status SchedulerOptions::Validate() const {
     return InvalidArgumentError("scheduler: max_num_batched_tokens must be >= 1");
   }
   if (max_model_len < 1) return InvalidArgumentError("scheduler: max_model_len must be >= 1");
+  if (max_scored_tokens < 1) {
+    return InvalidArgumentError("scheduler: max_scored_tokens must be >= 1");
+  }
   if (!enable_chunked_prefill && max_num_batched_tokens < max_model_len) {
     return InvalidArgumentError("scheduler: without chunked prefill, max_num_batched_tokens (" +
                                 std::to_string(max_num_batched_tokens) +
@@ -39,7 +42,7 @@ SchedulerOutput Scheduler::Schedule() {
 int Scheduler::ScheduleRunning(int budget, SchedulerOutput* out) {
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     Sequence* seq = running_[i];
-    const int n = std::min(seq->num_uncomputed_tokens(), budget);
+    const int n = ChunkSize(*seq, budget);
     if (!MakeRoom(i, n, out)) continue;      // running_[i] left; i now points past the end or on.
     std::vector<int32_t> draft = Draft(*seq, budget);
     const int total = n + static_cast<int>(draft.size());
@@ -103,9 +106,10 @@ int Scheduler::AdmitWaiting(int budget, SchedulerOutput* out) {
   while (!waiting_.empty() && budget > 0 &&
          static_cast<int>(running_.size()) < options_.max_num_seqs) {
     Sequence* seq = waiting_.front();
-    const int hit = blocks_->MatchPrefix(*seq);
+    // A prompt being scored needs the logits of every position: its cached prefix is recomputed.
+    const int hit = seq->needs_prompt_logits() ? 0 : blocks_->MatchPrefix(*seq);
     seq->set_num_computed_tokens(hit);
-    const int n = std::min(seq->num_uncomputed_tokens(), budget);
+    const int n = ChunkSize(*seq, budget);
     const bool whole = n == seq->num_uncomputed_tokens();
     if ((!options_.enable_chunked_prefill && !whole) || !blocks_->CanAppend(*seq, n)) {
       blocks_->Free(*seq);  // Gives back the prefix blocks; they stay cached.
@@ -129,6 +133,14 @@ int Scheduler::AdmitWaiting(int budget, SchedulerOutput* out) {
   return budget;
 }
 
+int Scheduler::ChunkSize(const Sequence& seq, int budget) const {
+  int n = std::min(seq.num_uncomputed_tokens(), budget);
+  if (seq.needs_prompt_logits() && options_.enable_chunked_prefill) {
+    n = std::min(n, options_.max_scored_tokens);
+  }
+  return n;
+}
+
 StepPlan Scheduler::MakePlan(const std::vector<ScheduledSequence>& scheduled) {
   StepPlan plan;
   plan.step = step_++;
@@ -143,7 +155,8 @@ StepPlan Scheduler::MakePlan(const std::vector<ScheduledSequence>& scheduled) {
     e.token_ids.insert(e.token_ids.end(), s.draft.begin(), s.draft.end());
     e.num_draft_tokens = static_cast<int32_t>(s.draft.size());
     e.block_table = seq.block_table();
-    e.needs_logits = start + s.num_new_tokens == seq.num_tokens();
+    e.prompt_logits = seq.needs_prompt_logits() && s.draft.empty();
+    e.needs_logits = e.prompt_logits || start + s.num_new_tokens == seq.num_tokens();
     plan.entries.push_back(std::move(e));
   }
   return plan;

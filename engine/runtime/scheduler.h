@@ -30,6 +30,9 @@ struct SchedulerOptions {
   bool enable_chunked_prefill = true;
   // Prompt + output tokens per sequence. Default 4096.
   int max_model_len = 4096;
+  // Prompt tokens per step of a sequence that scores its prompt (prompt_logprobs): each brings
+  // back a whole logits row, so its chunks stay this small (with chunked prefill). Default 512.
+  int max_scored_tokens = 512;
 
   Status Validate() const;
 };
@@ -93,6 +96,8 @@ class Scheduler {
   // cached ones). Empty without a drafter.
   std::vector<int32_t> Draft(const Sequence& seq, int budget) const;
   void Preempt(Sequence* seq);
+  // Tokens to run for `seq` this step within `budget` (scored prompts: max_scored_tokens).
+  int ChunkSize(const Sequence& seq, int budget) const;
   StepPlan MakePlan(const std::vector<ScheduledSequence>& scheduled);
 
   const SchedulerOptions options_;

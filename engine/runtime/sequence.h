@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/runtime/constrained_output.h"
+#include "engine/runtime/sampler.h"
 #include "engine/runtime/sampling_params.h"
 
 namespace spark::engine::runtime {
@@ -80,6 +81,15 @@ class Sequence {
   RequestTimes& times() { return times_; }
   const RequestTimes& times() const { return times_; }
 
+  // Prompt scoring (params().prompt_logprobs): the scores of prompt tokens 1..k so far, in
+  // order (token k's from the logits of position k - 1). Complete at prompt_len() - 1 entries.
+  std::vector<SampleResult>& prompt_logprobs() { return prompt_logprobs_; }
+  // Whether positions of the prompt still need their logits rows (scoring not complete).
+  bool needs_prompt_logits() const {
+    return params_.scores_prompt() &&
+           static_cast<int>(prompt_logprobs_.size()) < prompt_len_ - 1;
+  }
+
  private:
   const uint64_t id_;
   const SamplingParams params_;
@@ -94,6 +104,7 @@ class Sequence {
   std::vector<int32_t> block_table_;
   std::unique_ptr<ConstrainedOutput> constrained_;
   RequestTimes times_;
+  std::vector<SampleResult> prompt_logprobs_;
 };
 
 }  // namespace spark::engine::runtime

@@ -13,6 +13,7 @@ static_assert(std::endian::native == std::endian::little, "the StepPlan wire is 
 constexpr uint32_t kMagic = 0x314c5053;  // "SPL1"
 constexpr uint8_t kFlagNeedsLogits = 1;
 constexpr uint8_t kFlagDrafts = 2;  // a u32 num_draft_tokens follows the flags
+constexpr uint8_t kFlagPromptLogits = 4;  // a logits row for every token of the entry
 
 class Writer {
  public:
@@ -70,8 +71,13 @@ Status ReadEntry(Reader& r, StepPlanEntry* e) {
   SPARK_RETURN_IF_ERROR(r.Get(&num_blocks));
   SPARK_RETURN_IF_ERROR(r.Get(&flags));
   e->needs_logits = (flags & kFlagNeedsLogits) != 0;
-  if ((flags & ~(kFlagNeedsLogits | kFlagDrafts)) != 0) {
+  if ((flags & ~(kFlagNeedsLogits | kFlagDrafts | kFlagPromptLogits)) != 0) {
     return DataLossError("step plan: unknown entry flags " + std::to_string(flags));
+  }
+  e->prompt_logits = (flags & kFlagPromptLogits) != 0;
+  if (e->prompt_logits && (!e->needs_logits || (flags & kFlagDrafts) != 0)) {
+    return DataLossError("step plan: sequence " + std::to_string(e->seq_id) +
+                         " asks prompt logits without needs_logits or with drafts");
   }
   if ((flags & kFlagDrafts) != 0) {
     uint32_t drafts = 0;
@@ -114,7 +120,8 @@ std::vector<uint8_t> StepPlan::Serialize() const {
     w.Put(static_cast<uint32_t>(e.block_table.size()));
     const bool drafts = e.num_draft_tokens > 0;
     w.Put(static_cast<uint8_t>((e.needs_logits ? kFlagNeedsLogits : 0) |
-                               (drafts ? kFlagDrafts : 0)));
+                               (drafts ? kFlagDrafts : 0) |
+                               (e.prompt_logits ? kFlagPromptLogits : 0)));
     if (drafts) w.Put(static_cast<uint32_t>(e.num_draft_tokens));
     w.PutInts(e.token_ids);
     w.PutInts(e.block_table);

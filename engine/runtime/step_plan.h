@@ -34,8 +34,13 @@ struct StepPlanEntry {
   // (drafter.h), verified in this forward; the entry then needs 1 + num_draft_tokens logits rows
   // (its last token before the drafts, and each draft). needs_logits is set.
   int32_t num_draft_tokens = 0;
+  // Prompt scoring (SamplingParams::prompt_logprobs): rank 0 needs a logits row for every token
+  // of the entry, not only the last; needs_logits is set, there are no drafts.
+  bool prompt_logits = false;
 
-  int logits_rows() const { return 1 + num_draft_tokens; }
+  int logits_rows() const {
+    return prompt_logits ? static_cast<int>(token_ids.size()) : 1 + num_draft_tokens;
+  }
 
   friend bool operator==(const StepPlanEntry&, const StepPlanEntry&) = default;
 };

@@ -27,25 +27,6 @@ json Bytes(const std::string& s) {
   return out;
 }
 
-// Chat-style logprob entries -> the completions API's parallel lists.
-json CompletionLogprobs(const json& entries) {
-  json out = {{"tokens", json::array()},
-              {"token_logprobs", json::array()},
-              {"top_logprobs", json::array()},
-              {"text_offset", json::array()}};
-  size_t offset = 0;
-  for (const json& e : entries) {
-    out["tokens"].push_back(e["token"]);
-    out["token_logprobs"].push_back(e["logprob"]);
-    json top = json::object();
-    for (const json& t : e["top_logprobs"]) top[t["token"].get<std::string>()] = t["logprob"];
-    out["top_logprobs"].push_back(top);
-    out["text_offset"].push_back(offset);
-    offset += e["token"].get<std::string>().size();
-  }
-  return out;
-}
-
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
 // A span in seconds, 0 when either end was never reached.
@@ -77,8 +58,10 @@ void CompletionJob::Start() {
   const CompletionRequest& req = prepared_.request;
   const bool chat = req.endpoint == Endpoint::kChat;
   const tokenizer::ChatMarkers& markers = context_->codec->markers();
-  choices_.resize(req.n);
-  for (Choice& c : choices_) {
+  choices_.resize(prepared_.prompts.size() * req.n);
+  for (size_t k = 0; k < choices_.size(); ++k) {
+    Choice& c = choices_[k];
+    c.prompt_index = k / req.n;
     c.seq_id = context_->next_id.fetch_add(1);
     c.stream = context_->codec->NewStream();
     if (chat) {
@@ -91,7 +74,7 @@ void CompletionJob::Start() {
     }
     c.last_token_time = start_;
   }
-  context_->metrics->AddPromptTokens(static_cast<int>(prepared_.prompt.size()));
+  context_->metrics->AddPromptTokens(PromptTokens());
   if (req.stream) {
     writer_->StartStream(200, "text/event-stream");
     if (prepared_.shape) prepared_.shape->StreamStart(*writer_, static_cast<int>(prepared_.prompt.size()));
@@ -107,9 +90,11 @@ void CompletionJob::Start() {
   writer_->OnClientGone([weak = weak_from_this()] {
     if (auto job = weak.lock()) job->Cancel();
   });
-  for (int i = 0; i < req.n; ++i) {
-    GenerationRequest g{choices_[i].seq_id, prepared_.prompt, req.params};
-    if (g.params.seed && i > 0) g.params.seed = *g.params.seed + i;
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    GenerationRequest g{choices_[i].seq_id, prepared_.prompts[choices_[i].prompt_index],
+                        req.params};
+    const int within = static_cast<int>(i) % req.n;  // the choice's place among its prompt's n
+    if (g.params.seed && within > 0) g.params.seed = *g.params.seed + within;
     auto self = shared_from_this();
     Status s = context_->service->Submit(
         std::move(g), [self, i](const GenerationEvent& e) { self->OnEvent(i, e); });
@@ -145,6 +130,9 @@ void CompletionJob::OnEvent(size_t index, const GenerationEvent& event) {
   if (c.finished || failed_) return;
   if (!event.error.ok()) return Fail(event.error);
   if (index == 0 && c.num_tokens == 0) cached_tokens_ = event.cached_prompt_tokens;
+  if (!c.prompt_seen) {
+    if (Status s = AddPrompt(c, event); !s.ok()) return Fail(s);
+  }
   if (event.has_token) {
     const Clock::time_point now = Clock::now();
     if (!first_token_seen_)
@@ -168,6 +156,7 @@ void CompletionJob::OnEvent(size_t index, const GenerationEvent& event) {
   }
   ParsedOutput delta = std::exchange(c.prefill, ParsedOutput());
   delta.Append(Parse(c, text, final));
+  if (!c.echo.empty()) delta.content.insert(0, std::exchange(c.echo, std::string()));
   for (const ToolCallDelta& d : delta.tool_calls) c.num_tool_calls += d.begin ? 1 : 0;
   if (prepared_.request.stream) StreamDelta(index, c, delta);
   c.total.Append(std::move(delta));
@@ -236,14 +225,103 @@ ParsedOutput CompletionJob::Parse(Choice& c, const std::string& text, bool final
 }
 
 void CompletionJob::AddLogprobs(Choice& c, const GenerationEvent& event) {
-  const std::string text = context_->codec->TokenText(event.token);
+  const std::string text = TokenLabel(event.token);
   json top = json::array();
   for (const runtime::TokenLogprob& t : event.top_logprobs) {
-    const std::string alt = context_->codec->TokenText(t.token);
+    const std::string alt = TokenLabel(t.token);
     top.push_back({{"token", alt}, {"logprob", t.logprob}, {"bytes", Bytes(alt)}});
   }
-  c.logprobs.push_back(
-      {{"token", text}, {"logprob", event.logprob}, {"bytes", Bytes(text)}, {"top_logprobs", top}});
+  json entry = {
+      {"token", text}, {"logprob", event.logprob}, {"bytes", Bytes(text)}, {"top_logprobs", top}};
+  if (prepared_.request.endpoint == Endpoint::kCompletion) {  // text_offset counts the text
+    entry["text_len"] = context_->codec->TokenText(event.token).size();
+  }
+  c.logprobs.push_back(std::move(entry));
+}
+
+// Chat-style logprob entries -> the completions API's parallel lists; text_offset counts on from
+// the choice's text so far (the echoed prompt included).
+json CompletionJob::CompletionLogprobs(Choice& c) const {
+  json out = {{"tokens", json::array()},
+              {"token_logprobs", json::array()},
+              {"top_logprobs", json::array()},
+              {"text_offset", json::array()}};
+  for (const json& e : c.logprobs) {
+    out["tokens"].push_back(e["token"]);
+    out["token_logprobs"].push_back(e["logprob"]);
+    json top = e["top_logprobs"].is_null() ? json(nullptr) : json::object();
+    for (const json& t : e["top_logprobs"]) top[t["token"].get<std::string>()] = t["logprob"];
+    out["top_logprobs"].push_back(top);
+    out["text_offset"].push_back(c.text_offset);
+    c.text_offset += e.value("text_len", e["token"].get<std::string>().size());
+  }
+  return out;
+}
+
+std::string CompletionJob::TokenLabel(int32_t id) const {
+  if (prepared_.request.return_tokens_as_token_ids) return "token_id:" + std::to_string(id);
+  return context_->codec->TokenText(id);
+}
+
+Status CompletionJob::AddPrompt(Choice& c, const GenerationEvent& event) {
+  c.prompt_seen = true;
+  const CompletionRequest& req = prepared_.request;
+  const std::vector<int32_t>& prompt = prepared_.prompts[c.prompt_index];
+  if (req.echo && c.prompt_index < prepared_.echo_texts.size()) {
+    c.echo = prepared_.echo_texts[c.prompt_index];
+  }
+  const bool echo_scores = req.echo && req.logprobs;
+  if (!echo_scores && req.prompt_logprobs < 0) return Status::Ok();
+  if (event.prompt_logprobs.size() + 1 != prompt.size()) {
+    return InternalError("the engine scored " + std::to_string(event.prompt_logprobs.size()) +
+                         " tokens of a prompt of " + std::to_string(prompt.size()));
+  }
+  json vllm = json::array({nullptr});
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    const std::string text = TokenLabel(prompt[i]);
+    const size_t text_len = context_->codec->TokenText(prompt[i]).size();
+    if (i == 0) {
+      if (echo_scores) {
+        c.logprobs.push_back({{"token", text},
+                              {"logprob", nullptr},
+                              {"bytes", Bytes(text)},
+                              {"top_logprobs", nullptr},
+                              {"text_len", text_len}});
+      }
+      continue;
+    }
+    const runtime::SampleResult& s = event.prompt_logprobs[i - 1];
+    // vLLM's alternatives: the top k and the prompt's own token.
+    json top = json::array(), dict = json::object();
+    bool own = false;
+    for (size_t k = 0; k < s.top_logprobs.size(); ++k) {
+      const runtime::TokenLogprob& t = s.top_logprobs[k];
+      const std::string alt = TokenLabel(t.token);
+      if (static_cast<int>(k) < req.top_logprobs) {
+        top.push_back({{"token", alt}, {"logprob", t.logprob}, {"bytes", Bytes(alt)}});
+      }
+      if (static_cast<int>(k) < req.prompt_logprobs) {
+        dict[std::to_string(t.token)] = {{"logprob", t.logprob},
+                                         {"rank", k + 1},
+                                         {"decoded_token", context_->codec->TokenText(t.token)}};
+      }
+      own = own || t.token == prompt[i];
+    }
+    if (!own) top.push_back({{"token", text}, {"logprob", s.logprob}, {"bytes", Bytes(text)}});
+    dict[std::to_string(prompt[i])] = {{"logprob", s.logprob},
+                                       {"rank", s.rank},
+                                       {"decoded_token", context_->codec->TokenText(prompt[i])}};
+    if (echo_scores) {
+      c.logprobs.push_back({{"token", text},
+                            {"logprob", s.logprob},
+                            {"bytes", Bytes(text)},
+                            {"top_logprobs", top},
+                            {"text_len", text_len}});
+    }
+    vllm.push_back(std::move(dict));
+  }
+  if (req.prompt_logprobs >= 0) c.prompt_logprobs = std::move(vllm);
+  return Status::Ok();
 }
 
 void CompletionJob::FinishChoice(Choice& c, const std::string& reason) {
@@ -323,7 +401,7 @@ void CompletionJob::StreamDelta(size_t index, Choice& c, const ParsedOutput& del
     if (delta.content.empty() && c.logprobs.empty()) return;
     json chunk = ChunkBase();
     json choice = {{"index", index}, {"text", delta.content}};
-    choice["logprobs"] = c.logprobs.empty() ? json(nullptr) : CompletionLogprobs(c.logprobs);
+    choice["logprobs"] = c.logprobs.empty() ? json(nullptr) : CompletionLogprobs(c);
     choice["finish_reason"] = nullptr;
     chunk["choices"] = json::array({choice});
     c.logprobs = json::array();
@@ -368,10 +446,16 @@ void CompletionJob::StreamFinish(size_t index, Choice& c) {
 
 void CompletionJob::WriteEvent(const json& j) { writer_->Write("data: " + Dump(j) + "\n\n"); }
 
+int CompletionJob::PromptTokens() const {
+  int n = 0;
+  for (const std::vector<int32_t>& p : prepared_.prompts) n += static_cast<int>(p.size());
+  return n;
+}
+
 json CompletionJob::Usage() const {
   int completion = 0;
   for (const Choice& c : choices_) completion += c.num_tokens;
-  const int prompt = static_cast<int>(prepared_.prompt.size());
+  const int prompt = PromptTokens();
   return {{"prompt_tokens", prompt},
           {"completion_tokens", completion},
           {"total_tokens", prompt + completion},
@@ -382,7 +466,7 @@ FinishedRequest CompletionJob::Finished(const std::string& reason) const {
   FinishedRequest r;
   r.e2e_seconds = Seconds(Clock::now() - start_);
   r.finish_reason = reason;
-  r.prompt_tokens = static_cast<int>(prepared_.prompt.size());
+  r.prompt_tokens = PromptTokens();
   for (const Choice& c : choices_) r.generation_tokens += c.num_tokens;
   r.n = prepared_.request.n;
   r.max_tokens = prepared_.request.max_tokens.value_or(0);
@@ -438,10 +522,9 @@ void CompletionJob::SendFullResponse() {
       choice["logprobs"] =
           prepared_.request.logprobs ? json{{"content", c.logprobs}} : json(nullptr);
     } else {
-      choice["text"] =
-          (prepared_.request.echo ? prepared_.request.prompt_text : "") + c.total.content;
-      choice["logprobs"] =
-          prepared_.request.logprobs ? CompletionLogprobs(c.logprobs) : json(nullptr);
+      choice["text"] = c.total.content;
+      choice["logprobs"] = prepared_.request.logprobs ? CompletionLogprobs(c) : json(nullptr);
+      if (prepared_.request.prompt_logprobs >= 0) choice["prompt_logprobs"] = c.prompt_logprobs;
     }
     choice["finish_reason"] = c.finish_reason;
     choices.push_back(std::move(choice));
@@ -449,6 +532,9 @@ void CompletionJob::SendFullResponse() {
   json body = {{"id", id_},           {"object", chat ? "chat.completion" : "text_completion"},
                {"created", created_}, {"model", context_->model_name},
                {"choices", choices},  {"usage", Usage()}};
+  if (chat && prepared_.request.prompt_logprobs >= 0) {  // vLLM: one list, on the response
+    body["prompt_logprobs"] = choices_[0].prompt_logprobs;
+  }
   writer_->Send({200, "application/json", {}, Dump(body)});
 }
 

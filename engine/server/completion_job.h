@@ -44,6 +44,10 @@ struct ServerContext {
 struct PreparedRequest {
   CompletionRequest request;
   std::vector<int32_t> prompt;
+  // Completions: every prompt of the request (prompt is the first), and with echo, the text each
+  // choice starts with (the prompt's text, or the decoded ids).
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<std::string> echo_texts;
   bool starts_in_reasoning = false;  // The prompt ends inside an open think block.
   bool prompt_closed_think = false;  // The prompt ends with a closed (empty) think block.
   bool parse_tools = false;
@@ -74,6 +78,11 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
  private:
   struct Choice {
     uint64_t seq_id = 0;
+    size_t prompt_index = 0;  // which prompt of a batch
+    bool prompt_seen = false;  // the first event (with the prompt's scores) arrived
+    std::string echo;          // the prompt's text, sent before the first generated text
+    size_t text_offset = 0;    // completions logprobs: bytes of text before the next entry
+    nlohmann::json prompt_logprobs;  // vLLM's prompt_logprobs list (null: not asked)
     std::unique_ptr<TokenStream> stream;
     std::string raw;     // Detokenized output (stop strings applied).
     size_t checked = 0;  // Bytes of raw searched for stop strings.
@@ -97,6 +106,12 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
   std::string NewText(Choice& c, const GenerationEvent& event, bool* stop_matched);
   ParsedOutput Parse(Choice& c, const std::string& text, bool final);
   void AddLogprobs(Choice& c, const GenerationEvent& event);
+  // The first event of a choice: its prompt's scores as echo entries and as prompt_logprobs.
+  // Internal when the engine's scores do not cover the prompt.
+  Status AddPrompt(Choice& c, const GenerationEvent& event);
+  // A token as logprobs show it: its text, or "token_id:<id>" (return_tokens_as_token_ids).
+  std::string TokenLabel(int32_t id) const;
+  nlohmann::json CompletionLogprobs(Choice& c) const;
   void FinishChoice(Choice& c, const std::string& reason);
   // InvalidArgument when a forced call (tool_choice required / named) did not come out valid.
   Status CheckForcedCalls(const Choice& c) const;
@@ -109,6 +124,7 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
   ChoiceEnd End(const Choice& c) const;
   nlohmann::json ChunkBase() const;
   nlohmann::json Usage() const;
+  int PromptTokens() const;  // of every prompt of the request
   nlohmann::json ToolCallsJson(const std::vector<ToolCallDelta>& calls);
   std::string ToolCallId();
   void WriteEvent(const nlohmann::json& j);

@@ -176,6 +176,7 @@ void EngineService::RunStep() {
     GenerationEvent e{o.seq_id, o.has_token, o.token,         o.logprob, std::move(o.top_logprobs),
                       0,        o.finished,  o.finish_reason, o.error};
     if (o.finished) e.times = o.times;
+    e.prompt_logprobs = std::move(o.prompt_logprobs);
     if (!first_token_sent_[o.seq_id]) {  // Prefix-cache hits (0 if it finished in this step).
       const runtime::Sequence* seq = engine_->Find(o.seq_id);
       e.cached_prompt_tokens = seq != nullptr ? seq->num_cached_tokens() : 0;

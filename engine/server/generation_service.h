@@ -42,6 +42,9 @@ struct GenerationEvent {
   // With a finished event of a request the engine ran to its end: when it was queued, first
   // scheduled, and got its first and last token (vLLM's request-time histograms).
   std::optional<runtime::RequestTimes> times;
+  // The scores of prompt tokens 1..n-1 when the request asked (SamplingParams::prompt_logprobs);
+  // on the first event of a request.
+  std::vector<runtime::SampleResult> prompt_logprobs;
 };
 
 // Called for each event of one request; after the event with finished == true, never again.

@@ -141,8 +141,8 @@ Error ReadSampling(const ordered_json& j, CompletionRequest* r) {
   if (Error e = ReadInt(j, "seed", INT64_MIN, INT64_MAX, &seed)) return e;
   if (Field(j, "seed") != nullptr) p.seed = static_cast<uint64_t>(seed);
   for (const char* key : {"max_tokens", "max_completion_tokens"}) {
-    int v = 0;
-    if (Error e = ReadInt32(j, key, 1, INT32_MAX, &v)) return e;
+    int v = 0;  // 0 only to score a prompt (checked with the logprob fields, ReadLogprobs)
+    if (Error e = ReadInt32(j, key, 0, INT32_MAX, &v)) return e;
     if (Field(j, key) != nullptr) r->max_tokens = v;
   }
   if (Error e = ReadInt32(j, "n", 1, kMaxN, &r->n)) return e;
@@ -182,6 +182,32 @@ Error ReadStream(const ordered_json& j, CompletionRequest* r) {
   return std::nullopt;
 }
 
+// Prompt scoring: vLLM's prompt_logprobs, echo with logprobs on completions (every prompt token
+// scored, as vLLM does), max_tokens 0 (score only), return_tokens_as_token_ids.
+Error ReadPromptScoring(const ordered_json& j, CompletionRequest* r) {
+  if (Error e = ReadInt32(j, "prompt_logprobs", 0, kMaxTopLogprobs, &r->prompt_logprobs)) return e;
+  if (Field(j, "prompt_logprobs") == nullptr) r->prompt_logprobs = -1;
+  if (Error e = ReadBool(j, "return_tokens_as_token_ids", &r->return_tokens_as_token_ids)) {
+    return e;
+  }
+  if (r->prompt_logprobs >= 0 && r->stream) {
+    return InvalidRequest("prompt_logprobs",
+                          "prompt_logprobs: not supported with \"stream\": true (echo with "
+                          "logprobs streams the prompt's scores on /v1/completions)");
+  }
+  int scored = r->prompt_logprobs;
+  if (r->echo && r->logprobs) scored = std::max(scored, r->top_logprobs);
+  const bool zero = r->max_tokens && *r->max_tokens == 0;
+  if (zero && !r->echo && r->prompt_logprobs < 0) {
+    return InvalidRequest("max_tokens",
+                          "max_tokens: 0 generates nothing; it is allowed only to score the "
+                          "prompt (echo on /v1/completions, or prompt_logprobs)");
+  }
+  if (zero && scored < 0) scored = 0;  // echo alone: the prompt runs, nothing is generated
+  r->params.prompt_logprobs = scored;
+  return std::nullopt;
+}
+
 // Chat: logprobs (bool) + top_logprobs (int). Completions: logprobs (int).
 Error ReadLogprobs(const ordered_json& j, CompletionRequest* r) {
   if (r->endpoint == Endpoint::kChat) {
@@ -197,7 +223,7 @@ Error ReadLogprobs(const ordered_json& j, CompletionRequest* r) {
   }
   r->params.logprobs = r->logprobs;
   r->params.top_logprobs = r->top_logprobs;
-  return std::nullopt;
+  return ReadPromptScoring(j, r);
 }
 
 Error ReadToolChoice(const ordered_json& j, CompletionRequest* r) {
@@ -258,23 +284,49 @@ Error ReadChat(const ordered_json& j, CompletionRequest* r) {
   return ReadToolChoice(j, r);
 }
 
+constexpr size_t kMaxPrompts = 256;  // prompts in one batched completions request
+
 Error ReadPrompt(const ordered_json& j, CompletionRequest* r) {
   const ordered_json* v = Field(j, "prompt");
   if (v == nullptr) return InvalidRequest("prompt", "prompt: required");
-  if (v->is_array() && v->size() == 1 && (*v)[0].is_string()) v = &(*v)[0];
+  const char* expected =
+      "prompt: expected a string, a list of token ids, or a batch: a list of strings or a list "
+      "of token-id lists";
   if (v->is_string()) {
-    r->prompt_text = v->get<std::string>();
-    if (r->prompt_text.empty()) return InvalidRequest("prompt", "prompt: must not be empty");
-    return std::nullopt;
-  }
-  if (v->is_array() && v->size() == 1 && (*v)[0].is_array()) v = &(*v)[0];
-  if (v->is_array() && !v->empty()) {
+    r->prompt_texts.push_back(v->get<std::string>());
+  } else if (v->is_array() && !v->empty() && (*v)[0].is_string()) {
+    for (const ordered_json& p : *v) {
+      if (!p.is_string()) return InvalidRequest("prompt", expected);
+      r->prompt_texts.push_back(p.get<std::string>());
+    }
+  } else if (v->is_array() && !v->empty() && (*v)[0].is_array()) {
     r->prompt_is_ids = true;
-    return ReadTokenIds(*v, "prompt", &r->prompt_ids);
+    for (const ordered_json& p : *v) {
+      if (!p.is_array() || p.empty()) return InvalidRequest("prompt", expected);
+      r->prompt_id_lists.emplace_back();
+      if (Error e = ReadTokenIds(p, "prompt", &r->prompt_id_lists.back())) return e;
+    }
+  } else if (v->is_array() && !v->empty()) {
+    r->prompt_is_ids = true;
+    r->prompt_id_lists.emplace_back();
+    if (Error e = ReadTokenIds(*v, "prompt", &r->prompt_id_lists.back())) return e;
+  } else {
+    return InvalidRequest("prompt", expected);
   }
-  return InvalidRequest("prompt",
-                        "prompt: expected a string or a list of token ids (one prompt "
-                        "per request)");
+  for (const std::string& t : r->prompt_texts) {
+    if (t.empty()) return InvalidRequest("prompt", "prompt: must not be empty");
+  }
+  const size_t count = r->prompt_is_ids ? r->prompt_id_lists.size() : r->prompt_texts.size();
+  if (count > kMaxPrompts) {
+    return InvalidRequest("prompt", "prompt: a batch of " + std::to_string(count) +
+                                        " prompts; at most " + std::to_string(kMaxPrompts));
+  }
+  if (r->prompt_is_ids) {
+    r->prompt_ids = r->prompt_id_lists[0];
+  } else {
+    r->prompt_text = r->prompt_texts[0];
+  }
+  return std::nullopt;
 }
 
 Error ParseObject(Endpoint endpoint, const ordered_json& j, CompletionRequest* r) {

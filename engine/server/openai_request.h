@@ -37,10 +37,14 @@ struct CompletionRequest {
   std::string model;
   // Chat: the conversation (messages, tools, chat_template_kwargs).
   tokenizer::ChatRequest chat;
-  // Completions: the prompt as text, or as token ids.
+  // Completions: the prompt as text, or as token ids (the first prompt of a batch).
   std::string prompt_text;
   std::vector<int32_t> prompt_ids;
   bool prompt_is_ids = false;
+  // Completions: every prompt of the request (a batch: a list of strings or of token-id lists),
+  // the first one included; each gets n choices, numbered prompt after prompt.
+  std::vector<std::string> prompt_texts;
+  std::vector<std::vector<int32_t>> prompt_id_lists;
 
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
@@ -58,6 +62,11 @@ struct CompletionRequest {
   std::string tool_choice_function;
   bool tool_choice_set = false;
   bool echo = false;  // Completions only.
+  // vLLM's prompt_logprobs (-1: not asked): each prompt token's log-probability with this many
+  // alternatives, in the response's `prompt_logprobs`. Not with stream.
+  int prompt_logprobs = -1;
+  // vLLM's: tokens in logprobs written as "token_id:<id>" instead of their text.
+  bool return_tokens_as_token_ids = false;
   // vLLM's: drop special tokens' text from the output (default true), and keep the stop string
   // that ended a choice (default false).
   bool skip_special_tokens = true;

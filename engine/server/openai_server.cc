@@ -385,7 +385,8 @@ void OpenAIServer::HandleCompletion(Endpoint endpoint, const HttpRequest& reques
 }
 
 void OpenAIServer::Run(PreparedRequest prepared, std::shared_ptr<ResponseWriter> writer) {
-  const int n = prepared.request.n;
+  // Every choice of every prompt of a batch is a sequence.
+  const int n = prepared.request.n * static_cast<int>(prepared.prompts.size());
   if (context_->active_sequences.fetch_add(n) + n > options_.max_pending_sequences) {
     context_->active_sequences -= n;
     metrics_->CountRejected();
@@ -443,18 +444,29 @@ std::optional<ApiError> OpenAIServer::Prepare(CompletionRequest request,
   if (request.endpoint == Endpoint::kChat) {
     if (auto e = PrepareChat(request, out)) return e;
   } else {
-    out->prompt =
-        request.prompt_is_ids ? request.prompt_ids : codec.Encode(request.prompt_text, true);
+    const size_t count =
+        request.prompt_is_ids ? request.prompt_id_lists.size() : request.prompt_texts.size();
+    for (size_t i = 0; i < count; ++i) {
+      out->prompts.push_back(request.prompt_is_ids ? request.prompt_id_lists[i]
+                                                   : codec.Encode(request.prompt_texts[i], true));
+      if (request.echo) {
+        out->echo_texts.push_back(request.prompt_is_ids ? codec.Decode(out->prompts.back())
+                                                        : request.prompt_texts[i]);
+      }
+    }
+    if (!out->prompts.empty()) out->prompt = out->prompts[0];
   }
+  if (out->prompts.empty()) out->prompts.push_back(out->prompt);
   const std::string prompt_param = request.endpoint == Endpoint::kChat ? "messages" : "prompt";
-  if (out->prompt.empty())
-    return InvalidRequest(prompt_param, prompt_param + ": the prompt is empty");
   const int vocab = context_->service->vocab_size();
-  for (int32_t t : out->prompt) {
-    if (t >= vocab) {
-      return InvalidRequest(prompt_param, "prompt: token id " + std::to_string(t) +
-                                              " is outside the vocabulary of " +
-                                              std::to_string(vocab));
+  for (const std::vector<int32_t>& prompt : out->prompts) {
+    if (prompt.empty()) return InvalidRequest(prompt_param, prompt_param + ": the prompt is empty");
+    for (int32_t t : prompt) {
+      if (t >= vocab) {
+        return InvalidRequest(prompt_param, "prompt: token id " + std::to_string(t) +
+                                                " is outside the vocabulary of " +
+                                                std::to_string(vocab));
+      }
     }
   }
   for (const auto& [token, bias] : request.params.logit_bias) {
@@ -511,7 +523,10 @@ std::optional<ApiError> OpenAIServer::SetConstraint(PreparedRequest* p) const {
 std::optional<ApiError> OpenAIServer::SetMaxTokens(PreparedRequest* p) const {
   CompletionRequest& r = p->request;
   const int max_len = context_->service->max_model_len();
-  const int prompt = static_cast<int>(p->prompt.size());
+  int prompt = static_cast<int>(p->prompt.size());
+  for (const std::vector<int32_t>& other : p->prompts) {  // a batch: its longest prompt
+    prompt = std::max(prompt, static_cast<int>(other.size()));
+  }
   const std::string prompt_param = r.endpoint == Endpoint::kChat ? "messages" : "prompt";
   if (prompt >= max_len) {
     return InvalidRequest(prompt_param,

@@ -16,7 +16,7 @@ struct Field {
 };
 
 // Read by openai_request.cc.
-constexpr std::array<Field, 40> kImplemented = {{
+constexpr std::array<Field, 42> kImplemented = {{
     {"model", kBoth},
     {"stream", kBoth},
     {"stream_options", kBoth},
@@ -54,6 +54,8 @@ constexpr std::array<Field, 40> kImplemented = {{
     {"modalities", kChat},                     // Only ["text"].
     {"prompt", kCompletion},
     {"echo", kCompletion},
+    {"prompt_logprobs", kBoth},
+    {"return_tokens_as_token_ids", kBoth},
     {"store", kBoth},                          // Only false: nothing is stored.
     {"service_tier", kBoth},                   // Only "auto" or "default": one tier.
     {"user", kBoth},                           // Accepted, ignored: see kIgnored.

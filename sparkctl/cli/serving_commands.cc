@@ -16,6 +16,7 @@
 #include "sparkctl/serving/bench_report.h"
 #include "sparkctl/serving/bench_serve.h"
 #include "sparkctl/serving/corpus.h"
+#include "sparkctl/serving/quality.h"
 #include "sparkctl/up/state_file.h"
 #include "sparkctl/weights/sha256.h"
 
@@ -172,11 +173,27 @@ struct CheckFlags {
   int concurrency = 8;
   int long_prompt_tokens = 0;
   bool json = false;
+  bool quality = false;
+  std::string profile_file;  // with --url: the profile whose quality reference to use
 };
+
+// The profile's quality reference (-c: the profile `up` ran; --profile FILE), or none.
+Result<std::optional<serving::QualityReference>> LoadQualityReference(const std::string& file) {
+  if (file.empty()) return std::optional<serving::QualityReference>();
+  SPARK_ASSIGN_OR_RETURN(profile::Profile p, profile::LoadProfileFile(file));
+  if (!p.quality) return std::optional<serving::QualityReference>();
+  return std::optional<serving::QualityReference>(serving::QualityReference{
+      profile::ResolvedQualityText(p), p.quality->perplexity, p.quality->tolerance,
+      p.quality->context});
+}
 
 int RunCheck(const CheckFlags& f) {
   Result<Resolved> r = Resolve(f.endpoint);
   if (!r.ok()) return ReportError(r.status(), f.json ? serving::kCheckSchema : "");
+  if (!f.profile_file.empty() && !f.quality) {
+    return ReportError(InvalidArgumentError("--profile is read by --quality only; add --quality"),
+                       f.json ? serving::kCheckSchema : "");
+  }
   serving::AcceptanceOptions o;
   o.random_weights = f.random_weights;
   o.concurrency = f.concurrency;
@@ -187,7 +204,16 @@ int RunCheck(const CheckFlags& f) {
   };
   std::fprintf(stderr, "checking %s at %s\n", r->endpoint.model.c_str(),
                r->endpoint.url.text.c_str());
-  const std::vector<serving::CheckResult> results = serving::RunAcceptance(r->endpoint, o);
+  std::vector<serving::CheckResult> results;
+  if (f.quality) {  // the quality gate alone
+    const std::string file = f.profile_file.empty() ? r->identity.profile : f.profile_file;
+    Result<std::optional<serving::QualityReference>> ref = LoadQualityReference(file);
+    if (!ref.ok()) return ReportError(ref.status(), f.json ? serving::kCheckSchema : "");
+    results.push_back(serving::QualityCheck(r->endpoint, *ref, file, o.timeout));
+    o.on_result(results.back());
+  } else {
+    results = serving::RunAcceptance(r->endpoint, o);
+  }
   if (f.json) {
     json doc = serving::AcceptanceJson(r->endpoint, o, results);
     doc["build"] = r->identity.build;
@@ -297,10 +323,17 @@ void RegisterCheckCommands(CLI::App& parent, CommandContext& context) {
   cmd->add_option("--concurrency", f->concurrency, "Requests of the concurrent check (default 8)");
   cmd->add_option("--long-prompt-tokens", f->long_prompt_tokens,
                   "Prompt length of the long-prompt check (default min(8000, max_model_len / 2))");
+  cmd->add_flag("--quality", f->quality,
+                "Only the quality gate: the served model's perplexity on the profile's "
+                "quality.text against its recorded reference (docs/evaluation.md)");
+  cmd->add_option("--profile", f->profile_file,
+                  "With --url and --quality: the profile whose quality reference to use (-c "
+                  "takes the profile `up` ran)");
   AddJsonFlag(cmd, &f->json, serving::kCheckSchema);
   SetExample(cmd,
              "sparkctl check -c cluster.yaml\n"
              "  sparkctl check --url http://10.0.0.1:8000 --api-key-file key.txt --json\n"
+             "  sparkctl check -c cluster.yaml --quality\n"
              "Exit status 2 when any check fails.");
   cmd->callback([f, cmd, &context] {
     f->endpoint.cluster_given = cmd->count("--cluster") > 0;

@@ -3,6 +3,8 @@
 #include <algorithm>
 
 #include <cctype>
+#include <cmath>
+#include <filesystem>
 #include <set>
 
 #include "base/strings.h"
@@ -211,6 +213,20 @@ void ValidateApi(const ApiSpec& a, FieldErrors* errors) {
   }
 }
 
+void ValidateQuality(const QualitySpec& q, const EngineSpec& e, FieldErrors* errors) {
+  if (q.text.empty()) errors->Add("quality.text", "required: the text file the reference scores");
+  if (!(q.perplexity > 0) || !std::isfinite(q.perplexity)) {
+    errors->Add("quality.perplexity", "required: the reference perplexity, a number > 0");
+  }
+  if (!(q.tolerance > 0 && q.tolerance <= 1)) {
+    errors->Add("quality.tolerance", "out of range (0..1, a fraction of the reference)");
+  }
+  if (q.context < 2 || q.context > e.context_length) {
+    errors->Add("quality.context", "out of range (2..engine.context_length " +
+                                       std::to_string(e.context_length) + ")");
+  }
+}
+
 }  // namespace
 
 std::string_view KvCacheDtypeName(KvCacheDtype dtype) {
@@ -240,6 +256,13 @@ void ApplyDefaults(Profile* p) {
   }
 }
 
+std::string ResolvedQualityText(const Profile& profile) {
+  if (!profile.quality || profile.quality->text.empty()) return "";
+  std::filesystem::path text(profile.quality->text);
+  if (text.is_absolute() || profile.source_file.empty()) return text.string();
+  return (std::filesystem::path(profile.source_file).parent_path() / text).lexically_normal();
+}
+
 void Validate(const Profile& p, FieldErrors* errors) {
   if (p.schema != kProfileSchema) {
     errors->Add("schema", "unsupported schema '" + p.schema + "'; this sparkctl reads " +
@@ -251,6 +274,7 @@ void Validate(const Profile& p, FieldErrors* errors) {
   ValidateHost(p.host, errors);
   ValidateEngine(p.engine, p.topology, errors);
   ValidateApi(p.api, errors);
+  if (p.quality) ValidateQuality(*p.quality, p.engine, errors);
   for (const auto& entry : p.env) {
     if (!IsEnvName(entry.first)) {
       errors->Add("env." + entry.first, "not a valid environment variable name");

@@ -138,6 +138,16 @@ struct ApiSpec {
   LimitsSpec limits;
 };
 
+// The quality reference `sparkctl check --quality` compares the served model with
+// (docs/evaluation.md): the perplexity of `text` in windows of `context` tokens, and how far a
+// measurement may stray from it.
+struct QualitySpec {
+  std::string text;        // the text file (required); relative paths are relative to the profile
+  double perplexity = 0;   // the reference (required, > 0), e.g. from Hugging Face transformers
+  double tolerance = 0.02; // relative: pass when |measured - perplexity| <= tolerance * perplexity
+  int context = 512;       // tokens per window (2..engine.context_length)
+};
+
 struct Profile {
   std::string schema = kProfileSchema;
   std::string name;
@@ -147,6 +157,7 @@ struct Profile {
   HostSpec host;
   EngineSpec engine;
   ApiSpec api;
+  std::optional<QualitySpec> quality;      // none: `check --quality` says "no reference"
   std::map<std::string, std::string> env;  // extra environment for every engine rank
 
   std::string source_file;  // where it was loaded from (not part of the schema)
@@ -161,5 +172,8 @@ void ApplyDefaults(Profile* profile);
 // Checks ranges and cross-field rules (tp divides nodes x GPUs, topology node counts, exactly one
 // KV budget, an API key for non-loopback binds, ...).
 void Validate(const Profile& profile, FieldErrors* errors);
+
+// The quality text's path (relative to the profile's file), or "" without a quality reference.
+std::string ResolvedQualityText(const Profile& profile);
 
 }  // namespace spark::profile

@@ -84,6 +84,11 @@ nlohmann::ordered_json ToJson(const Profile& p) {
          {{"max_connections", p.api.limits.max_connections},
           {"max_connections_per_peer", p.api.limits.max_connections_per_peer},
           {"max_requests_per_peer", p.api.limits.max_requests_per_peer}}}}},
+      {"quality", p.quality ? nlohmann::ordered_json{{"text", p.quality->text},
+                                                     {"perplexity", p.quality->perplexity},
+                                                     {"tolerance", p.quality->tolerance},
+                                                     {"context", p.quality->context}}
+                            : nlohmann::ordered_json(nullptr)},
       {"env", p.env},
   };
 }

@@ -215,6 +215,16 @@ std::optional<Profile> ReadAll(YamlReader& reader, const EngineCapabilities* cap
   if (engine.IsDefined()) ReadEngine(&reader, engine, &p.engine);
   YAML::Node api = root.ChildMap("api", false);
   if (api.IsDefined()) ReadApi(&reader, api, &p.api);
+  YAML::Node quality = root.ChildMap("quality", false);
+  if (quality.IsDefined()) {
+    YamlMap q(&reader, quality, "quality");
+    p.quality.emplace();
+    q.Required("text", &p.quality->text);
+    q.Required("perplexity", &p.quality->perplexity);
+    q.Optional("tolerance", &p.quality->tolerance);
+    q.Optional("context", &p.quality->context);
+    q.RejectUnknown();
+  }
   root.Optional("env", &p.env);
   root.RejectUnknown();
   // The rules run on whatever was read, so one run reports every problem; a key whose shape was
@@ -233,6 +243,13 @@ std::optional<Profile> ReadAll(YamlReader& reader, const EngineCapabilities* cap
                  manifest + " does not exist: create it from a copy of the checkpoint "
                             "(sparkctl weights manifest DIR --repo " + p.model.repository +
                             " --revision " + p.model.revision + " --out " + manifest + ")");
+    }
+  }
+  if (check_files && p.quality && !p.quality->text.empty()) {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(ResolvedQualityText(p), ec)) {
+      errors.Add("quality.text", ResolvedQualityText(p) +
+                                     " does not exist: the text the reference perplexity scores");
     }
   }
   if (check_files && caps != nullptr && notes != nullptr && !p.model.path.empty()) {

@@ -418,6 +418,8 @@ const char* VerdictName(Verdict v) {
       return "fail";
     case Verdict::kNotJudged:
       return "not judged (random weights)";
+    case Verdict::kNoReference:
+      return "no reference";
   }
   return "";
 }

@@ -21,8 +21,10 @@ namespace spark::serving {
 
 inline constexpr char kCheckSchema[] = "sparkctl-check/v1";
 
-enum class Verdict { kPass, kFail, kNotJudged };
-const char* VerdictName(Verdict v);  // "pass", "fail", "not judged (random weights)"
+// kNoReference: the quality check of a profile that records no reference (not judged).
+enum class Verdict { kPass, kFail, kNotJudged, kNoReference };
+// "pass", "fail", "not judged (random weights)", "no reference"
+const char* VerdictName(Verdict v);
 
 struct CheckResult {
   std::string name;

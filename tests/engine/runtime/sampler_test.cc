@@ -163,3 +163,38 @@ TEST(SamplingParamsTest, ValidateNamesTheField) {
 
 }  // namespace
 }  // namespace spark::engine::runtime
+
+namespace spark::engine::runtime {
+namespace {
+
+// Prompt scoring's one-pass ScoreToken gives what LogSoftmax and FillLogprobs give: the token's
+// log-probability, the top k in the same order (ties to the lower id), and its rank.
+TEST(ScoreTokenTest, AgreesWithLogSoftmaxAndFillLogprobs) {
+  std::mt19937_64 rng(7);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  std::vector<float> row(1000);
+  for (float& l : row) l = std::round(normal(rng) * 4.0f) / 4.0f;  // many ties
+  const std::vector<float> lp = LogSoftmax(row);
+  for (int32_t token : {0, 17, 500, 999}) {
+    const SampleResult s = ScoreToken(row, token, 5);
+    EXPECT_NEAR(s.logprob, lp[token], 1e-5);
+    SamplingParams p;
+    p.logprobs = true;
+    p.top_logprobs = 5;
+    SampleResult ref;
+    ref.token = token;
+    FillLogprobs(row, p, &ref);
+    ASSERT_EQ(s.top_logprobs.size(), ref.top_logprobs.size());
+    for (size_t i = 0; i < ref.top_logprobs.size(); ++i) {
+      EXPECT_EQ(s.top_logprobs[i].token, ref.top_logprobs[i].token) << i;
+      EXPECT_NEAR(s.top_logprobs[i].logprob, ref.top_logprobs[i].logprob, 1e-5) << i;
+    }
+    int above = 0;
+    for (float l : row) above += l > row[token];
+    EXPECT_EQ(s.rank, above + 1);
+  }
+  EXPECT_TRUE(ScoreToken(row, 3, 0).top_logprobs.empty());
+}
+
+}  // namespace
+}  // namespace spark::engine::runtime

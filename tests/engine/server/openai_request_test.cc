@@ -93,6 +93,59 @@ TEST(OpenAIRequestTest, CompletionPromptForms) {
   EXPECT_EQ(nested.params.top_logprobs, 2);
 }
 
+TEST(OpenAIRequestTest, BatchedPromptsKeepEachPrompt) {
+  CompletionRequest texts, ids;
+  EXPECT_FALSE(ParseCompletionRequest(Endpoint::kCompletion,
+                                      R"({"model": "m", "prompt": ["a", "b c"]})", &texts));
+  EXPECT_EQ(texts.prompt_texts, (std::vector<std::string>{"a", "b c"}));
+  EXPECT_EQ(texts.prompt_text, "a");
+  EXPECT_FALSE(ParseCompletionRequest(Endpoint::kCompletion,
+                                      R"({"model": "m", "prompt": [[1, 2], [3]]})", &ids));
+  ASSERT_EQ(ids.prompt_id_lists.size(), 2u);
+  EXPECT_EQ(ids.prompt_id_lists[1], (std::vector<int32_t>{3}));
+  for (const char* bad : {R"([[1], "a"])", R"([[1], []])", R"(["a", 3])", R"([])"}) {
+    CompletionRequest r;
+    auto e = ParseCompletionRequest(
+        Endpoint::kCompletion, std::string(R"({"model": "m", "prompt": )") + bad + "}", &r);
+    ASSERT_TRUE(e.has_value()) << bad;
+    EXPECT_EQ(e->param, "prompt") << bad;
+  }
+}
+
+// echo + logprobs scores the prompt with the same number of alternatives (vLLM); max_tokens 0
+// only where something is scored; prompt_logprobs not with stream.
+TEST(OpenAIRequestTest, PromptScoringFields) {
+  CompletionRequest r;
+  EXPECT_FALSE(ParseCompletionRequest(
+      Endpoint::kCompletion,
+      R"({"model": "m", "prompt": "x", "echo": true, "logprobs": 3, "max_tokens": 0})", &r));
+  EXPECT_EQ(r.params.prompt_logprobs, 3);
+  EXPECT_EQ(r.max_tokens, 0);
+  CompletionRequest plain;
+  EXPECT_FALSE(ParseCompletionRequest(Endpoint::kCompletion,
+                                      R"({"model": "m", "prompt": "x", "logprobs": 3})", &plain));
+  EXPECT_EQ(plain.params.prompt_logprobs, -1) << "no prompt rows without echo: no cost";
+  CompletionRequest chat;
+  EXPECT_FALSE(ParseCompletionRequest(
+      Endpoint::kChat,
+      R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "prompt_logprobs": 0,
+          "return_tokens_as_token_ids": true})",
+      &chat));
+  EXPECT_EQ(chat.params.prompt_logprobs, 0);
+  EXPECT_TRUE(chat.return_tokens_as_token_ids);
+  CompletionRequest r2;
+  auto e = ParseCompletionRequest(Endpoint::kCompletion,
+                                  R"({"model": "m", "prompt": "x", "max_tokens": 0})", &r2);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->param, "max_tokens");
+  CompletionRequest r3;
+  e = ParseCompletionRequest(
+      Endpoint::kCompletion,
+      R"({"model": "m", "prompt": "x", "stream": true, "prompt_logprobs": 1})", &r3);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->param, "prompt_logprobs");
+}
+
 TEST(OpenAIRequestTest, RejectsDeepNestingAndWrongTypes) {
   CompletionRequest r;
   const std::string deep = R"({"model": "m", "prompt": )" + std::string(100000, '[') + "]}";

@@ -468,6 +468,28 @@ TEST_F(ServerTest, QueueFullAnswers429WithRetryAfter) {
   EXPECT_GE(ok, 2);
 }
 
+// A batch of prompts holds n sequences per prompt: the queue counts each, and gives each back.
+TEST_F(ServerTest, BatchedPromptsCountEverySequence) {
+  server_.reset();
+  service_.reset();
+  OpenAIServerOptions options;
+  options.max_pending_sequences = 3;
+  StartServer(options);
+  const json batch = {{"model", "fake"}, {"prompt", {{1, 2}, {3, 4}}}, {"max_tokens", 2},
+                      {"n", 2}};
+  ClientResponse r = Post("/v1/completions", batch);
+  EXPECT_EQ(r.status, 429) << "2 prompts x n=2 is 4 sequences, above 3: " << r.body;
+  json smaller = batch;
+  smaller["n"] = 1;
+  r = Post("/v1/completions", smaller);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(json::parse(r.body)["choices"].size(), 2u);
+  for (int i = 0; i < 100 && server_->active_sequences() != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(server_->active_sequences(), 0);
+}
+
 TEST_F(ServerTest, ReadyRunsACanaryAndReportsFailures) {
   ClientResponse r = HttpCall(server_->port(), "GET", "/ready");
   EXPECT_EQ(r.status, 200) << r.body;

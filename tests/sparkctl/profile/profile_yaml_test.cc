@@ -171,6 +171,18 @@ std::vector<BadCase> BadCases() {
       {"SpeculativeOldKeyName",
        Replace(g, "  tp: 4\n", "  tp: 4\n  speculative:\n    method: ngram\n    num_tokens: 3\n"),
        "engine.speculative.num_tokens: unknown key"},
+      {"QualityWithoutPerplexity", g + "quality:\n  text: q.txt\n",
+       "p.yaml:18:3: quality.perplexity: missing required key"},
+      {"QualityNegativePerplexity", g + "quality:\n  text: q.txt\n  perplexity: -3\n",
+       "quality.perplexity: required: the reference perplexity, a number > 0"},
+      {"QualityToleranceAboveOne",
+       g + "quality:\n  text: q.txt\n  perplexity: 12.5\n  tolerance: 1.5\n",
+       "quality.tolerance: out of range (0..1, a fraction of the reference)"},
+      {"QualityContextBeyondTheModel",
+       g + "quality:\n  text: q.txt\n  perplexity: 12.5\n  context: 5000\n",
+       "quality.context: out of range (2..engine.context_length 4096)"},
+      {"QualityUnknownKey", g + "quality:\n  text: q.txt\n  perplexity: 12.5\n  ppl: 3\n",
+       "p.yaml:20:3: quality.ppl: unknown key"},
       {"SyntaxError", Replace(g, "  tp: 4\n", "  tp: [4\n"), "p.yaml:"},
       {"EmptyDocument", "", "p.yaml:1:1: the document is empty"},
   };
@@ -325,6 +337,30 @@ TEST(ProfileYamlTest, ManifestResolvesRelativeToProfile) {
   auto p = ParseProfile(text, "/etc/sparkctl/profiles/p.yaml");
   ASSERT_TRUE(p.ok()) << p.status().ToString();
   EXPECT_EQ(ResolvedManifestPath(*p), "/etc/sparkctl/profiles/checkpoints/x.json");
+}
+
+TEST(ProfileYamlTest, QualityReferenceReadsWithDefaultsAndItsTextIsChecked) {
+  const std::string dir = ::testing::TempDir() + "/profile_check_quality";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string text =
+      std::string(kGood) + "quality:\n  text: quality/t.txt\n  perplexity: 12.5\n";
+  auto p = ParseProfile(text, dir + "/p.yaml");
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_TRUE(p->quality.has_value());
+  EXPECT_EQ(p->quality->perplexity, 12.5);
+  EXPECT_EQ(p->quality->tolerance, 0.02);
+  EXPECT_EQ(p->quality->context, 512);
+  EXPECT_EQ(ResolvedQualityText(*p),
+            std::filesystem::path(dir + "/quality/t.txt").lexically_normal().string());
+  EXPECT_EQ(ToJson(*p)["quality"]["perplexity"], 12.5);
+  EXPECT_TRUE(ToJson(*ParseProfile(kGood, "p.yaml"))["quality"].is_null());
+  const ProfileCheck missing = CheckProfileText(text, dir + "/p.yaml", nullptr, true);
+  ASSERT_EQ(missing.problems.size(), 1u);
+  EXPECT_EQ(missing.problems[0].key, "quality.text");
+  std::filesystem::create_directories(dir + "/quality");
+  { std::ofstream(dir + "/quality/t.txt") << "some text"; }
+  EXPECT_TRUE(CheckProfileText(text, dir + "/p.yaml", nullptr, true).ok());
 }
 
 TEST(ShippedProfilesTest, AllValidate) {

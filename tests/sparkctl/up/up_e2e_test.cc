@@ -251,6 +251,48 @@ void ServeChatAndStop(Cluster& c, bool kill_and_recover) {
   EXPECT_EQ(c.Status()["health"], "down");
 }
 
+// The interpreter for the Python clients: SPARK_TEST_PYTHON when set (one with lm-eval in a
+// virtual environment), else the python3 on PATH.
+std::string Python() {
+  const char* p = std::getenv("SPARK_TEST_PYTHON");
+  if (p && *p) return p;
+  const std::string out = Sh("python3 -c 'import sys; print(sys.executable)'").out;
+  return out.substr(0, out.find('\n'));
+}
+
+// Prompt scoring on the endpoint `up` brings up on a simulated ring (TP=4 over the fabric, the
+// vocabulary's logits gathered from four shards): the quality gate passes against the
+// transformers reference the demo profile records, and lm-eval runs its tasks there with
+// log-likelihoods equal to the endpoint's own scores.
+TEST_F(UpE2eTest, RingServesLmEvalAndPassesTheQualityGate) {
+  Cluster c("upscoring", 4, "ring", "",
+            "quality:\n  text: " SPARK_SOURCE_DIR "/profiles/quality/demo.txt\n"
+            "  perplexity: 184220.12\n  tolerance: 0.01\n  context: 128\n");
+  ASSERT_TRUE(c.created());
+  Output up = c.Up();
+  ASSERT_EQ(up.exit_code, 0) << up.out;
+  // The endpoint binds loopback on rank 0's node: the clients run there.
+  const std::string on_node = "sim exec --name upscoring spark-0 -- ";
+  Output quality = c.Sparkctl(on_node + kSparkctl +
+                              " check --url http://127.0.0.1:8000 --quality --json --profile " +
+                              c.profile());
+  EXPECT_EQ(quality.exit_code, 0) << quality.out;
+  const nlohmann::json q = Json(quality.out);
+  ASSERT_TRUE(q.contains("checks") && !q["checks"].empty()) << quality.out;
+  EXPECT_EQ(q["checks"][0]["verdict"], "pass") << q.dump(1);
+  Output lm = c.Sparkctl(on_node + Python() + " " SPARK_SOURCE_DIR
+                         "/tests/sparkctl/up/lm_eval_client.py --port 8000 --model up-e2e "
+                         "--tokenizer " SPARK_BINARY_DIR "/up-e2e/model");
+  if (lm.exit_code == 77) {
+    ADD_FAILURE() << "lm-eval is missing: run scripts/install-test-python.sh\n" << lm.out;
+  } else {
+    EXPECT_EQ(lm.exit_code, 0) << lm.out;
+    EXPECT_NE(lm.out.find("all ok"), std::string::npos) << lm.out;
+  }
+  Output down = c.Sparkctl("down " + c.Flags());
+  EXPECT_EQ(down.exit_code, 0) << down.out;
+}
+
 // The ring runs its small all-reduces one-shot over the fabric cables (socket wire), the
 // neighbours relaying the opposite rank, as a ring profile would on Sparks.
 TEST_F(UpE2eTest, RingOfFourServesRecoversAndStops) {
