@@ -285,13 +285,25 @@ Status Engine::SampleRows(const SchedulerOutput& out, const std::vector<float>& 
 void Engine::ScorePrompt(Sequence* seq, const StepPlanEntry& entry, const float* rows,
                          size_t vocab) {
   std::vector<SampleResult>& scores = seq->prompt_logprobs();
+  std::vector<size_t> todo;  // rows j whose target token is the next one to score
   for (size_t j = 0; j < entry.token_ids.size(); ++j) {
     const int target = entry.start_pos + static_cast<int>(j) + 1;  // the token row j predicts
     if (target >= seq->prompt_len()) break;
-    if (target != static_cast<int>(scores.size()) + 1) continue;  // scored before
-    scores.push_back(ScoreToken(std::span<const float>(rows + j * vocab, vocab),
-                                seq->token_ids()[target], seq->params().prompt_logprobs));
+    if (target != static_cast<int>(scores.size() + todo.size()) + 1) continue;  // scored before
+    todo.push_back(j);
   }
+  const size_t first = scores.size();
+  scores.resize(first + todo.size());
+  // A row is a pass over the whole vocabulary (151,936 exps for Qwen3): rows go to a pool.
+  if (!score_pool_) score_pool_ = std::make_unique<ThreadPool>(0);
+  score_pool_->ParallelFor(static_cast<int64_t>(todo.size()), 4, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      const size_t j = todo[i];
+      const int target = entry.start_pos + static_cast<int>(j) + 1;
+      scores[first + i] = ScoreToken(std::span<const float>(rows + j * vocab, vocab),
+                                     seq->token_ids()[target], seq->params().prompt_logprobs);
+    }
+  });
 }
 
 void Engine::EndScored(Sequence* seq, std::vector<TokenOutput>* outputs) {

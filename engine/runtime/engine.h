@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "base/thread_pool.h"
 #include "engine/runtime/block_manager.h"
 #include "engine/runtime/memory_guard.h"
 #include "engine/runtime/constraint_masks.h"
@@ -156,6 +157,7 @@ class Engine {
   uint64_t prompt_tokens_computed_ = 0;
   bool stalled_ = false;
   std::unique_ptr<ConstraintMasks> masks_;  // Made with the first constrained request.
+  std::unique_ptr<ThreadPool> score_pool_;  // Made with the first scored prompt.
   std::unique_ptr<Drafter> drafter_;         // With options_.speculative enabled.
   std::vector<uint32_t> draft_mask_;         // A grammar's mask at a draft position.
   uint64_t spec_drafts_ = 0, spec_draft_tokens_ = 0, spec_accepted_tokens_ = 0;
