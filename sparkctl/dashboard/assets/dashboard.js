@@ -49,7 +49,7 @@ function renderNodes(nodes) {
       cell(num(g.temperature_c, 0)),
       cell(num(g.sm_clock_mhz, 0)),
       cell(num(g.power_w, 1)),
-      cell(links || 'none', 'text'));
+      cell(links || 'none', 'text links'));
     body.append(tr);
   }
 }
