@@ -34,6 +34,10 @@ packages=(
   iptables
   ninja-build procps psmisc util-linux kmod curl python3 python3-venv python3-pip
 )
+# The dashboard's browser test (tests/sparkctl/dashboard) drives Debian's chromium through its
+# driver; libjs-chart.js is where sparkctl/dashboard/vendor/chart.js-3.9.1 comes from (docs/dashboard.md).
+# Ubuntu ships chromium only as a snap: there the browser test fails naming what is missing.
+[ "$distro" = ubuntu-24.04 ] || packages+=(chromium chromium-driver libjs-chart.js)
 
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"

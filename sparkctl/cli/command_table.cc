@@ -18,6 +18,7 @@ std::span<const CommandEntry> CommandTable() {
       {"bench", RegisterBenchCommands},
       {"weights", RegisterWeightsCommands},
       {"up", RegisterUpCommands},
+      {"dashboard", RegisterDashboardCommands},
       {"check", RegisterCheckCommands},
       {"tls", RegisterTlsCommands},
       {"bundle", RegisterBundleCommands},

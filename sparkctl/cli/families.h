@@ -23,5 +23,6 @@ void RegisterCheckCommands(CLI::App& parent, CommandContext& context);    // ser
 void RegisterBenchServeCommand(CLI::App* bench, CommandContext& context);
 void RegisterBundleCommands(CLI::App& parent, CommandContext& context);   // bundle_commands.cc
 void RegisterTlsCommands(CLI::App& parent, CommandContext& context);      // tls_commands.cc
+void RegisterDashboardCommands(CLI::App& parent, CommandContext& context);  // dashboard_commands.cc
 
 }  // namespace spark::cli

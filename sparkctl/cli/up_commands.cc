@@ -15,6 +15,8 @@
 #include <nlohmann/json.hpp>
 
 #include "sparkctl/cli/families.h"
+#include "sparkctl/dashboard/collector.h"
+#include "sparkctl/dashboard/watch_view.h"
 #include "sparkctl/fabric/apply.h"
 #include "sparkctl/host/remote.h"
 #include "sparkctl/inventory/cluster_yaml.h"
@@ -248,7 +250,7 @@ int RunDownCommand(const DownOptions& o) {
 struct StatusOptions {
   CommonOptions common;
   bool watch = false;
-  int interval_s = 2;
+  int interval_s = 1;
 };
 
 std::string MonitorLine(const std::string& dir) {
@@ -303,6 +305,22 @@ int RunStatusCommand(const StatusOptions& o) {
   auto cluster = OpenCluster(o.common);
   if (!cluster.ok()) return ReportError(cluster.status(), o.common.json ? "sparkctl-status/v1" : "");
   if (!o.watch) return StatusOnce(*cluster, o);
+  if (!o.common.json) {
+    // The dashboard's collector and its view: memory, GPU, links, ranks, endpoint and events.
+    dashboard::History history;
+    dashboard::Collector collector(*cluster->transport, cluster->state_dir, history);
+    while (true) {
+      const auto next = std::chrono::steady_clock::now() + std::chrono::seconds(o.interval_s);
+      collector.Tick();
+      if (isatty(STDOUT_FILENO)) std::printf("\x1b[H\x1b[2J");
+      std::time_t now = std::time(nullptr);
+      std::printf("%s%s%s\n", std::ctime(&now),
+                  dashboard::RenderWatch(history.Latest(), history.Events()).c_str(),
+                  MonitorLine(cluster->state_dir).c_str());
+      std::fflush(stdout);
+      std::this_thread::sleep_until(next);
+    }
+  }
   while (true) {
     if (!o.common.json && isatty(STDOUT_FILENO)) std::printf("\x1b[H\x1b[2J");
     std::time_t now = std::time(nullptr);
@@ -411,8 +429,10 @@ void RegisterUpCommands(CLI::App& parent, CommandContext& context) {
   CLI::App* status = parent.add_subcommand(
       "status", "Per node: reachable, kernel, links, engine phase and pid, memory; the endpoint");
   AddCommon(status, s->common);
-  status->add_flag("--watch", s->watch, "Refresh every --interval seconds until interrupted");
-  status->add_option("--interval", s->interval_s, "Seconds between refreshes (default 2)");
+  status->add_flag("--watch", s->watch, "Refresh every --interval seconds until interrupted, with the dashboard's view "
+                "(swap, page cache, GPU, links, step times, endpoint rates, events)");
+  status->add_option("--interval", s->interval_s, "Seconds between refreshes (default 1)")
+      ->check(CLI::Range(1, 3600));
   AddJsonFlag(status, &s->common.json, "schema sparkctl-status/v1");
   SetExample(status, "sparkctl status -c cluster.yaml --json   # exit 0 only when ready");
   status->callback([s, &context] { context.exit_code = RunStatusCommand(*s); });

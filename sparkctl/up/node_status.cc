@@ -3,6 +3,7 @@
 
 #include <time.h>
 
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -81,6 +82,9 @@ RankVerdict Judge(const RankLaunch& r, const NodeProbe* node, const RankProbe* r
   v.steps = rp->status.steps;
   v.tokens = rp->status.tokens;
   v.busy = rp->status.busy;
+  if (rp->status.progressed > 0 && node->now > 0) {
+    v.progress_age_s = std::max(0.0, node->now - rp->status.progressed);
+  }
   v.memory_available_bytes = rp->status.memory_available_bytes;
   v.memory_guard = rp->status.memory_guard;
   v.phase = rp->status.phase.empty() ? "starting" : rp->status.phase;
@@ -123,9 +127,21 @@ RankVerdict Judge(const RankLaunch& r, const NodeProbe* node, const RankProbe* r
 std::string ProbeCommand(const LaunchPlan& plan, const std::string& node, bool endpoint,
                          int metrics_samples, int log_lines) {
   std::string c = "echo @@kernel; cat /proc/sys/kernel/osrelease; echo @@meminfo; "
-                  "grep -E '^(MemTotal|MemAvailable):' /proc/meminfo; echo @@links; for d in";
-  for (const char* d : kFabricNetdevs) c += std::string(" ") + d;
-  c += "; do echo \"$d $(cat /sys/class/net/$d/operstate 2>/dev/null || echo absent)\"; done; "
+                  "grep -E '^(MemTotal|MemAvailable|SwapTotal|SwapFree|Cached|CmaFree):' /proc/meminfo; "
+                  "echo @@links; for d in";
+  std::string devs;
+  for (const char* d : kFabricNetdevs) devs += std::string(" ") + d;
+  c += devs + "; do echo \"$d $(cat /sys/class/net/$d/operstate 2>/dev/null || echo absent)\"; done; "
+       "echo @@linkinfo; for d in" + devs + "; do n=/sys/class/net/$d; [ -d $n ] || continue; "
+       "s=$(cat $n/speed 2>/dev/null); echo \"$d speed ${s:--1}\"; echo \"$d mtu $(cat $n/mtu)\"; "
+       "for f in rx_dropped tx_dropped; do echo \"$d $f $(cat $n/statistics/$f)\"; done; "
+       "for c in out_of_sequence np_ecn_marked_roce_packets rp_cnp_handled packet_seq_err; do "
+       "for f in $n/device/infiniband/*/ports/1/hw_counters/$c; do "
+       "[ -r \"$f\" ] && echo \"$d $c $(cat $f)\"; done; done; "
+       "command -v ethtool >/dev/null && ethtool -S $d 2>/dev/null | "
+       "awk -v d=$d '/^ *(rx|tx)_pause_ctrl_phy:/ {sub(\":\",\"\",$1); print d, $1, $2}'; done; "
+       "echo @@gpu; command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=utilization.gpu,"
+       "temperature.gpu,clocks.sm,power.draw --format=csv,noheader,nounits 2>/dev/null | head -n1; "
        "echo @@now; date +%s.%N; ";
   for (const auto& r : plan.ranks) {
     if (r.node != node) continue;
@@ -226,6 +242,35 @@ Result<NodeProbe> ParseProbe(const std::string& node, std::string_view text) {
       auto w = Split(line, ' ', true);
       if (w.size() >= 2 && w[0] == "MemTotal:") p.mem_total_kib = std::atoll(w[1].c_str());
       if (w.size() >= 2 && w[0] == "MemAvailable:") p.mem_available_kib = std::atoll(w[1].c_str());
+      if (w.size() >= 2 && w[0] == "SwapTotal:") p.swap_total_kib = std::atoll(w[1].c_str());
+      if (w.size() >= 2 && w[0] == "SwapFree:") p.swap_free_kib = std::atoll(w[1].c_str());
+      if (w.size() >= 2 && w[0] == "Cached:") p.cached_kib = std::atoll(w[1].c_str());
+      if (w.size() >= 2 && w[0] == "CmaFree:") p.cma_free_kib = std::atoll(w[1].c_str());
+    }
+    if (section == "linkinfo") {
+      auto w = Split(line, ' ', true);
+      if (w.size() == 3) {
+        NodeProbe::LinkDetail& d = p.link_details[w[0]];
+        if (w[1] == "speed") {
+          d.speed_mbps = std::atoll(w[2].c_str());
+        } else if (w[1] == "mtu") {
+          d.mtu = std::atoi(w[2].c_str());
+        } else if (!w[2].empty() && std::isdigit(static_cast<unsigned char>(w[2][0]))) {
+          d.counters[w[1]] = std::strtoull(w[2].c_str(), nullptr, 10);
+        }
+      }
+    }
+    if (section == "gpu" && !line.empty()) {
+      auto f = Split(line, ',');
+      if (f.size() == 4) {
+        auto num = [](std::string_view v) {
+          std::string t(Trim(v));
+          char* end = nullptr;
+          const double x = std::strtod(t.c_str(), &end);
+          return end != t.c_str() ? x : -1.0;  // "[N/A]"
+        };
+        p.gpu = NodeProbe::Gpu{num(f[0]), num(f[1]), num(f[2]), num(f[3])};
+      }
     }
     if (section == "links") {
       auto w = Split(line, ' ', true);
@@ -379,6 +424,29 @@ nlohmann::ordered_json StatusJson(const LaunchPlan& plan, const std::vector<Node
     n["links"] = p.links;
     n["mem_total_kib"] = p.mem_total_kib;
     n["mem_available_kib"] = p.mem_available_kib;
+    auto kib = [](int64_t v) { return v >= 0 ? nlohmann::ordered_json(v) : nullptr; };
+    n["swap_used_kib"] = p.swap_total_kib >= 0 && p.swap_free_kib >= 0
+                             ? nlohmann::ordered_json(p.swap_total_kib - p.swap_free_kib)
+                             : nullptr;
+    n["page_cache_kib"] = kib(p.cached_kib);
+    n["cma_free_kib"] = kib(p.cma_free_kib);
+    nlohmann::ordered_json links = nlohmann::ordered_json::object();
+    for (const auto& [dev, d] : p.link_details) {
+      links[dev] = {{"speed_mbps", d.speed_mbps >= 0 ? nlohmann::ordered_json(d.speed_mbps) : nullptr},
+                    {"mtu", d.mtu},
+                    {"counters", d.counters}};
+    }
+    n["link_details"] = links;
+    if (p.gpu) {
+      auto v = [](double x) { return x >= 0 ? nlohmann::ordered_json(x) : nullptr; };
+      n["gpu"] = {{"utilization_percent", v(p.gpu->utilization_percent)},
+                  {"temperature_c", v(p.gpu->temperature_c)},
+                  {"sm_clock_mhz", v(p.gpu->sm_clock_mhz)},
+                  {"power_w", v(p.gpu->power_w)}};
+    } else {
+      n["gpu"] = nullptr;
+    }
+    n["now"] = p.now;
     nodes.push_back(n);
   }
   nlohmann::ordered_json ranks = nlohmann::ordered_json::array();
@@ -386,6 +454,7 @@ nlohmann::ordered_json StatusJson(const LaunchPlan& plan, const std::vector<Node
     nlohmann::ordered_json r = {{"rank", v.rank},   {"node", v.node},     {"phase", v.phase},
                                 {"progress", v.progress}, {"pid", v.pid}, {"problem", v.why},
                                 {"steps", v.steps}, {"tokens", v.tokens}, {"busy", v.busy}};
+    r["progress_age_s"] = v.progress_age_s >= 0 ? nlohmann::ordered_json(v.progress_age_s) : nullptr;
     r["memory_available_bytes"] =
         v.memory_available_bytes >= 0 ? nlohmann::ordered_json(v.memory_available_bytes) : nullptr;
     ranks.push_back(r);

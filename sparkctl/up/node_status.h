@@ -62,6 +62,27 @@ struct NodeProbe {
   int64_t mem_total_kib = 0;
   int64_t mem_available_kib = 0;
   std::map<std::string, std::string> links;  // fabric netdev -> operstate ("absent")
+  // More of /proc/meminfo, in KiB; -1 where the node has no such line.
+  int64_t swap_total_kib = -1;
+  int64_t swap_free_kib = -1;
+  int64_t cached_kib = -1;  // page cache
+  int64_t cma_free_kib = -1;
+  // Per present fabric netdev: speed (Mb/s, -1 unknown), MTU, and counters that only grow
+  // (statistics rx/tx_dropped, the RDMA port's hw_counters, PFC pause frames from ethtool).
+  struct LinkDetail {
+    int64_t speed_mbps = -1;
+    int mtu = -1;
+    std::map<std::string, uint64_t> counters;
+  };
+  std::map<std::string, LinkDetail> link_details;
+  // The GPU as nvidia-smi reports it; absent without nvidia-smi, -1 for a field it gives as N/A.
+  struct Gpu {
+    double utilization_percent = -1;
+    double temperature_c = -1;
+    double sm_clock_mhz = -1;
+    double power_w = -1;
+  };
+  std::optional<Gpu> gpu;
   double now = 0;                            // the node's clock, seconds since the epoch
   std::vector<RankProbe> ranks;
   // Rank 0's node only: HTTP status of /ready (0: no answer) and /metrics samples.
@@ -96,6 +117,7 @@ struct RankVerdict {
   std::string why;  // for a problem: what happened, with the last log lines
   uint64_t steps = 0, tokens = 0;
   bool busy = false;
+  double progress_age_s = -1;  // since the counters last moved (node clock); -1 unknown
   int64_t memory_available_bytes = -1;
   std::string memory_guard;
 };
