@@ -13,6 +13,7 @@
 // own loop (runtime::Engine over ModelStepRunner, "engine") runs the same steps too.
 // --speculative K,...: the engine's speculative step at each k with an oracle drafter (every
 // draft accepted) and an always-wrong one, against plain decode (speculative_sweep.h).
+// --scoring N,...: prefill of N-token prompts with and without prompt scoring (scoring_sweep.h).
 // Prints a table; --json writes every figure (bench/engine/cuda_backend.sh merges it).
 #include <cuda_runtime.h>
 
@@ -30,6 +31,7 @@
 
 #include "bench/engine/decode_bench_check.h"
 #include "bench/engine/gpu_ceilings.h"
+#include "bench/engine/scoring_sweep.h"
 #include "bench/engine/speculative_sweep.h"
 #include "bench/engine/timing_backend.h"
 #include "comm/nccl_communicator.h"
@@ -482,6 +484,42 @@ PrefillResult RunPrefill(int tokens) {
   return p;
 }
 
+// The prompt-scoring sweep at each batch size on one GPU: a table, and rows for the JSON.
+nlohmann::json Scoring(const std::vector<int>& batches, const std::vector<int>& prompts) {
+  RankSetup r;
+  SetUpRank(r, 0, 1, 0);
+  nlohmann::json out = nlohmann::json::array();
+  std::printf("prompt scoring (engine loop; plain: prefill + 1 token, scored: prompt_logprobs, "
+              "max_tokens 0)\n");
+  std::printf("%-4s %-7s %12s %12s %8s %12s\n", "b", "prompt", "plain tok/s", "scored tok/s",
+              "steps", "scored/plain");
+  for (int b : batches) {
+    bench::ScoringSweepOptions o;
+    o.batch = b;
+    o.prompts = prompts;
+    o.block_size = kBlockSize;
+    const std::vector<bench::ScoringRow> rows =
+        bench::RunScoringSweep(r.model.get(), *r.backend, o);
+    for (size_t i = 0; i + 1 < rows.size(); i += 2) {
+      const bench::ScoringRow& plain = rows[i];
+      const bench::ScoringRow& scored = rows[i + 1];
+      std::printf("%-4d %-7d %12.0f %12.0f %8lld %11.3fx\n", b, plain.prompt, plain.tok_s(),
+                  scored.tok_s(), static_cast<long long>(scored.steps),
+                  scored.tok_s() / plain.tok_s());
+      out.push_back({{"batch", b},
+                     {"prompt_tokens", plain.prompt},
+                     {"plain_tok_s", plain.tok_s()},
+                     {"plain_seconds", plain.seconds},
+                     {"plain_steps", plain.steps},
+                     {"scored_tok_s", scored.tok_s()},
+                     {"scored_seconds", scored.seconds},
+                     {"scored_steps", scored.steps},
+                     {"scored_vs_plain", scored.tok_s() / plain.tok_s()}});
+    }
+  }
+  return out;
+}
+
 // The speculative sweep at each batch size on one GPU: a table, and rows for the JSON.
 nlohmann::json Speculative(const std::vector<int>& batches, const std::vector<int>& ks,
                            int tokens) {
@@ -601,10 +639,19 @@ int Main(int argc, char** argv) {
   app.add_option("--speculative-tokens", spec_tokens, "greedy tokens a sequence in that sweep")
       ->check(CLI::Range(8, 900));
   app.add_flag("--speculative-only", spec_only,
-               "only the speculative sweep (no decode, TP or prefill runs)");
+               "only the sweeps --speculative and --scoring ask for (no decode, TP or prefill "
+               "runs)");
+  std::vector<int> scoring_prompts;
+  app.add_option("--scoring", scoring_prompts,
+                 "also time the prefill of prompts of these lengths with and without prompt "
+                 "scoring (prompt_logprobs), at each --batch; with --speculative-only, instead "
+                 "of the decode runs")
+      ->delimiter(',')
+      ->check(CLI::Range(16, 32768));
   CLI11_PARSE(app, argc, argv);
-  if (spec_only && spec_ks.empty()) {
-    std::fprintf(stderr, "spark-decode-bench: --speculative-only needs --speculative K,...\n");
+  if (spec_only && spec_ks.empty() && scoring_prompts.empty()) {
+    std::fprintf(stderr,
+                 "spark-decode-bench: --speculative-only needs --speculative K,... or --scoring\n");
     return 2;
   }
   g_kv_dtype = Take(backend::ParseDType(kv_dtype), "--kv-dtype");
@@ -640,6 +687,7 @@ int Main(int argc, char** argv) {
   j["gemv_max_rows"] = kernels::GetLaunchSettings().gemv_max_rows;
 
   if (!spec_ks.empty()) j["speculative"] = Speculative(batches, spec_ks, spec_tokens);
+  if (!scoring_prompts.empty()) j["scoring"] = Scoring(batches, scoring_prompts);
   if (spec_only) {
     if (!json_path.empty()) std::ofstream(json_path) << j.dump(2) << "\n";
     return 0;
