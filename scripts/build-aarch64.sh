@@ -22,7 +22,7 @@ if [ ! -f "$build_dir/CMakeCache.txt" ]; then
     -DCMAKE_BUILD_TYPE=${SPARK_BUILD_TYPE:-Release} -DSPARK_CUDA=OFF "${launcher[@]}"
 fi
 cmake --build "$build_dir" -j"${SPARK_JOBS:-2}" \
-  --target sparkctl spark-engine spark-bench emulated_tests
+  --target sparkctl spark-engine spark-bench nccl_tuner_spark emulated_tests
 
 host_sparkctl="./${SPARK_BUILD_DIR:-build}/bin/sparkctl"
 if [ ! -x "$host_sparkctl" ]; then
