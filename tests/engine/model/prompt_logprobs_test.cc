@@ -27,26 +27,8 @@ namespace {
 
 using namespace scoring_testing;
 
-struct OneRank {
-  backend::cpu::CpuBackend backend{1};
-  std::unique_ptr<Model> model;
-  std::unique_ptr<ModelStepRunner> runner;
-};
-
-std::unique_ptr<OneRank> Load(const std::string& fixture, comm::Communicator* comm = nullptr,
-                              ModelOptions options = {}) {
-  auto r = std::make_unique<OneRank>();
-  auto model = LoadModel(FixtureDir(fixture), r->backend, comm, options);
-  EXPECT_TRUE(model.ok()) << model.status().ToString();
-  if (!model.ok()) return nullptr;
-  r->model = std::move(*model);
-  auto runner = ModelStepRunner::Create(r->model.get(), r->backend, kBlocks, kBlockSize,
-                                        options.shard.rank == 0);
-  EXPECT_TRUE(runner.ok()) << runner.status().ToString();
-  if (!runner.ok()) return nullptr;
-  r->runner = std::move(*runner);
-  return r;
-}
+using fixture_testing::Load;
+using fixture_testing::OneRank;
 
 class PromptLogprobsTest : public testing::TestWithParam<std::string> {};
 

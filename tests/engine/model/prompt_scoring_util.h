@@ -14,20 +14,19 @@
 #include <vector>
 
 #include "engine/runtime/engine.h"
+#include "tests/engine/model/fixture_rank.h"
 
 namespace spark::engine::model::scoring_testing {
 
-constexpr int kBlockSize = 4, kBlocks = 96;
+using fixture_testing::FixtureDir;
+using fixture_testing::kBlocks;
+using fixture_testing::kBlockSize;
 constexpr double kMaxRelError = 1e-4;
 
 struct Case {
   std::vector<int32_t> prompt;
   std::vector<double> logprobs;  // transformers': prompt tokens 1..n-1
 };
-
-inline std::string FixtureDir(const std::string& name) {
-  return std::string(SPARK_SOURCE_DIR) + "/tests/fixtures/models/" + name;
-}
 
 // Each case's transformers scores: the fixture's `prompt_logprobs`, or (fixtures made before
 // them, the DeepSeek ones) the log-softmax of transformers' full-prompt `logits`, in double.

@@ -11,14 +11,13 @@
 #include <vector>
 
 #include "engine/runtime/engine.h"
+#include "tests/engine/model/fixture_rank.h"
 
 namespace spark::engine::model::speculative_testing {
 
-constexpr int kBlockSize = 4, kBlocks = 96;
-
-inline std::string FixtureDir(const std::string& name) {
-  return std::string(SPARK_SOURCE_DIR) + "/tests/fixtures/models/" + name;
-}
+using fixture_testing::FixtureDir;
+using fixture_testing::kBlocks;
+using fixture_testing::kBlockSize;
 
 // A repetitive prompt (its second half repeats the first: the n-gram drafter finds matches), a
 // plain one, a long one (prefilled in chunks under a 16-token budget) and a one-token prompt.
