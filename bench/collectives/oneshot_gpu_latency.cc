@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/collectives/latency_stats.h"
 #include "comm/local_communicator.h"
 #include "comm/oneshot_cuda/staged_group.h"
 
@@ -25,17 +26,6 @@ namespace {
 
 using spark::comm::oneshot::StagedOneShot;
 using Clock = std::chrono::steady_clock;
-
-size_t Bytes(const std::string& text) {
-  const char unit = text.empty() ? ' ' : text.back();
-  const size_t n = std::stoul(text);
-  return unit == 'K' || unit == 'k' ? n << 10 : unit == 'M' || unit == 'm' ? n << 20 : n;
-}
-
-double Percentile(std::vector<double> v, double p) {
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<size_t>(p * (v.size() - 1) + 0.5))];
-}
 
 void Die(int rank, const std::string& what) {
   std::fprintf(stderr, "oneshot_gpu_latency: rank %d: %s\n", rank, what.c_str());
@@ -55,12 +45,7 @@ int main(int argc, char** argv) {
   app.add_option("--warmup", warmup, "Untimed calls per size, default 200");
   app.add_option("--json", json_path, "Write the results here");
   CLI11_PARSE(app, argc, argv);
-  std::vector<size_t> sizes;
-  for (size_t start = 0; start <= sizes_text.size();) {
-    const size_t comma = std::min(sizes_text.find(',', start), sizes_text.size());
-    sizes.push_back(Bytes(sizes_text.substr(start, comma - start)));
-    start = comma + 1;
-  }
+  const std::vector<size_t> sizes = spark::bench::ParseSizes(sizes_text);
   spark::comm::oneshot::OneShotOptions o;
   auto topo = spark::comm::oneshot::ParseTopology(topology);
   if (!topo.ok()) Die(0, topo.status().message());
@@ -117,7 +102,8 @@ int main(int argc, char** argv) {
     for (auto& t : threads) t.join();
     double mean = 0;
     for (double t : times) mean += t / times.size();
-    const double p50 = Percentile(times, 0.5), p99 = Percentile(times, 0.99);
+    const double p50 = spark::bench::Percentile(times, 0.5);
+    const double p99 = spark::bench::Percentile(times, 0.99);
     std::printf("%10zu %10.1f %10.1f %10.1f\n", bytes, p50, p99, mean);
     rows.push_back({{"bytes", bytes}, {"p50_us", p50}, {"p99_us", p99}, {"mean_us", mean}});
   }

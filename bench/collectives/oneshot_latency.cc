@@ -16,6 +16,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "bench/collectives/latency_stats.h"
 #include "comm/local_communicator.h"
 #include "comm/oneshot/oneshot_communicator.h"
 
@@ -23,17 +24,6 @@ namespace {
 
 using spark::comm::oneshot::OneShotCommunicator;
 using Clock = std::chrono::steady_clock;
-
-size_t Bytes(const std::string& text) {
-  const char unit = text.empty() ? ' ' : text.back();
-  const size_t n = std::stoul(text);
-  return unit == 'K' || unit == 'k' ? n << 10 : unit == 'M' || unit == 'm' ? n << 20 : n;
-}
-
-double Percentile(std::vector<double> v, double p) {
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<size_t>(p * (v.size() - 1) + 0.5))];
-}
 
 }  // namespace
 
@@ -51,12 +41,7 @@ int main(int argc, char** argv) {
                  "ranks outnumber cores)");
   app.add_option("--json", json_path, "Write the results here");
   CLI11_PARSE(app, argc, argv);
-  std::vector<size_t> sizes;
-  for (size_t start = 0; start <= sizes_text.size();) {
-    const size_t comma = std::min(sizes_text.find(',', start), sizes_text.size());
-    sizes.push_back(Bytes(sizes_text.substr(start, comma - start)));
-    start = comma + 1;
-  }
+  const std::vector<size_t> sizes = spark::bench::ParseSizes(sizes_text);
   spark::comm::oneshot::OneShotOptions o;
   auto topo = spark::comm::oneshot::ParseTopology(topology);
   if (!topo.ok()) {
@@ -103,7 +88,8 @@ int main(int argc, char** argv) {
     for (auto& t : threads) t.join();
     double mean = 0;
     for (double t : times) mean += t / times.size();
-    const double p50 = Percentile(times, 0.5), p99 = Percentile(times, 0.99);
+    const double p50 = spark::bench::Percentile(times, 0.5);
+    const double p99 = spark::bench::Percentile(times, 0.99);
     std::printf("%10zu %10.1f %10.1f %10.1f\n", bytes, p50, p99, mean);
     rows.push_back({{"bytes", bytes}, {"p50_us", p50}, {"p99_us", p99}, {"mean_us", mean}});
   }

@@ -631,13 +631,15 @@ int Main(int argc, char** argv) {
   std::vector<int> spec_ks;
   int spec_tokens = 128;
   bool spec_only = false;
-  app.add_option("--speculative", spec_ks,
-                 "also time the engine's speculative step at these draft lengths k, with an "
-                 "oracle drafter (all accepted) and an always-wrong one, against plain decode")
-      ->delimiter(',')
-      ->check(CLI::Range(1, 16));
+  CLI::Option* spec_option =
+      app.add_option("--speculative", spec_ks,
+                     "also time the engine's speculative step at these draft lengths k, with an "
+                     "oracle drafter (all accepted) and an always-wrong one, against plain decode")
+          ->delimiter(',')
+          ->check(CLI::Range(1, 16));
   app.add_option("--speculative-tokens", spec_tokens, "greedy tokens a sequence in that sweep")
-      ->check(CLI::Range(8, 900));
+      ->check(CLI::Range(8, 900))
+      ->needs(spec_option);
   app.add_flag("--speculative-only", spec_only,
                "only the sweeps --speculative and --scoring ask for (no decode, TP or prefill "
                "runs)");

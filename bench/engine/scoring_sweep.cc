@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 
+#include "bench/engine/decode_bench_check.h"
 #include "engine/model/step_runner.h"
 #include "engine/runtime/engine.h"
 
@@ -13,15 +13,6 @@ namespace spark::engine::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-template <typename T>
-T TakeOrDie(Result<T> r, const char* what) {
-  if (!r.ok()) {
-    std::fprintf(stderr, "scoring sweep: %s: %s\n", what, r.status().message().c_str());
-    std::exit(1);
-  }
-  return std::move(*r);
-}
 
 ScoringRow RunOnce(runtime::ModelRunner* runner, const ScoringSweepOptions& o, int vocab,
                    int prompt, bool scored) {
@@ -35,7 +26,7 @@ ScoringRow RunOnce(runtime::ModelRunner* runner, const ScoringSweepOptions& o, i
   options.blocks.block_size = o.block_size;
   options.blocks.enable_prefix_caching = false;
   options.argmax_plans = true;
-  auto engine = TakeOrDie(runtime::Engine::Create(options, runner), "engine");
+  auto engine = Take(runtime::Engine::Create(options, runner), "engine");
   for (int s = 0; s < o.batch; ++s) {
     std::vector<int32_t> ids(prompt);
     for (int i = 0; i < prompt; ++i) ids[i] = (s * 7919 + i * 104729) % vocab;
@@ -48,16 +39,12 @@ ScoringRow RunOnce(runtime::ModelRunner* runner, const ScoringSweepOptions& o, i
     } else {
       params.max_tokens = 1;
     }
-    if (Status st = engine->AddRequest(static_cast<uint64_t>(s), std::move(ids), params);
-        !st.ok()) {
-      std::fprintf(stderr, "scoring sweep: request: %s\n", st.message().c_str());
-      std::exit(1);
-    }
+    Check(engine->AddRequest(static_cast<uint64_t>(s), std::move(ids), params), "request");
   }
   ScoringRow row{.batch = o.batch, .prompt = prompt, .scored = scored};
   const auto t0 = Clock::now();
   while (engine->HasUnfinished()) {
-    TakeOrDie(engine->Step(), "engine step");
+    Take(engine->Step(), "engine step");
     ++row.steps;
   }
   row.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -71,9 +58,9 @@ std::vector<ScoringRow> RunScoringSweep(model::Model* model, backend::Backend& b
   const int vocab = model->config().vocab_size;
   const int longest = *std::max_element(o.prompts.begin(), o.prompts.end());
   const int64_t blocks = int64_t{o.batch} * ((longest + 2 * o.block_size) / o.block_size);
-  auto runner = TakeOrDie(model::ModelStepRunner::Create(model, backend, blocks, o.block_size,
-                                                         /*return_logits=*/true),
-                          "step runner");
+  auto runner = Take(model::ModelStepRunner::Create(model, backend, blocks, o.block_size,
+                                                   /*return_logits=*/true),
+                     "step runner");
   std::vector<ScoringRow> rows;
   for (int prompt : o.prompts) {
     for (bool scored : {false, true}) {

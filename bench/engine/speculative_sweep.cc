@@ -5,10 +5,10 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <memory>
 #include <span>
 
+#include "bench/engine/decode_bench_check.h"
 #include "engine/model/step_runner.h"
 #include "engine/runtime/drafter.h"
 #include "engine/runtime/engine.h"
@@ -17,15 +17,6 @@ namespace spark::engine::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-template <typename T>
-T TakeOrDie(Result<T> r, const char* what) {
-  if (!r.ok()) {
-    std::fprintf(stderr, "speculative sweep: %s: %s\n", what, r.status().message().c_str());
-    std::exit(1);
-  }
-  return std::move(*r);
-}
 
 // Proposes, for the sequence whose prompt `tokens` starts with, the tokens a recorded run put
 // at the next positions (oracle), or those tokens each replaced by its successor in the
@@ -86,7 +77,7 @@ Run RunEngine(runtime::ModelRunner* runner, const SpeculativeSweepOptions& o, in
     options.speculative.method = "ngram";
     options.speculative.num_speculative_tokens = k;
   }
-  auto engine = TakeOrDie(runtime::Engine::Create(options, runner), "engine");
+  auto engine = Take(runtime::Engine::Create(options, runner), "engine");
   if (drafter != nullptr) engine->SetDrafter(drafter);
   const auto prompts = Prompts(o, vocab);
   for (int s = 0; s < o.batch; ++s) {
@@ -94,10 +85,7 @@ Run RunEngine(runtime::ModelRunner* runner, const SpeculativeSweepOptions& o, in
     params.temperature = 0.0f;
     params.max_tokens = o.tokens;
     params.ignore_eos = true;
-    if (Status st = engine->AddRequest(static_cast<uint64_t>(s), prompts[s], params); !st.ok()) {
-      std::fprintf(stderr, "speculative sweep: request: %s\n", st.message().c_str());
-      std::exit(1);
-    }
+    Check(engine->AddRequest(static_cast<uint64_t>(s), prompts[s], params), "request");
   }
   Run run;
   run.out.resize(o.batch);
@@ -107,7 +95,7 @@ Run RunEngine(runtime::ModelRunner* runner, const SpeculativeSweepOptions& o, in
   int64_t step = 0;
   while (engine->HasUnfinished()) {
     if (step == 1) t0 = Clock::now();  // after the prefill step
-    auto outputs = TakeOrDie(engine->Step(), "engine step");
+    auto outputs = Take(engine->Step(), "engine step");
     for (const runtime::TokenOutput& t : outputs) {
       if (!t.has_token) continue;
       run.out[t.seq_id].push_back(t.token);
@@ -128,7 +116,7 @@ Run RunEngine(runtime::ModelRunner* runner, const SpeculativeSweepOptions& o, in
 std::vector<SpeculativeRow> RunSpeculativeSweep(model::Model* model, backend::Backend& backend,
                                                 const SpeculativeSweepOptions& o) {
   const int vocab = model->config().vocab_size;
-  auto runner = TakeOrDie(
+  auto runner = Take(
       model::ModelStepRunner::Create(model, backend, int64_t{o.batch} * (o.max_len / o.block_size),
                                      o.block_size, /*return_logits=*/true,
                                      /*decode_graphs=*/true),
