@@ -2,6 +2,8 @@
 
 #include <array>
 
+#include "engine/server/client_api_fields.h"
+
 #include "base/strings.h"
 
 namespace spark::engine::server {
@@ -10,14 +12,8 @@ namespace {
 using nlohmann::ordered_json;
 using Error = std::optional<ApiError>;
 
-const ordered_json* Field(const ordered_json& j, const char* key) {
-  auto it = j.find(key);
-  return it == j.end() || it->is_null() ? nullptr : &*it;
-}
-
-Error Refuse(const std::string& param, const std::string& why) {
-  return InvalidRequest(param, param + ": " + why);
-}
+using client_api::Field;
+using client_api::Refuse;
 
 // Top-level fields: where each is allowed (1: messages, 2: count_tokens).
 struct TopField {

@@ -2,20 +2,16 @@
 
 #include <array>
 
+#include "engine/server/client_api_fields.h"
+
 namespace spark::engine::server {
 namespace {
 
 using nlohmann::ordered_json;
 using Error = std::optional<ApiError>;
 
-const ordered_json* Field(const ordered_json& j, const char* key) {
-  auto it = j.find(key);
-  return it == j.end() || it->is_null() ? nullptr : &*it;
-}
-
-Error Refuse(const std::string& param, const std::string& why) {
-  return InvalidRequest(param, param + ": " + why);
-}
+using client_api::Field;
+using client_api::Refuse;
 
 // Read below; the ones accepted without effect say why in docs/server.md.
 constexpr std::array<std::string_view, 21> kImplemented = {
