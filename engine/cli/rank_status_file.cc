@@ -135,8 +135,16 @@ void RankStatus::StartTicker(std::chrono::milliseconds period, std::function<voi
   if (ticker_.joinable()) return;
   ticker_ = std::thread([this, period, sample = std::move(sample)] {
     std::unique_lock lock(mu_);
-    while (!ticker_cv_.wait_for(lock, period, [this] { return ticker_stop_; })) {
+    // The first sample comes as soon as the rank is ready, so that the status file never
+    // shows a serving rank without its memory for a whole period.
+    bool sampled = false;
+    while (true) {
+      ticker_cv_.wait_for(lock, period, [&] {
+        return ticker_stop_ || (!sampled && record_.phase == RankPhase::kReady);
+      });
+      if (ticker_stop_) break;
       if (record_.phase != RankPhase::kReady) continue;
+      sampled = true;
       lock.unlock();
       if (sample) sample();
       lock.lock();
@@ -164,6 +172,7 @@ Status RankStatus::Set(RankPhase phase, std::string message) {
     logged_decile_ = 0;
   }
   if (phase == RankPhase::kWarming || phase == RankPhase::kReady) record_.progress = 1.0;
+  if (phase == RankPhase::kReady) ticker_cv_.notify_all();
   auto log = Logger("engine.rank");
   const auto level = phase == RankPhase::kFailed ? spdlog::level::err : spdlog::level::info;
   log->log(level, "rank {}/{} phase {}: {}", record_.rank, record_.world_size,

@@ -182,6 +182,29 @@ TEST_F(RankStatusTest, TickerWritesNothingBeforeReady) {
   EXPECT_EQ(ReadJson(path)["updated"], loading);
 }
 
+TEST_F(RankStatusTest, TickerSamplesMemoryAsSoonAsTheRankIsReady) {
+  const fs::path path = dir_ / "status.json";
+  RankStatus status(0, 1, path.string());
+  ASSERT_TRUE(status.Set(RankPhase::kLoading, "reading").ok());
+  // A period far longer than the test: only the sample at ready can write the guard.
+  status.StartTicker(std::chrono::hours(1), [&status] {
+    RankMemoryReport r;
+    r.available_bytes = 123;
+    r.guard = "ok";
+    status.SetMemory(r);
+  });
+  ASSERT_TRUE(status.Set(RankPhase::kReady, "serving").ok());
+  nlohmann::json j;
+  for (int i = 0; i < 200 && !j.contains("memory"); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    j = ReadJson(path);
+  }
+  ASSERT_TRUE(j.contains("memory")) << j.dump();
+  EXPECT_EQ(j["memory"]["guard"], "ok");
+  EXPECT_EQ(j["memory"]["available_bytes"], 123);
+  status.StopTicker();
+}
+
 TEST_F(RankStatusTest, UnwritablePathIsNamed) {
   const std::string path = (dir_ / "missing" / "status.json").string();
   RankStatus status(0, 1, path);

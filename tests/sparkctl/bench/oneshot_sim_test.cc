@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -75,12 +76,24 @@ class OneShotSimTest : public ::testing::Test {
     }
     return -1;
   }
-  // Waits until node `rank` runs spark-bench and the ranks had time to connect.
-  int WaitForBench(const std::string& name, int rank) {
-    for (int i = 0; i < 200; ++i) {
-      if (int pid = BenchPid(name, rank); pid > 0) {
+  // One-shot connections node `rank` holds (its ssh sessions left out).
+  int Links(const std::string& name, int rank) {
+    Output n = Sh("ip netns exec sparksim-" + name + "-spark-" + std::to_string(rank) +
+                  " ss -Htn state established '( not sport = :22 )' | wc -l");
+    return n.exit_code == 0 ? std::atoi(n.out.c_str()) : 0;
+  }
+  // Waits until every node of the `nodes`-ring runs spark-bench and node `rank` is linked to
+  // both its neighbours, so that what the test does next hits a running collective, not the
+  // set-up (a slow host starts the last rank seconds after the first); the pid of node `rank`'s
+  // spark-bench, or -1.
+  int WaitForBench(const std::string& name, int rank, int nodes = 4) {
+    const auto until = Clock::now() + std::chrono::seconds(60);
+    while (Clock::now() < until) {
+      bool all = true;
+      for (int r = 0; r < nodes && all; ++r) all = BenchPid(name, r) > 0;
+      if (all && Links(name, rank) >= 2) {
         std::this_thread::sleep_for(std::chrono::seconds(2));
-        return pid;
+        return BenchPid(name, rank);
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
