@@ -44,8 +44,8 @@ nlohmann::ordered_json Info() {
           {"backends", compiled},
           {"model_families", families},
           {"chat_formats", List(tokenizer::ChatFormatNames(), str)},
-          // Methods `serve --speculative-method` runs (dspark is refused: not built yet). A
-          // model family whose state has no rollback refuses them at start (Qwen3 runs them).
+          // Methods `serve --speculative-method` runs, for every model family (dspark is
+          // refused: not built yet).
           {"speculative_methods", {"ngram"}},
           {"environment",
            {{"variables", List(config::EnvironmentNames(), str)},

@@ -13,6 +13,7 @@
 // Thread-safety: one thread at a time (see Model).
 #pragma once
 
+#include <string>
 #include <memory>
 
 #include "engine/backend/deepseek_ops.h"
@@ -37,6 +38,10 @@ class DeepseekV4Model : public Model {
 
   const core::ModelConfig& config() const override { return config_; }
   KvCacheSpec kv_cache_spec() const override;
+  // Every piece of decode state (compressor and indexer inputs, compressed entries, indexer
+  // keys) lives at its token's KV slot and the top-k is recomputed each step (cache_layout.h),
+  // so shortening a sequence drops what rejected drafts wrote: drafts may be verified.
+  std::string WhyNoSpeculation() const override { return ""; }
   // Model::Forward's errors, plus InvalidArgument for a position that is not its sequence's
   // context_len - query_len + i, and the constructor's error.
   Status Forward(const ForwardBatch& batch, PagedKvCache& cache,

@@ -17,6 +17,7 @@
 // Thread-safety: one thread at a time (see Model).
 #pragma once
 
+#include <string>
 #include <memory>
 
 #include "engine/backend/deepseek_ops.h"
@@ -46,6 +47,11 @@ class DeepseekV41Model : public Model {
 
   const core::ModelConfig& config() const override { return config_; }
   KvCacheSpec kv_cache_spec() const override;
+  // Every piece of decode state (compressor inputs, shared compressed entries, indexer keys,
+  // Engram's n-gram history) lives at its token's KV slot and the candidate blocks and top-k
+  // are recomputed each step (cache_layout.h), so shortening a sequence drops what rejected
+  // drafts wrote: drafts may be verified.
+  std::string WhyNoSpeculation() const override { return ""; }
   // Model::Forward's errors, plus InvalidArgument for a position that is not its sequence's
   // context_len - query_len + i or a token outside the Engram token map.
   Status Forward(const ForwardBatch& batch, PagedKvCache& cache,

@@ -1,6 +1,7 @@
 // Speculative decoding on the CUDA backend: the engine with the n-gram drafter, and with an
 // oracle that spoils part of each draft, gives token for token the greedy output of the same
-// engine without drafts, on the Qwen3 dense and MoE fixtures, through argmax and logits plans,
+// engine without drafts, on the Qwen3 dense and MoE fixtures and the DeepSeek V4 and V4.1 ones
+// (V4.1 also in its released FP8/FP4 types), through argmax and logits plans,
 // with decode graphs and launches ahead on (verify steps run outside graphs and must drop or
 // leave alone what was launched ahead), chunked prefill and prefix-cache hits.
 #include <gtest/gtest.h>
@@ -33,7 +34,10 @@ std::unique_ptr<GpuRank> LoadOnGpu(const std::string& fixture) {
   EXPECT_TRUE(gpu.ok()) << gpu.status().message();
   if (!gpu.ok()) return nullptr;
   r->gpu = std::move(*gpu);
-  auto model = LoadModel(FixtureDir(fixture), *r->gpu, nullptr, {});
+  // A variant directory (deepseek-v41-tiny/release) takes the fixture's tokenizer files.
+  ModelOptions options;
+  options.tokenizer_dir = FixtureDir(fixture.substr(0, fixture.find('/')));
+  auto model = LoadModel(FixtureDir(fixture), *r->gpu, nullptr, options);
   EXPECT_TRUE(model.ok()) << model.status().message();
   if (!model.ok()) return nullptr;
   r->model = std::move(*model);
@@ -80,10 +84,13 @@ TEST_P(CudaSpeculativeTest, GreedyWithDraftsIsGreedyWithout) {
 
 INSTANTIATE_TEST_SUITE_P(
     Fixtures, CudaSpeculativeTest,
-    testing::Combine(testing::Values("qwen3-tiny", "qwen3-moe-tiny"), testing::Bool()),
+    testing::Combine(testing::Values("qwen3-tiny", "qwen3-moe-tiny", "deepseek-v4-tiny",
+                                     "deepseek-v41-tiny", "deepseek-v41-tiny/release"),
+                     testing::Bool()),
     [](const auto& info) {
       std::string n = std::get<0>(info.param);
       std::replace(n.begin(), n.end(), '-', '_');
+      std::replace(n.begin(), n.end(), '/', '_');
       return n + (std::get<1>(info.param) ? "_ArgMaxPlans" : "_LogitsPlans");
     });
 
