@@ -36,6 +36,7 @@ struct PlanOptions {
   int max_model_len = 0;
   int max_num_seqs = 64;
   int max_batched_tokens = 2048;
+  int num_speculative_tokens = 0;
   bool no_chunked_prefill = false;
   int block_size = 16;
   int64_t num_kv_blocks = 0, kv_tokens = 0;
@@ -148,6 +149,7 @@ model::PlanRequest MakeRequest(const PlanOptions& o, const ComputeChoice& c, int
   r.max_batched_tokens = o.no_chunked_prefill
                              ? std::max<int>(o.max_batched_tokens, static_cast<int>(max_len))
                              : o.max_batched_tokens;
+  r.speculative_tokens = o.num_speculative_tokens;
   r.block_size = o.block_size;
   if (o.kv_memory_fraction > 0) r.kv_memory_fraction = o.kv_memory_fraction;
   if (o.kv_tokens > 0) r.kv_tokens = o.kv_tokens;
@@ -201,12 +203,14 @@ ordered_json RankJson(const model::RankPlan& p) {
 
 void PrintTable(const ordered_json& doc) {
   const auto& s = doc["settings"];
-  std::printf("%s (%s) on %s, tp %d: %s tokens x %d running, %d per step\n",
+  const int drafts = s["num_speculative_tokens"].get<int>();
+  std::printf("%s (%s) on %s, tp %d: %s tokens x %d running, %d per step%s\n",
               doc["model"]["source"].get<std::string>().c_str(),
               doc["model"]["family"].get<std::string>().c_str(),
               s["backend"].get<std::string>().c_str(), s["tp"].get<int>(),
               std::to_string(s["max_model_len"].get<int64_t>()).c_str(),
-              s["max_num_seqs"].get<int>(), s["max_batched_tokens"].get<int>());
+              s["max_num_seqs"].get<int>(), s["max_batched_tokens"].get<int>(),
+              drafts > 0 ? (", " + std::to_string(drafts) + " drafts a sequence").c_str() : "");
   const auto& rank = doc["rank"];
   std::printf("%s\n\nper rank                    size   from\n",
               rank["note"].get<std::string>().c_str());
@@ -280,6 +284,11 @@ Status CheckOptions(const PlanOptions& o) {
     return InvalidArgumentError(
         "--num-kv-blocks, --kv-tokens and --kv-memory-fraction each size the KV cache: give one");
   }
+  if (o.num_speculative_tokens < 0 || o.num_speculative_tokens > 16) {
+    return InvalidArgumentError("--num-speculative-tokens " +
+                                std::to_string(o.num_speculative_tokens) +
+                                ": want 0 (no drafts) to 16, as serve's");
+  }
   if (o.kv_memory_fraction < 0 || o.kv_memory_fraction > 0.9) {
     return InvalidArgumentError("--kv-memory-fraction must be in (0, 0.9]");
   }
@@ -309,6 +318,7 @@ ordered_json SettingsJson(const PlanOptions& o, const ComputeChoice& c,
                     {"max_model_len", r.max_model_len},
                     {"max_num_seqs", o.max_num_seqs},
                     {"max_batched_tokens", r.max_batched_tokens},
+                    {"num_speculative_tokens", r.speculative_tokens},
                     {"block_size", o.block_size}};
   s["kv_tokens"] = r.kv_tokens ? ordered_json(*r.kv_tokens) : nullptr;
   s["kv_memory_fraction"] = r.kv_memory_fraction ? ordered_json(*r.kv_memory_fraction) : nullptr;
@@ -397,6 +407,9 @@ void RegisterPlanCommand(CLI::App& parent, CommandContext& context) {
   cmd->add_option("--max-num-seqs", o->max_num_seqs, "Running requests (default 64)");
   cmd->add_option("--max-batched-tokens", o->max_batched_tokens,
                   "Tokens per step, the prefill chunk (default 2048)");
+  cmd->add_option("--num-speculative-tokens", o->num_speculative_tokens,
+                  "Draft tokens a sequence verifies a step (serve's; each brings back a logits "
+                  "row; default 0)");
   cmd->add_flag("--no-chunked-prefill", o->no_chunked_prefill,
                 "A whole prompt in one step (the step is then at least --max-model-len)");
   cmd->add_option("--block-size", o->block_size, "KV block size in tokens (default 16)");

@@ -159,12 +159,18 @@ Result<RankPlan> PlanRank(const core::ModelConfig& config, const ModelFamily& fa
   // The largest step: a full prefill chunk beside every other running sequence's decode token.
   const int64_t tokens = std::max<int64_t>(r.max_batched_tokens, r.max_num_seqs);
   const int moe_copies = cuda ? std::max(1, config.moe.top_k) : 1;
-  const StepShape prefill{tokens, std::min<int64_t>(r.max_num_seqs, tokens), r.max_model_len,
-                          bf16_inputs, moe_copies};
+  // Drafts fit the token budget, but each verified one brings back a logits row.
+  const int64_t rows = int64_t{r.max_num_seqs} * (1 + std::max(0, r.speculative_tokens));
+  const StepShape prefill{tokens, std::min<int64_t>(rows, tokens), r.max_model_len, bf16_inputs,
+                          moe_copies};
   SPARK_ASSIGN_OR_RETURN(int64_t step, family.step_memory(config, query, prefill));
   plan.fixed.push_back({"activations", step,
                         "one step of " + std::to_string(tokens) + " tokens (the prefill chunk" +
                             (plan.serving_layout ? "; the reference backend's fp32 widths" : "") +
+                            (r.speculative_tokens > 0
+                                 ? "; " + std::to_string(prefill.logit_rows) +
+                                       " logits rows with drafts"
+                                 : "") +
                             ")"});
   if (cuda && r.cuda_graphs) {
     const StepShape decode{r.max_num_seqs, r.max_num_seqs, r.max_model_len, bf16_inputs,

@@ -46,6 +46,9 @@ struct PlanRequest {
   int64_t max_model_len = 8192;   // context per request
   int max_num_seqs = 64;          // running requests
   int max_batched_tokens = 2048;  // tokens per step: the prefill chunk
+  // Draft tokens a sequence may verify a step (speculative decoding): each brings back a logits
+  // row of its own. 0: no drafts.
+  int speculative_tokens = 0;
   int block_size = 16;
   // The KV budget: tokens per rank, or a fraction of the memory left after the rest; neither:
   // serve's default (DefaultKvBlocks).

@@ -44,10 +44,12 @@ std::string ReadFile(const fs::path& p) {
   return ss.str();
 }
 
-// `spark-engine ARGS...`, stdout captured whole (a short command).
-std::string RunEngine(const std::vector<std::string>& args) {
+// `spark-engine ARGS...`, stdout (and with `and_stderr` stderr) captured whole (a short
+// command).
+std::string RunEngine(const std::vector<std::string>& args, bool and_stderr = false) {
   std::string cmd = kBinary;
   for (const std::string& a : args) cmd += " '" + a + "'";
+  if (and_stderr) cmd += " 2>&1";
   FILE* pipe = popen(cmd.c_str(), "r");
   if (pipe == nullptr) return "";
   std::string out;
@@ -237,6 +239,32 @@ TEST_P(MemoryPlanE2eTest, ResidentMemoryIsWithinFivePercentOfThePlan) {
 
 // The start-up guard: a floor this machine cannot keep is refused before anything loads, naming
 // the numbers and the setting to change.
+// `plan --num-speculative-tokens K` counts K more logits rows per running sequence (settings
+// echo it); K outside serve's 0..16 is refused by name.
+TEST(MemoryPlanE2eTest, DraftTokensReachThePlan) {
+  auto activations = [](const std::string& drafts) -> int64_t {
+    const auto plan = nlohmann::json::parse(
+        RunEngine({"plan", "--json", "--no-tp-sweep", "--model", kFixtures + "qwen3-tiny",
+                   "--backend", "cpu", "--max-num-seqs", "8", "--num-speculative-tokens", drafts}),
+        nullptr, false);
+    if (!plan.is_object() || !plan.contains("rank")) return -1;
+    EXPECT_EQ(plan["settings"]["num_speculative_tokens"], std::stoi(drafts));
+    for (const auto& item : plan["rank"]["items"]) {
+      if (item["name"] == "activations") return item["bytes"];
+    }
+    return -1;
+  };
+  const int64_t plain = activations("0");
+  ASSERT_GT(plain, 0);
+  EXPECT_GT(activations("4"), plain);
+  const std::string refused = RunEngine({"plan", "--model", kFixtures + "qwen3-tiny",
+                                         "--num-speculative-tokens", "17"},
+                                        /*and_stderr=*/true);
+  EXPECT_NE(refused.find("--num-speculative-tokens 17: want 0 (no drafts) to 16"),
+            std::string::npos)
+      << refused;
+}
+
 TEST(MemoryGuardE2eTest, ServeRefusesToStartBelowTheFloor) {
   const fs::path dir = fs::path(testing::TempDir()) / ("memory_guard_" + std::to_string(getpid()));
   fs::create_directories(dir);

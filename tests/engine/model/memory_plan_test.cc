@@ -200,8 +200,7 @@ TEST(MemoryPlanTest, CudaPlanCountsTransportAndGraphs) {
   EXPECT_EQ(tuned->fixed[3].bytes, static_cast<int64_t>(0.14 * kGiB));
 }
 
-// DeepSeek on cuda is not built: the plan projects the serving layout (footprint.h) and says so.
-// DeepSeek runs on cuda now: its plan holds the released weight types (fp8), not a projection.
+// DeepSeek runs on cuda: its plan holds the released weight types (fp8), not a projection.
 TEST(MemoryPlanTest, DeepseekOnCudaHoldsTheReleasedTypes) {
   auto config = LoadModelConfig(FixtureDir("deepseek-v41-tiny"));
   ASSERT_TRUE(config.ok());
@@ -222,6 +221,34 @@ TEST(MemoryPlanTest, DeepseekOnCudaHoldsTheReleasedTypes) {
   };
   EXPECT_GT(weights(*fp8), 0);
   EXPECT_LT(weights(*fp8) * 3, weights(*fp32)) << "FP8 / FP4 against fp32";
+}
+
+// Speculative decoding: each verified draft brings back a logits row of its own, so the step's
+// activations grow by a vocabulary row per draft and running sequence, up to the step's tokens.
+TEST(MemoryPlanTest, DraftsBringBackALogitsRowEach) {
+  auto config = LoadModelConfig(FixtureDir("qwen3-tiny"));
+  ASSERT_TRUE(config.ok());
+  auto activations = [&](int max_batched_tokens, int drafts) {
+    PlanRequest req;
+    req.backend = "cpu";
+    req.weight_dtype = DType::kF32;
+    req.kv_dtype = DType::kF32;
+    req.max_num_seqs = 8;
+    req.max_model_len = 256;
+    req.max_batched_tokens = max_batched_tokens;
+    req.speculative_tokens = drafts;
+    auto plan = PlanRank(*config, *FindModelFamily("qwen3"), req);
+    EXPECT_TRUE(plan.ok()) << plan.status().message();
+    for (const PlanItem& i : plan->fixed) {
+      if (i.name == "activations") return i.bytes;
+    }
+    return int64_t{0};
+  };
+  const int64_t row = int64_t{4} * config->vocab_size;
+  EXPECT_GE(activations(2048, 4) - activations(2048, 0), 8 * 4 * row);
+  // 16 tokens a step hold at most 16 rows: 8 sequences' own and 8 drafts.
+  EXPECT_GE(activations(16, 4) - activations(16, 0), 8 * row);
+  EXPECT_EQ(activations(16, 4), activations(16, 7));
 }
 
 }  // namespace

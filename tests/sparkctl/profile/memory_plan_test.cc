@@ -55,6 +55,10 @@ TEST(ProfileMemoryPlanTest, ProfileFieldsBecomeTheEnginesFlags) {
   EXPECT_TRUE(Has(a, "--nccl-buffsize", "1048576"));
   EXPECT_TRUE(Has(a, "--node", "spark-0=100"));
   EXPECT_TRUE(Has(PlanArgs(p, "/x/config.json", {}), "--config", "/x/config.json"));
+  EXPECT_EQ(std::find(a.begin(), a.end(), "--num-speculative-tokens"), a.end());
+  p.engine.speculative.method = "ngram";
+  p.engine.speculative.num_speculative_tokens = 4;
+  EXPECT_TRUE(Has(PlanArgs(p, kTiny, {}), "--num-speculative-tokens", "4"));
 }
 
 TEST(ProfileMemoryPlanTest, TheEnginesPlanFitsABigNodeAndNotASmallOne) {
