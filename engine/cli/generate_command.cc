@@ -284,7 +284,7 @@ Status RunGenerate(const GenerateOptions& o) {
   if (o.max_tokens < 1) return InvalidArgumentError("--max-tokens must be >= 1");
   if (o.repeat < 1) return InvalidArgumentError("--repeat must be >= 1");
   if (o.block_size < 1) return InvalidArgumentError("--block-size must be >= 1");
-  SPARK_RETURN_IF_ERROR(cli::ValidateSpeculativeFlags(o.speculative));
+  SPARK_RETURN_IF_ERROR(cli::ValidateSpeculativeFlags(o.speculative, o.model_dir));
   // The rank options' checks (--backend, --rank, --master-port), before any rank is started;
   // the KV cache size is settled later (1 stands in for it here).
   SPARK_RETURN_IF_ERROR(MakeRankOptions(o, std::max(o.rank, 0), 1).Validate());

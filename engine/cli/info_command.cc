@@ -11,6 +11,7 @@
 #include "engine/cli/engine_command.h"
 #include "engine/config/environment.h"
 #include "engine/backend/backend_factory.h"
+#include "engine/model/deepseek_v41/deepseek_v41_config.h"
 #include "engine/model/model_family.h"
 #include "engine/tokenizer/chat_format.h"
 
@@ -66,6 +67,19 @@ nlohmann::ordered_json ModelInfo(const std::string& dir, int tp) {
     out["model_type"] = config->model_type;
     out["family"] = std::string(family->name);
     out["backends"] = List(family->backends, [](std::string_view s) { return s; });
+    if (config->model_type == "deepseek_v41") {
+      // The DSpark draft stack the checkpoint declares; not run (runs: false).
+      const core::DeepseekV41Settings& s = config->dsv41;
+      out["dspark"] = {{"draft_layers", s.num_nextn_predict_layers},
+                       {"block_size", s.dspark_block_size},
+                       {"noise_token_id", s.dspark_noise_token_id},
+                       {"markov_rank", s.dspark_markov_rank},
+                       {"n_routed_experts", s.dspark_n_routed_experts},
+                       {"num_experts_per_tok", s.dspark_num_experts_per_tok},
+                       {"target_layer_ids", s.dspark_target_layer_ids},
+                       {"runs", false},
+                       {"summary", model::dsv41::DescribeDspark(*config)}};
+    }
     if (Status fits = model::TpShard{0, tp}.CheckFits(*config, model::MoeSharding::kInsideExperts);
         !fits.ok()) {
       problems.push_back({{"key", "tp"}, {"message", fits.message()}});
@@ -102,8 +116,9 @@ void RegisterInfoCommand(CLI::App& parent, CommandContext& context) {
   auto tp = std::make_shared<int>(1);
   AddJsonFlag(cmd, json.get(), "schema spark-engine-info/v1");
   cmd->add_option("--model", *model_dir,
-                  "Also say what this build makes of this checkpoint: its family, backends and "
-                  "whether --tp ranks divide it (\"model\" in the JSON)");
+                  "Also say what this build makes of this checkpoint: its family, backends, "
+                  "whether --tp ranks divide it and, for DeepSeek-V4.1, its DSpark draft "
+                  "stack (\"model\" in the JSON)");
   cmd->add_option("--tp", *tp, "Tensor-parallel ranks to check --model against (default 1)");
   cmd->footer("\nExamples:\n  spark-engine info --json\n"
               "  spark-engine info --json --model tests/fixtures/models/qwen3-tiny --tp 4");

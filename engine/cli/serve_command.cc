@@ -156,7 +156,7 @@ Status ValidateFlags(const ServeOptions& o) {
         "--kv-memory-fraction and --num-kv-blocks both size the KV cache: give one");
   }
   if (o.max_batched_tokens < 1) return InvalidArgumentError("--max-batched-tokens must be >= 1");
-  SPARK_RETURN_IF_ERROR(cli::ValidateSpeculativeFlags(o.speculative));
+  SPARK_RETURN_IF_ERROR(cli::ValidateSpeculativeFlags(o.speculative, o.model_dir));
   if (o.ranks_per_node < 0 || o.ranks_per_node > o.tp) {
     return InvalidArgumentError("--ranks-per-node " + std::to_string(o.ranks_per_node) +
                                 ": must be in [1, --tp]");

@@ -2,6 +2,9 @@
 
 #include <CLI/CLI.hpp>
 
+#include "engine/model/deepseek_v41/deepseek_v41_config.h"
+#include "engine/model/model_family.h"
+
 namespace spark::engine::cli {
 
 void AddSpeculativeFlags(CLI::App* cmd, runtime::SpeculativeOptions* o) {
@@ -29,6 +32,20 @@ Status ValidateSpeculativeFlags(const runtime::SpeculativeOptions& o) {
   Status s = o.Validate();
   if (s.ok()) return s;
   return Status(s.code(), "--speculative-method " + o.method + ": " + s.message());
+}
+
+Status ValidateSpeculativeFlags(const runtime::SpeculativeOptions& o,
+                                const std::string& model_dir) {
+  Status s = ValidateSpeculativeFlags(o);
+  if (s.ok() || s.code() != StatusCode::kUnimplemented || model_dir.empty()) return s;
+  Result<core::ModelConfig> config = model::LoadModelConfig(model_dir);
+  if (!config.ok()) return s;
+  const std::string has = model::dsv41::DescribeDspark(*config);
+  const bool has_layers = has.rfind("checkpoint has no ", 0) != 0;
+  return UnimplementedError("--speculative-method " + o.method + ": speculative method '" +
+                            o.method + "' is not implemented yet: " + has +
+                            (has_layers ? "; spark-engine does not run them yet" : "") +
+                            "; use method ngram (prompt lookup, every model) or none");
 }
 
 std::vector<std::string> SpeculativeArgv(const runtime::SpeculativeOptions& o) {

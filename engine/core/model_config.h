@@ -86,7 +86,17 @@ struct DeepseekV41Settings {
   int engram_head_dim = 0;
   int engram_pad_id = 0;
   int engram_compressed_vocab_size = 0;
-  int num_nextn_predict_layers = 0;  // DSpark draft layers (mtp.*), not run here
+  // DSpark draft stack (mtp.*), read and checked but not run (docs/speculative.md): its layer
+  // count, tokens drafted per block, the noise (mask) token filling the block after its anchor,
+  // the Markov head's rank, the draft MoE's experts and top-k (0 in config.json: the
+  // backbone's, resolved here) and the backbone layers whose inputs feed it.
+  int num_nextn_predict_layers = 0;
+  int dspark_block_size = 0;
+  int dspark_noise_token_id = -1;
+  int dspark_markov_rank = 0;
+  int dspark_n_routed_experts = 0;
+  int dspark_num_experts_per_tok = 0;
+  std::vector<int> dspark_target_layer_ids;
 
   // The KV source a compressed layer reads (the latest at or before it); -1 for ratio 0.
   int KvSourceOf(int layer) const;

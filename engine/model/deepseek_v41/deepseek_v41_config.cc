@@ -236,6 +236,69 @@ void ReadCommon(Reader& r, ModelConfig* c) {
   r.Int("num_nextn_predict_layers", &s.num_nextn_predict_layers, false);
 }
 
+// The DSpark fields, with the reference's defaults; the draft MoE's 0 (vLLM: "the backbone's")
+// resolves to the backbone's count, and absent target layers are derived as the reference
+// derives them: the last three backbone layers that are not KV sources.
+void ReadDspark(const json& doc, Reader& r, ModelConfig* c) {
+  DeepseekV41Settings& s = c->dsv41;
+  r.Int("dspark_block_size", &s.dspark_block_size, false);
+  r.Int("dspark_noise_token_id", &s.dspark_noise_token_id, false);
+  r.Int("dspark_markov_rank", &s.dspark_markov_rank, false);
+  r.Int("dspark_n_routed_experts", &s.dspark_n_routed_experts, false);
+  r.Int("dspark_num_experts_per_tok", &s.dspark_num_experts_per_tok, false);
+  if (s.dspark_n_routed_experts == 0) s.dspark_n_routed_experts = c->moe.num_experts;
+  if (s.dspark_num_experts_per_tok == 0) s.dspark_num_experts_per_tok = c->moe.top_k;
+  if (!OptionalInts(doc, "dspark_target_layer_ids", r, &s.dspark_target_layer_ids)) {
+    std::vector<int> plain;
+    for (int i = 0; i < c->num_layers; ++i) {
+      if (!s.IsKvSource(i)) plain.push_back(i);
+    }
+    s.dspark_target_layer_ids.assign(plain.end() - std::min<size_t>(3, plain.size()), plain.end());
+  }
+}
+
+// Checked only when the checkpoint declares draft layers (num_nextn_predict_layers > 0).
+void CheckDspark(const ModelConfig& c, FieldErrors& e) {
+  const DeepseekV41Settings& s = c.dsv41;
+  if (s.num_nextn_predict_layers < 0) {
+    e.Add("num_nextn_predict_layers", "must be >= 0, got " +
+                                          std::to_string(s.num_nextn_predict_layers));
+  }
+  if (s.num_nextn_predict_layers <= 0) return;
+  if (s.dspark_block_size < 1) {
+    e.Add("dspark_block_size", "must be >= 1, got " + std::to_string(s.dspark_block_size));
+  }
+  if (s.dspark_noise_token_id < 0 || s.dspark_noise_token_id >= c.vocab_size) {
+    e.Add("dspark_noise_token_id", "= " + std::to_string(s.dspark_noise_token_id) +
+                                       " must be a token id below vocab_size (" +
+                                       std::to_string(c.vocab_size) + ")");
+  }
+  if (s.dspark_markov_rank < 1) {
+    e.Add("dspark_markov_rank", "must be >= 1, got " + std::to_string(s.dspark_markov_rank));
+  }
+  if (s.dspark_n_routed_experts < 1) {
+    e.Add("dspark_n_routed_experts",
+          "must be >= 1 (0: the backbone's), got " + std::to_string(s.dspark_n_routed_experts));
+  }
+  if (s.dspark_num_experts_per_tok < 1 ||
+      s.dspark_num_experts_per_tok > s.dspark_n_routed_experts) {
+    e.Add("dspark_num_experts_per_tok",
+          "= " + std::to_string(s.dspark_num_experts_per_tok) + " must be in 1.." +
+              std::to_string(s.dspark_n_routed_experts) + " (dspark_n_routed_experts)");
+  }
+  const std::vector<int>& ids = s.dspark_target_layer_ids;
+  if (ids.empty()) e.Add("dspark_target_layer_ids", "must name at least one backbone layer");
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= c.num_layers) {
+      e.Add("dspark_target_layer_ids", "layer " + std::to_string(ids[i]) +
+                                           " is not a backbone layer (0.." +
+                                           std::to_string(c.num_layers - 1) + ")");
+    } else if (i > 0 && ids[i] <= ids[i - 1]) {
+      e.Add("dspark_target_layer_ids", "must be strictly increasing");
+    }
+  }
+}
+
 // rope_parameters' per-table partial_rotary_factor must agree with qk_rope_head_dim / head_dim
 // (the RoPE channels come from qk_rope_head_dim).
 void CheckPartialRotary(const json& doc, Reader& r, const ModelConfig& c) {
@@ -301,6 +364,11 @@ ModelConfig Defaults() {
   c.dsv41.candidate_topk_blocks = 2048;
   c.dsv41.candidate_block_size = 8;
   c.dsv41.num_nextn_predict_layers = 3;
+  c.dsv41.dspark_block_size = 5;
+  c.dsv41.dspark_noise_token_id = 128799;
+  c.dsv41.dspark_markov_rank = 256;
+  c.dsv41.dspark_n_routed_experts = 128;
+  c.dsv41.dspark_num_experts_per_tok = 3;
   return c;
 }
 
@@ -332,6 +400,7 @@ void Validate(const ModelConfig& c, FieldErrors& e) {
   if (d.swiglu_limit < 0) e.Add("swiglu_limit", "must be >= 0");
   CheckSchedule(c, e);
   CheckEngram(c, e);
+  CheckDspark(c, e);
 }
 
 Result<ModelConfig> ParseText(const json& doc, const std::string& path) {
@@ -342,6 +411,7 @@ Result<ModelConfig> ParseText(const json& doc, const std::string& path) {
   dsv4::ReadDeepseekRope(doc, r, &c);
   ReadSchedule(doc, r, std::max(c.num_layers, 0), &c.dsv41);
   ReadEngram(doc, r, &c.dsv41);
+  ReadDspark(doc, r, &c);
   RefuseUnsupported(r, c);
   CheckPartialRotary(doc, r, c);
   c.layers.assign(std::max(c.num_layers, 0), core::LayerSpec{});
@@ -396,6 +466,27 @@ Result<ModelConfig> ParseDeepseekV41Config(const json& doc, const std::string& p
     if (!text.contains(k) && doc.contains(k)) text[k] = doc[k];
   }
   return ParseText(text, path + ": text_config");
+}
+
+std::string DescribeDspark(const ModelConfig& c) {
+  if (c.model_type != "deepseek_v41") {
+    return "checkpoint has no DSpark draft layers (model type " + c.model_type +
+           "; DSpark is DeepSeek-V4.1's)";
+  }
+  const DeepseekV41Settings& s = c.dsv41;
+  const int n = s.num_nextn_predict_layers;
+  if (n <= 0) return "checkpoint has no DSpark draft layers (num_nextn_predict_layers 0)";
+  std::string layers;
+  for (int id : s.dspark_target_layer_ids) {
+    layers += (layers.empty() ? "" : ", ") + std::to_string(id);
+  }
+  return "checkpoint has " + std::to_string(n) + " DSpark draft layer" + (n == 1 ? "" : "s") +
+         " (mtp.0" + (n == 1 ? "" : ".." + std::to_string(n - 1)) +
+         ": block " + std::to_string(s.dspark_block_size) + ", noise token " +
+         std::to_string(s.dspark_noise_token_id) + ", Markov rank " +
+         std::to_string(s.dspark_markov_rank) + ", " + std::to_string(s.dspark_n_routed_experts) +
+         " experts top " + std::to_string(s.dspark_num_experts_per_tok) +
+         ", reading backbone layers " + layers + ")";
 }
 
 }  // namespace spark::engine::model::dsv41

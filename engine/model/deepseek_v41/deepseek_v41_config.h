@@ -19,4 +19,9 @@ namespace spark::engine::model::dsv41 {
 Result<core::ModelConfig> ParseDeepseekV41Config(const nlohmann::json& doc,
                                                  const std::string& path);
 
+// What a checkpoint holds for DSpark drafting, for refusals and `spark-engine info --model`:
+// "checkpoint has 3 DSpark draft layers (mtp.0..2: block 5, noise token 128799, Markov rank 256,
+// 128 experts top 3, reading backbone layers 37, 38, 39)", or that it has none (any model type).
+std::string DescribeDspark(const core::ModelConfig& config);
+
 }  // namespace spark::engine::model::dsv41

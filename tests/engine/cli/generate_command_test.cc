@@ -242,7 +242,8 @@ TEST(GenerateTest, NgramSpeculationGivesTheSameTokens) {
   }
 }
 
-// dspark is refused by name, with what works instead, and so is a count without a method.
+// dspark is refused by name, with what the checkpoint holds and what works instead, and so is
+// a count without a method.
 TEST(GenerateTest, SpeculationItCannotRunIsRefused) {
   RunResult r = RunEngine("generate --model " + kFixtures +
                           "qwen3-tiny --prompt-ids 5,17 --speculative-method dspark "
@@ -253,6 +254,19 @@ TEST(GenerateTest, SpeculationItCannotRunIsRefused) {
             std::string::npos)
       << r.err;
   EXPECT_NE(r.err.find("use method ngram"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("checkpoint has no DSpark draft layers (model type qwen3"),
+            std::string::npos)
+      << r.err;
+  // A V4.1 checkpoint: the refusal says what its draft stack is.
+  r = RunEngine("generate --model " + kFixtures +
+                "deepseek-v41-tiny --prompt-ids 5,17 --speculative-method dspark "
+                "--num-speculative-tokens 5");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("checkpoint has 3 DSpark draft layers (mtp.0..2: block 5, noise token "
+                       "127, Markov rank 256, 128 experts top 3, reading backbone layers 0, 2, "
+                       "4); spark-engine does not run them yet; use method ngram"),
+            std::string::npos)
+      << r.err;
   r = RunEngine("generate --model " + kFixtures +
                 "qwen3-tiny --prompt-ids 5,17 --num-speculative-tokens 3");
   EXPECT_EQ(r.exit_code, 2) << r.err;

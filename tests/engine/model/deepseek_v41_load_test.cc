@@ -13,6 +13,7 @@
 
 #include "engine/backend/cpu/cpu_backend.h"
 #include "engine/model/deepseek_v4/tensor_source.h"
+#include "engine/model/deepseek_v41/deepseek_v41_config.h"
 #include "engine/model/deepseek_v41/engram_hash.h"
 #include "engine/model/deepseek_v41/engram_token_map.h"
 #include "engine/model/deepseek_v41/footprint.h"
@@ -114,6 +115,81 @@ TEST(DeepseekV41ConfigTest, NamesEveryBadKey) {
   c = Parse(composite);
   ASSERT_FALSE(c.ok());
   EXPECT_NE(c.status().message().find("quantization_config.quant_method"), std::string::npos);
+}
+
+// The DSpark fields (docs/speculative.md) are read and checked, not dropped: both fixture forms,
+// the reference's derived target layers and the draft MoE's "0 = the backbone's".
+TEST(DeepseekV41ConfigTest, ReadsTheDsparkFields) {
+  for (const std::string& variant : {std::string(), std::string("release")}) {
+    auto c = LoadModelConfig(FixtureDir(variant));
+    ASSERT_TRUE(c.ok()) << c.status().message();
+    const core::DeepseekV41Settings& s = c->dsv41;
+    EXPECT_EQ(s.num_nextn_predict_layers, 3) << variant;
+    EXPECT_EQ(s.dspark_block_size, 5) << variant;
+    EXPECT_EQ(s.dspark_noise_token_id, 127) << variant;
+    EXPECT_EQ(s.dspark_markov_rank, 256) << variant;
+    EXPECT_EQ(s.dspark_n_routed_experts, 128) << variant;
+    EXPECT_EQ(s.dspark_num_experts_per_tok, 3) << variant;
+    EXPECT_EQ(s.dspark_target_layer_ids, (std::vector<int>{0, 2, 4})) << variant;
+    EXPECT_EQ(DescribeDspark(*c),
+              "checkpoint has 3 DSpark draft layers (mtp.0..2: block 5, noise token 127, Markov "
+              "rank 256, 128 experts top 3, reading backbone layers 0, 2, 4)");
+  }
+  json doc = ReadJson(FixtureDir() + "/config.json");
+  doc.erase("dspark_target_layer_ids");  // derived: the last 3 layers that are not KV sources
+  doc["kv_source_layer_ids"] = {1};
+  doc["index_source_layer_ids"] = {1};
+  doc["candidate_source_layer_id"] = 1;
+  doc["compress_ratios"] = {0, 2, 2, 2, 2};
+  doc["dspark_n_routed_experts"] = 0;
+  doc["dspark_num_experts_per_tok"] = 0;
+  doc["num_nextn_predict_layers"] = 1;
+  auto c = Parse(doc);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->dsv41.dspark_target_layer_ids, (std::vector<int>{2, 3, 4}));
+  EXPECT_EQ(c->dsv41.dspark_n_routed_experts, 8);  // the backbone's
+  EXPECT_EQ(c->dsv41.dspark_num_experts_per_tok, 2);
+  EXPECT_EQ(DescribeDspark(*c).substr(0, 52),
+            "checkpoint has 1 DSpark draft layer (mtp.0: block 5,");
+  doc["num_nextn_predict_layers"] = 0;
+  doc["dspark_noise_token_id"] = 1000;  // not checked without draft layers
+  c = Parse(doc);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(DescribeDspark(*c),
+            "checkpoint has no DSpark draft layers (num_nextn_predict_layers 0)");
+}
+
+TEST(DeepseekV41ConfigTest, NamesEveryBadDsparkKey) {
+  json doc = ReadJson(FixtureDir() + "/config.json");
+  doc["dspark_block_size"] = 0;
+  doc["dspark_noise_token_id"] = 128;  // vocab_size is 128
+  doc["dspark_markov_rank"] = -1;
+  doc["dspark_num_experts_per_tok"] = 129;  // more than dspark_n_routed_experts
+  doc["dspark_target_layer_ids"] = {2, 2, 5};
+  auto c = Parse(doc);
+  ASSERT_FALSE(c.ok());
+  const std::string m = c.status().message();
+  for (const char* part :
+       {"dspark_block_size: must be >= 1, got 0",
+        "dspark_noise_token_id: = 128 must be a token id below vocab_size (128)",
+        "dspark_markov_rank: must be >= 1, got -1",
+        "dspark_num_experts_per_tok: = 129 must be in 1..128 (dspark_n_routed_experts)",
+        "dspark_target_layer_ids: must be strictly increasing",
+        "dspark_target_layer_ids: layer 5 is not a backbone layer (0..4)"}) {
+    EXPECT_NE(m.find(part), std::string::npos) << part << " in " << m;
+  }
+  doc = ReadJson(FixtureDir() + "/config.json");
+  doc["dspark_target_layer_ids"] = "last";
+  c = Parse(doc);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("dspark_target_layer_ids"), std::string::npos);
+  doc = ReadJson(FixtureDir() + "/config.json");
+  doc["num_nextn_predict_layers"] = -1;
+  c = Parse(doc);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("num_nextn_predict_layers: must be >= 0, got -1"),
+            std::string::npos)
+      << c.status().message();
 }
 
 TEST(DeepseekV41EngramTest, NumpyGeneratorMatchesNumpy) {
