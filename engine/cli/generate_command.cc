@@ -267,6 +267,7 @@ Status RunRankZero(const GenerateOptions& o) {
                         {"spec_decode_num_drafts", stats.spec_drafts},
                         {"spec_decode_num_draft_tokens", stats.spec_draft_tokens},
                         {"spec_decode_num_accepted_tokens", stats.spec_accepted_tokens},
+                        {"spec_decode_num_accepted_tokens_per_pos", stats.spec_accepted_per_pos},
                         {"spec_decode_mean_accepted_length",
                          stats.spec_drafts == 0
                              ? 0.0

@@ -276,6 +276,8 @@ Status Engine::SampleRows(const SchedulerOutput& out, const std::vector<float>& 
       ++spec_drafts_;
       spec_draft_tokens_ += draft.size();
       spec_accepted_tokens_ += static_cast<uint64_t>(accepted);
+      if (spec_accepted_per_pos_.size() < draft.size()) spec_accepted_per_pos_.resize(draft.size());
+      for (int i = 0; i < accepted; ++i) ++spec_accepted_per_pos_[i];
       scheduler_.CommitDraft(seq, accepted);
     }
   }
@@ -370,6 +372,11 @@ EngineStats Engine::stats() const {
   s.spec_drafts = spec_drafts_;
   s.spec_draft_tokens = spec_draft_tokens_;
   s.spec_accepted_tokens = spec_accepted_tokens_;
+  s.spec_accepted_per_pos = spec_accepted_per_pos_;
+  const size_t k = static_cast<size_t>(std::max(0, options_.speculative.num_speculative_tokens));
+  if (options_.speculative.enabled() && s.spec_accepted_per_pos.size() < k) {
+    s.spec_accepted_per_pos.resize(k);
+  }
   return s;
 }
 

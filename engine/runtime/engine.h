@@ -81,6 +81,10 @@ struct EngineStats {
   uint64_t spec_drafts = 0;
   uint64_t spec_draft_tokens = 0;
   uint64_t spec_accepted_tokens = 0;
+  // Accepted draft tokens by their place in the draft (vLLM's
+  // spec_decode_num_accepted_tokens_per_pos): one entry per position up to
+  // num_speculative_tokens; they sum to spec_accepted_tokens.
+  std::vector<uint64_t> spec_accepted_per_pos;
 };
 
 class Engine {
@@ -161,6 +165,7 @@ class Engine {
   std::unique_ptr<Drafter> drafter_;         // With options_.speculative enabled.
   std::vector<uint32_t> draft_mask_;         // A grammar's mask at a draft position.
   uint64_t spec_drafts_ = 0, spec_draft_tokens_ = 0, spec_accepted_tokens_ = 0;
+  std::vector<uint64_t> spec_accepted_per_pos_;
 };
 
 }  // namespace spark::engine::runtime

@@ -226,6 +226,7 @@ void EngineService::RefreshStats() {
   stats_.spec_drafts = s.spec_drafts;
   stats_.spec_draft_tokens = s.spec_draft_tokens;
   stats_.spec_accepted_tokens = s.spec_accepted_tokens;
+  stats_.spec_accepted_per_pos = s.spec_accepted_per_pos;
   // The acceptance since the last line, at most one line every 10 s while drafts run.
   const auto now = std::chrono::steady_clock::now();
   if (s.spec_drafts > logged_drafts_ && now - logged_at_ >= std::chrono::seconds(10)) {

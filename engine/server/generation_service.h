@@ -69,6 +69,7 @@ struct ServiceStats {
   uint64_t spec_drafts = 0;
   uint64_t spec_draft_tokens = 0;
   uint64_t spec_accepted_tokens = 0;
+  std::vector<uint64_t> spec_accepted_per_pos;  // by place in the draft
 };
 
 class GenerationService {

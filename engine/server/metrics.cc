@@ -241,6 +241,14 @@ std::string ServerMetrics::Render(const ServiceStats& stats) const {
           stats.spec_draft_tokens);
   Counter(out, "vllm:spec_decode_num_accepted_tokens", "Number of accepted tokens.", l,
           stats.spec_accepted_tokens);
+  if (!stats.spec_accepted_per_pos.empty()) {
+    const std::string name = "vllm:spec_decode_num_accepted_tokens_per_pos_total";
+    Header(out, name, "counter", "Accepted tokens per draft position.");
+    for (size_t i = 0; i < stats.spec_accepted_per_pos.size(); ++i) {
+      Sample(out, name, l + ",position=\"" + std::to_string(i) + "\"",
+             static_cast<double>(stats.spec_accepted_per_pos[i]));
+    }
+  }
   Gauge(out, "spark:spec_decode_mean_accepted_length",
         "Tokens a drafted sequence gains per step: 1 + accepted draft tokens / drafts (0: none).",
         l,

@@ -238,6 +238,11 @@ TEST(GenerateTest, NgramSpeculationGivesTheSameTokens) {
       EXPECT_GE(stats["spec_decode_num_draft_tokens"].get<int>(),
                 stats["spec_decode_num_accepted_tokens"].get<int>())
           << stats;
+      const auto per_pos = stats["spec_decode_num_accepted_tokens_per_pos"].get<std::vector<int>>();
+      EXPECT_EQ(per_pos.size(), 4u) << stats;
+      int sum = 0;
+      for (int n : per_pos) sum += n;
+      EXPECT_EQ(sum, stats["spec_decode_num_accepted_tokens"].get<int>()) << stats;
     }
   }
 }

@@ -217,6 +217,20 @@ TEST_P(SpeculativeGreedyTest, ScriptedDraftsGiveTheGreedyTokens) {
   EXPECT_GT(run.stats.spec_drafts, 0u);
   EXPECT_GT(run.stats.spec_accepted_tokens, 0u);
   EXPECT_LT(run.stats.spec_accepted_tokens, run.stats.spec_draft_tokens);
+  // Per draft position: k entries summing to the accepted tokens, none above the one before (a
+  // draft token is kept only after every one before it); with every acceptance length from 0
+  // to k occurring, the last position too.
+  const std::vector<uint64_t>& per_pos = run.stats.spec_accepted_per_pos;
+  ASSERT_EQ(per_pos.size(), static_cast<size_t>(c.k));
+  uint64_t sum = 0;
+  for (size_t i = 0; i < per_pos.size(); ++i) {
+    sum += per_pos[i];
+    if (i > 0) {
+      EXPECT_LE(per_pos[i], per_pos[i - 1]) << "position " << i;
+    }
+  }
+  EXPECT_EQ(sum, run.stats.spec_accepted_tokens);
+  EXPECT_GT(per_pos.back(), 0u);
   // Sequences with and without drafts ran in one step.
   bool mixed = false;
   for (const StepPlan& plan : runner.plans()) {

@@ -133,6 +133,7 @@ TEST(MetricsTest, SpeculativeCountersUseVllmNames) {
   stats.spec_drafts = 10;
   stats.spec_draft_tokens = 40;
   stats.spec_accepted_tokens = 15;
+  stats.spec_accepted_per_pos = {8, 5, 2, 0};
   const auto f = ParseExposition(m.Render(stats));
   const std::string l = "{model_name=\"qwen3\",engine=\"0\"}";
   EXPECT_EQ(Value(f, "vllm:spec_decode_num_drafts_total", "vllm:spec_decode_num_drafts_total" + l),
@@ -146,6 +147,11 @@ TEST(MetricsTest, SpeculativeCountersUseVllmNames) {
   EXPECT_EQ(Value(f, "spark:spec_decode_mean_accepted_length",
                   "spark:spec_decode_mean_accepted_length" + l),
             "2.5");
+  const std::string pos = "vllm:spec_decode_num_accepted_tokens_per_pos_total";
+  const std::string lp = "{model_name=\"qwen3\",engine=\"0\",position=\"";
+  EXPECT_EQ(Value(f, pos, pos + lp + "0\"}"), "8.0");
+  EXPECT_EQ(Value(f, pos, pos + lp + "2\"}"), "2.0");
+  EXPECT_EQ(Value(f, pos, pos + lp + "3\"}"), "0.0");
 }
 
 TEST(MetricsTest, HistogramBucketsAreCumulativeAndEndAtCount) {
