@@ -150,6 +150,7 @@ model::PlanRequest MakeRequest(const PlanOptions& o, const ComputeChoice& c, int
                              ? std::max<int>(o.max_batched_tokens, static_cast<int>(max_len))
                              : o.max_batched_tokens;
   r.speculative_tokens = o.num_speculative_tokens;
+  r.chunked_prefill = !o.no_chunked_prefill;
   r.block_size = o.block_size;
   if (o.kv_memory_fraction > 0) r.kv_memory_fraction = o.kv_memory_fraction;
   if (o.kv_tokens > 0) r.kv_tokens = o.kv_tokens;

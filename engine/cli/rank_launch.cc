@@ -493,14 +493,15 @@ Result<std::unique_ptr<RankSession>> StartRank(const RankOptions& options) {
   // Rank 0 decides the KV cache shape (its BlockManager hands out the block ids in the plans)
   // and the serve settings the memory plans count at: blocks, block size, a fraction (in
   // millionths) instead of a block count (sized after the weights, below), max model length,
-  // running sequences, tokens per step, draft tokens per sequence.
-  int64_t shape[7] = {options.num_kv_blocks,
+  // running sequences, tokens per step, draft tokens per sequence, chunked prefill.
+  int64_t shape[8] = {options.num_kv_blocks,
                       options.block_size,
                       static_cast<int64_t>(options.kv_memory_fraction * 1e6 + 0.5),
                       options.max_model_len,
                       options.max_num_seqs,
                       options.max_batched_tokens,
-                      options.speculative_tokens};
+                      options.speculative_tokens,
+                      options.chunked_prefill ? 1 : 0};
   if (s->comm_) SPARK_RETURN_IF_ERROR(s->comm_->Broadcast(shape, sizeof(shape), 0));
   // The start-up memory guard, before anything is loaded; every rank learns who refused.
   Result<StartupCheck> memory = s->PlanMemory(choice, shape);
@@ -572,7 +573,7 @@ Result<std::unique_ptr<RankSession>> StartRank(const RankOptions& options) {
   return s;
 }
 
-Result<StartupCheck> RankSession::PlanMemory(const ComputeChoice& choice, const int64_t shape[7]) {
+Result<StartupCheck> RankSession::PlanMemory(const ComputeChoice& choice, const int64_t shape[8]) {
   if (options_.host_memory != nullptr) {
     memory_ = options_.host_memory;
   } else {
@@ -600,6 +601,7 @@ Result<StartupCheck> RankSession::PlanMemory(const ComputeChoice& choice, const 
   r.max_num_seqs = static_cast<int>(shape[4]);
   r.max_batched_tokens = static_cast<int>(shape[5]);
   r.speculative_tokens = static_cast<int>(shape[6]);
+  r.chunked_prefill = shape[7] != 0;
   const config::NcclBufferSettings nccl = config::ReadNcclBufferSettings();
   r.nccl_buffsize = nccl.buffsize;
   r.nccl_proto = nccl.proto;

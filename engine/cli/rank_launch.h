@@ -102,6 +102,7 @@ struct RankOptions {
   int max_num_seqs = 64;
   int max_batched_tokens = 2048;
   int speculative_tokens = 0;  // rank 0's --num-speculative-tokens (0: no drafts)
+  bool chunked_prefill = true;  // rank 0's: false with --no-chunked-prefill
   int ranks_on_host = 1;
   runtime::HostMemory* host_memory = nullptr;
   // Testing only: a worker rank (> 0) that equals this exits with status 3 after running
@@ -170,7 +171,7 @@ class RankSession {
   Result<int64_t> KvBlocksFromMemory(double fraction, int block_size, int64_t keep_bytes);
   // Sets memory_ and floors_, then the start-up memory guard (startup_memory.h) over the rank's
   // plan for `choice` and rank 0's `shape` (StartRank's broadcast).
-  Result<StartupCheck> PlanMemory(const ComputeChoice& choice, const int64_t shape[7]);
+  Result<StartupCheck> PlanMemory(const ComputeChoice& choice, const int64_t shape[8]);
   // The group's least available memory (GroupRunner::PollMemory across machines, else this one).
   Result<runtime::GroupMemoryReading> GroupMemory();
   // Rewrites the status file every second while ready, with this node's memory (and on rank 0

@@ -159,18 +159,20 @@ Result<RankPlan> PlanRank(const core::ModelConfig& config, const ModelFamily& fa
   // The largest step: a full prefill chunk beside every other running sequence's decode token.
   const int64_t tokens = std::max<int64_t>(r.max_batched_tokens, r.max_num_seqs);
   const int moe_copies = cuda ? std::max(1, config.moe.top_k) : 1;
-  // Drafts fit the token budget, but each verified one brings back a logits row.
-  const int64_t rows = int64_t{r.max_num_seqs} * (1 + std::max(0, r.speculative_tokens));
+  // Drafts fit the token budget, but each verified one brings back a logits row, and so does
+  // each prompt token being scored.
+  const int64_t scored = r.chunked_prefill ? r.max_scored_tokens : tokens;
+  const int64_t rows = int64_t{r.max_num_seqs} * (1 + std::max(0, r.speculative_tokens)) + scored;
   const StepShape prefill{tokens, std::min<int64_t>(rows, tokens), r.max_model_len, bf16_inputs,
                           moe_copies};
   SPARK_ASSIGN_OR_RETURN(int64_t step, family.step_memory(config, query, prefill));
   plan.fixed.push_back({"activations", step,
                         "one step of " + std::to_string(tokens) + " tokens (the prefill chunk" +
                             (plan.serving_layout ? "; the reference backend's fp32 widths" : "") +
-                            (r.speculative_tokens > 0
-                                 ? "; " + std::to_string(prefill.logit_rows) +
-                                       " logits rows with drafts"
-                                 : "") +
+                            "; " + std::to_string(prefill.logit_rows) +
+                            " logits rows (a sequence's own" +
+                            (r.speculative_tokens > 0 ? ", its drafts'" : "") +
+                            " and scored prompt tokens)" +
                             ")"});
   if (cuda && r.cuda_graphs) {
     const StepShape decode{r.max_num_seqs, r.max_num_seqs, r.max_model_len, bf16_inputs,

@@ -49,6 +49,10 @@ struct PlanRequest {
   // Draft tokens a sequence may verify a step (speculative decoding): each brings back a logits
   // row of its own. 0: no drafts.
   int speculative_tokens = 0;
+  // Prompt scoring (prompt_logprobs) brings back a row per prompt token: with chunked prefill at
+  // most max_scored_tokens a step (runtime::SchedulerOptions), without it a whole prompt.
+  bool chunked_prefill = true;
+  int max_scored_tokens = 512;
   int block_size = 16;
   // The KV budget: tokens per rank, or a fraction of the memory left after the rest; neither:
   // serve's default (DefaultKvBlocks).

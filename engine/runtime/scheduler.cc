@@ -33,6 +33,7 @@ void Scheduler::Add(Sequence* seq) {
 
 SchedulerOutput Scheduler::Schedule() {
   SchedulerOutput out;
+  scored_left_ = options_.max_scored_tokens;
   int budget = ScheduleRunning(options_.max_num_batched_tokens, &out);
   if (out.preempted.empty() && admit_) budget = AdmitWaiting(budget, &out);
   out.plan = MakePlan(out.scheduled);
@@ -43,7 +44,12 @@ int Scheduler::ScheduleRunning(int budget, SchedulerOutput* out) {
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     Sequence* seq = running_[i];
     const int n = ChunkSize(*seq, budget);
+    if (n == 0) {  // a scored prompt, and this step holds its share of scored rows already
+      ++i;
+      continue;
+    }
     if (!MakeRoom(i, n, out)) continue;      // running_[i] left; i now points past the end or on.
+    if (Scored(*seq)) scored_left_ -= n;
     std::vector<int32_t> draft = Draft(*seq, budget);
     const int total = n + static_cast<int>(draft.size());
     blocks_->Append(*seq, total).IgnoreError();  // MakeRoom and Draft guaranteed the blocks.
@@ -106,6 +112,7 @@ int Scheduler::AdmitWaiting(int budget, SchedulerOutput* out) {
   while (!waiting_.empty() && budget > 0 &&
          static_cast<int>(running_.size()) < options_.max_num_seqs) {
     Sequence* seq = waiting_.front();
+    if (Scored(*seq) && scored_left_ == 0) break;  // its rows wait for the next step
     // A prompt being scored needs the logits of every position: its cached prefix is recomputed.
     const int hit = seq->needs_prompt_logits() ? 0 : blocks_->MatchPrefix(*seq);
     seq->set_num_computed_tokens(hit);
@@ -128,6 +135,7 @@ int Scheduler::AdmitWaiting(int budget, SchedulerOutput* out) {
     waiting_.pop_front();
     running_.push_back(seq);
     out->scheduled.push_back({seq, n});
+    if (Scored(*seq)) scored_left_ -= n;
     budget -= n;
   }
   return budget;
@@ -135,9 +143,7 @@ int Scheduler::AdmitWaiting(int budget, SchedulerOutput* out) {
 
 int Scheduler::ChunkSize(const Sequence& seq, int budget) const {
   int n = std::min(seq.num_uncomputed_tokens(), budget);
-  if (seq.needs_prompt_logits() && options_.enable_chunked_prefill) {
-    n = std::min(n, options_.max_scored_tokens);
-  }
+  if (Scored(seq)) n = std::min(n, scored_left_);
   return n;
 }
 

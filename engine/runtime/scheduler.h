@@ -30,8 +30,9 @@ struct SchedulerOptions {
   bool enable_chunked_prefill = true;
   // Prompt + output tokens per sequence. Default 4096.
   int max_model_len = 4096;
-  // Prompt tokens per step of a sequence that scores its prompt (prompt_logprobs): each brings
-  // back a whole logits row, so its chunks stay this small (with chunked prefill). Default 512.
+  // Prompt tokens per step of the sequences that score their prompts (prompt_logprobs), all
+  // together: each brings back a whole logits row, so with chunked prefill a step holds at
+  // most this many such rows (the memory plan counts them). Default 512.
   int max_scored_tokens = 512;
 
   Status Validate() const;
@@ -96,8 +97,13 @@ class Scheduler {
   // cached ones). Empty without a drafter.
   std::vector<int32_t> Draft(const Sequence& seq, int budget) const;
   void Preempt(Sequence* seq);
-  // Tokens to run for `seq` this step within `budget` (scored prompts: max_scored_tokens).
+  // Tokens to run for `seq` this step within `budget` (scored prompts: what is left of
+  // max_scored_tokens this step, maybe 0).
   int ChunkSize(const Sequence& seq, int budget) const;
+  // Whether `seq`'s chunks count against max_scored_tokens.
+  bool Scored(const Sequence& seq) const {
+    return seq.needs_prompt_logits() && options_.enable_chunked_prefill;
+  }
   StepPlan MakePlan(const std::vector<ScheduledSequence>& scheduled);
 
   const SchedulerOptions options_;
@@ -106,6 +112,7 @@ class Scheduler {
   std::vector<Sequence*> running_;
   uint64_t step_ = 0;
   uint64_t num_preemptions_ = 0;
+  int scored_left_ = 0;  // scored prompt rows this step may still take
   bool admit_ = true;
   Drafter* drafter_ = nullptr;
   int num_draft_tokens_ = 0;

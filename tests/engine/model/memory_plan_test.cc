@@ -223,12 +223,13 @@ TEST(MemoryPlanTest, DeepseekOnCudaHoldsTheReleasedTypes) {
   EXPECT_LT(weights(*fp8) * 3, weights(*fp32)) << "FP8 / FP4 against fp32";
 }
 
-// Speculative decoding: each verified draft brings back a logits row of its own, so the step's
-// activations grow by a vocabulary row per draft and running sequence, up to the step's tokens.
-TEST(MemoryPlanTest, DraftsBringBackALogitsRowEach) {
+// Logits rows a step brings back: a row per running sequence, per verified draft token and per
+// scored prompt token (max_scored_tokens a step with chunked prefill, a whole step without),
+// never more than the step's tokens.
+TEST(MemoryPlanTest, LogitsRowsCountDraftsAndScoredPromptTokens) {
   auto config = LoadModelConfig(FixtureDir("qwen3-tiny"));
   ASSERT_TRUE(config.ok());
-  auto activations = [&](int max_batched_tokens, int drafts) {
+  auto activations = [&](int max_batched_tokens, int drafts, bool chunked) {
     PlanRequest req;
     req.backend = "cpu";
     req.weight_dtype = DType::kF32;
@@ -237,6 +238,7 @@ TEST(MemoryPlanTest, DraftsBringBackALogitsRowEach) {
     req.max_model_len = 256;
     req.max_batched_tokens = max_batched_tokens;
     req.speculative_tokens = drafts;
+    req.chunked_prefill = chunked;
     auto plan = PlanRank(*config, *FindModelFamily("qwen3"), req);
     EXPECT_TRUE(plan.ok()) << plan.status().message();
     for (const PlanItem& i : plan->fixed) {
@@ -245,10 +247,12 @@ TEST(MemoryPlanTest, DraftsBringBackALogitsRowEach) {
     return int64_t{0};
   };
   const int64_t row = int64_t{4} * config->vocab_size;
-  EXPECT_GE(activations(2048, 4) - activations(2048, 0), 8 * 4 * row);
-  // 16 tokens a step hold at most 16 rows: 8 sequences' own and 8 drafts.
-  EXPECT_GE(activations(16, 4) - activations(16, 0), 8 * row);
-  EXPECT_EQ(activations(16, 4), activations(16, 7));
+  // 8 + 512 rows, then 8 x 5 + 512.
+  EXPECT_GE(activations(2048, 4, true) - activations(2048, 0, true), 8 * 4 * row);
+  // Without chunked prefill a scored prompt may fill the step: 2048 rows, not 520.
+  EXPECT_GE(activations(2048, 0, false) - activations(2048, 0, true), (2048 - 520) * row);
+  // A step of 16 tokens brings back at most 16 rows, drafts or not.
+  EXPECT_EQ(activations(16, 4, true), activations(16, 0, true));
 }
 
 }  // namespace

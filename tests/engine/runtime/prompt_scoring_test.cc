@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 
 #include "engine/runtime/engine.h"
 #include "tests/engine/runtime/fake_model_runner.h"
@@ -98,6 +99,41 @@ TEST(PromptScoringTest, ScoresEveryPromptTokenAcrossChunks) {
     }
   }
   EXPECT_EQ(scored_entries, 5);  // 23 tokens in chunks of 5
+}
+
+// Prompts scored side by side share max_scored_tokens a step (the rows the memory plan counts);
+// a request queued behind them is served too.
+TEST(PromptScoringTest, ScoredPromptsShareTheRowsOfAStep) {
+  FakeModelRunner runner(kVocab, kBlocks, kBlockSize);
+  auto engine = Engine::Create(Options(64), &runner);
+  ASSERT_TRUE(engine.ok());
+  const std::vector<int32_t> a = Prompt(13), b = Prompt(11);
+  ASSERT_TRUE((*engine)->AddRequest(1, a, Scoring(1)).ok());
+  ASSERT_TRUE((*engine)->AddRequest(2, b, Scoring(1)).ok());
+  SamplingParams plain = Scoring(1);
+  plain.prompt_logprobs = -1;
+  ASSERT_TRUE((*engine)->AddRequest(3, Prompt(9), plain).ok());
+  std::map<uint64_t, std::vector<SampleResult>> scores;
+  for (int step = 0; (*engine)->HasUnfinished() && step < 100; ++step) {
+    auto outputs = (*engine)->Step();
+    ASSERT_TRUE(outputs.ok()) << outputs.status().ToString();
+    for (TokenOutput& o : *outputs) {
+      if (!o.prompt_logprobs.empty()) scores[o.seq_id] = std::move(o.prompt_logprobs);
+    }
+  }
+  ExpectScores(a, scores[1]);
+  ExpectScores(b, scores[2]);
+  bool both = false;
+  for (const StepPlan& plan : runner.plans()) {
+    int rows = 0, scored = 0;
+    for (const StepPlanEntry& e : plan.entries) {
+      if (e.prompt_logits) rows += e.logits_rows(), ++scored;
+    }
+    EXPECT_LE(rows, 5) << "step " << plan.step;
+    both |= scored == 2;
+  }
+  EXPECT_TRUE(both) << "the second prompt takes what the first leaves of a step";
+  EXPECT_FALSE((*engine)->HasUnfinished());
 }
 
 TEST(PromptScoringTest, MaxTokensZeroScoresWithoutGenerating) {
