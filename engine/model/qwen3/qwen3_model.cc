@@ -313,6 +313,19 @@ Status Qwen3Model::Logits(const ForwardBatch& batch, Workspace& ws, std::vector<
   const int64_t rows = FinalNorm(batch, ws);
   const int64_t padded = options_.shard.VocabPadded(config_.vocab_size);
   SPARK_ASSIGN_OR_RETURN(backend::Buffer local, backend_.Allocate(rows * padded));
+  const int world = options_.shard.size;
+  const int64_t vocab = config_.vocab_size;
+  if (world == 1 && w_.vocab.size == vocab) {
+    // One rank with the whole vocabulary: the rows download straight into the output, which
+    // keeps its capacity across steps. A scored prompt brings back hundreds of full rows a
+    // step, and copies through fresh host vectors cost more than the download.
+    SPARK_ASSIGN_OR_RETURN(backend::Buffer part, backend_.Allocate(rows * vocab));
+    backend_.Linear(ws.X(), rows, hidden, w_.lm_head_weight(), static_cast<int>(vocab),
+                    part.data());
+    logits->resize(rows * vocab);
+    backend_.Download(part.data(), *logits);
+    return Status::Ok();
+  }
   std::vector<float> local_host(rows * padded);
   if (w_.vocab.size > 0) {
     SPARK_ASSIGN_OR_RETURN(backend::Buffer part, backend_.Allocate(rows * w_.vocab.size));
@@ -324,8 +337,6 @@ Status Qwen3Model::Logits(const ForwardBatch& batch, Workspace& ws, std::vector<
       std::copy_n(&part_host[r * w_.vocab.size], w_.vocab.size, &local_host[r * padded]);
     }
   }
-  const int world = options_.shard.size;
-  const int64_t vocab = config_.vocab_size;
   logits->assign(rows * vocab, 0.0f);
   if (world == 1) {
     for (int64_t r = 0; r < rows; ++r)
