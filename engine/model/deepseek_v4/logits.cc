@@ -11,6 +11,16 @@ Status VocabParallelLogits(backend::Backend& backend_, comm::Communicator* comm_
   const int64_t vocab = config_.vocab_size, local = w_.ranges.vocab.size;
   const int world = comm_ == nullptr ? 1 : comm_->world_size();
   const int64_t padded = (vocab + world - 1) / world;
+  if (world == 1 && local == vocab) {
+    // The whole vocabulary here: the rows download straight into the output (it keeps its
+    // capacity across steps; scored prompts bring back hundreds of rows a step).
+    SPARK_ASSIGN_OR_RETURN(backend::Buffer out, backend_.Allocate(rows * local));
+    backend_.Linear(in.data(), rows, hidden, w_.lm_head().weight(), static_cast<int>(local),
+                    out.data());
+    logits->resize(rows * vocab);
+    backend_.Download(out.data(), *logits);
+    return Status::Ok();
+  }
   std::vector<float> part(rows * std::max<int64_t>(local, 1));
   if (local > 0) {
     SPARK_ASSIGN_OR_RETURN(backend::Buffer out, backend_.Allocate(rows * local));
