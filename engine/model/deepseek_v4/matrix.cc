@@ -121,7 +121,12 @@ Mat SliceCols(const Mat& m, Range r) {
     return Mat::Floats(SliceColValues(m.values, m.rows, m.cols, r), m.rows, r.size);
   }
   const int64_t half = m.dtype == DType::kE2M1B32 ? 2 : 1;  // values per byte
-  if (r.begin % kQuantBlock != 0 || r.size % half != 0) return SliceCols(AsFloats(m), r);
+  // Packed slices start on a scale block and hold whole blocks (a partial block only where the
+  // matrix itself ends): the products that read them take k in whole blocks.
+  const bool whole_blocks = r.size % kQuantBlock == 0 || r.end() == m.cols;
+  if (r.begin % kQuantBlock != 0 || !whole_blocks || r.size % half != 0) {
+    return SliceCols(AsFloats(m), r);
+  }
   Mat out = Packed(m.dtype, m.rows, r.size);
   for (int64_t i = 0; i < m.rows; ++i) {
     std::memcpy(Codes(out) + i * r.size / half, Codes(m) + (i * m.cols + r.begin) / half,

@@ -241,6 +241,13 @@ Status LoadSwiGlu(Loader& ld, const std::string& p, int64_t inter, int64_t hidde
   *gate_up = StackRows(SliceRows(gate, ch), SliceRows(up, ch));
   SPARK_ASSIGN_OR_RETURN(Mat w2, ld.Matrix(p + "w2.weight", {hidden, inter}));
   *down = SliceCols(w2, ch);
+  // A channel slice the scale blocks cannot express leaves w2's columns as floats (a tensor-
+  // parallel share of fewer than 32 channels, in small configs only): the expert's two
+  // products then take floats together, as an expert's weights share one type.
+  if (gate_up->quantised() != down->quantised()) {
+    Mat& packed = gate_up->quantised() ? *gate_up : *down;
+    packed = Mat::Floats(Decoded(packed), packed.rows, packed.cols);
+  }
   return Status::Ok();
 }
 

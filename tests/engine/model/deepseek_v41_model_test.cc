@@ -15,6 +15,9 @@
 
 #include "comm/communicator.h"
 #include "engine/backend/cpu/cpu_backend.h"
+#include "engine/model/deepseek_v4/tensor_loader.h"
+#include "engine/model/deepseek_v4/tensor_source.h"
+#include "engine/model/deepseek_v41/weight_names.h"
 #include "engine/model/model.h"
 
 namespace spark::engine::model {
@@ -246,6 +249,34 @@ TEST(DeepseekV41TensorParallelTest, TwoRanksByExpert) {
 
 TEST(DeepseekV41TensorParallelTest, FourRanksInsideExperts) {
   RunTensorParallel(4, MoeSharding::kInsideExperts);
+}
+
+// A routed expert's share of channels in its released types (the loader of a GPU that holds
+// FP8 / FP4): whole 32-channel scale blocks stay packed; a share of part of a block (TP = 2 over
+// the fixture's 32 channels) leaves both products as floats, never one packed and one not
+// (the GPU's expert kernels take one type an expert, and k in whole blocks).
+TEST(DeepseekV41WeightTypesTest, ExpertSharesOfPartOfABlockWidenBothProducts) {
+  auto source = dsv4::TensorSource::Open(FixtureDir("release"));
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  dsv4::Loader ld(**source, nullptr, dsv41::V41Naming(), dsv4::WeightTypes::For(backend::DType::kFP8));
+  const std::string p = "layers.1.ffn.experts.0.";
+  dsv4::Mat gate_up, down;
+  ASSERT_TRUE(dsv4::LoadSwiGlu(ld, p, 32, 64, {0, 32}, &gate_up, &down).ok());
+  EXPECT_TRUE(gate_up.quantised());
+  EXPECT_TRUE(down.quantised());
+  const dsv4::Vec whole_down = dsv4::Decoded(down);
+  for (const Range half : {Range{0, 16}, Range{16, 16}}) {
+    ASSERT_TRUE(dsv4::LoadSwiGlu(ld, p, 32, 64, half, &gate_up, &down).ok());
+    EXPECT_FALSE(gate_up.quantised()) << "channels from " << half.begin;
+    EXPECT_FALSE(down.quantised()) << "channels from " << half.begin;
+    ASSERT_EQ(down.rows, 64);
+    ASSERT_EQ(down.cols, 16);
+    for (int64_t r = 0; r < 64; ++r) {
+      for (int64_t c = 0; c < 16; ++c) {
+        ASSERT_EQ(down.values[r * 16 + c], whole_down[r * 32 + half.begin + c]);
+      }
+    }
+  }
 }
 
 }  // namespace

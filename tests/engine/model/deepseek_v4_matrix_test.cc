@@ -73,9 +73,15 @@ TEST(DeepseekMatrixTest, E4M3SlicesStayPackedOnBlockBoundariesAndDecodeAlike) {
   const Mat rows_off = SliceRows(m, {16, 40});
   EXPECT_FALSE(rows_off.quantised());
   EXPECT_EQ(Decoded(rows_off), Rows(all, cols, 16, 40));
-  const Mat cols_on = SliceCols(m, {64, 48});
+  const Mat cols_on = SliceCols(m, {32, 64});
   EXPECT_TRUE(cols_on.quantised());
-  EXPECT_EQ(Decoded(cols_on), Cols(all, rows, cols, 64, 48));
+  EXPECT_EQ(Decoded(cols_on), Cols(all, rows, cols, 32, 64));
+  const Mat cols_tail = SliceCols(m, {96, 32});
+  EXPECT_TRUE(cols_tail.quantised());
+  EXPECT_EQ(Decoded(cols_tail), Cols(all, rows, cols, 96, 32));
+  const Mat cols_part = SliceCols(m, {64, 48});  // ends inside a block: floats
+  EXPECT_FALSE(cols_part.quantised());
+  EXPECT_EQ(Decoded(cols_part), Cols(all, rows, cols, 64, 48));
   const Mat cols_off = SliceCols(m, {16, 32});
   EXPECT_FALSE(cols_off.quantised());
   EXPECT_EQ(Decoded(cols_off), Cols(all, rows, cols, 16, 32));
@@ -108,6 +114,11 @@ TEST(DeepseekMatrixTest, E2M1DecodesAsDequantFp4AndSlices) {
   const Mat off = SliceCols(m, {16, 32});
   EXPECT_FALSE(off.quantised());
   EXPECT_EQ(Decoded(off), Cols(all, rows, cols, 16, 32));
+  // Aligned but part of a block (a tensor-parallel share of 16 channels): floats, so that the
+  // products never see a k of part of a block; a matrix's own ragged end stays packed.
+  const Mat part = SliceCols(m, {0, 16});
+  EXPECT_FALSE(part.quantised());
+  EXPECT_EQ(Decoded(part), Cols(all, rows, cols, 0, 16));
   const Mat stacked = StackRows(r, SliceRows(m, {0, 3}));
   EXPECT_TRUE(stacked.quantised());
   Vec both = Rows(all, cols, 7, 13);
