@@ -219,11 +219,15 @@ TEST_P(CudaDeepseekTpOneGpuTest, TwoRanksOnOneGpuMatchOneRank) {
 
 INSTANTIATE_TEST_SUITE_P(
     Fixtures, CudaDeepseekTpOneGpuTest,
+    // The released types inside experts: the fixture's 32 expert channels split into 16 a rank,
+    // part of a scale block, so both products of each expert load as floats.
     ::testing::Values(TpParam{"deepseek-v4-tiny", MoeSharding::kByExpert},
-                      TpParam{"deepseek-v41-tiny", MoeSharding::kInsideExperts}),
+                      TpParam{"deepseek-v41-tiny", MoeSharding::kInsideExperts},
+                      TpParam{"deepseek-v41-tiny/release", MoeSharding::kInsideExperts},
+                      TpParam{"deepseek-v41-tiny/release", MoeSharding::kByExpert}),
     [](const auto& info) {
       std::string n = info.param.fixture + "_" + std::to_string(info.index);
-      std::replace(n.begin(), n.end(), '-', '_');
+      std::replace_if(n.begin(), n.end(), [](char c) { return !std::isalnum(c); }, '_');
       return n;
     });
 
