@@ -258,7 +258,8 @@ TEST(DeepseekV41TensorParallelTest, FourRanksInsideExperts) {
 TEST(DeepseekV41WeightTypesTest, ExpertSharesOfPartOfABlockWidenBothProducts) {
   auto source = dsv4::TensorSource::Open(FixtureDir("release"));
   ASSERT_TRUE(source.ok()) << source.status().ToString();
-  dsv4::Loader ld(**source, nullptr, dsv41::V41Naming(), dsv4::WeightTypes::For(backend::DType::kFP8));
+  dsv4::Loader ld(**source, nullptr, dsv41::V41Naming(),
+                  dsv4::WeightTypes::For(backend::DType::kFP8));
   const std::string p = "layers.1.ffn.experts.0.";
   dsv4::Mat gate_up, down;
   ASSERT_TRUE(dsv4::LoadSwiGlu(ld, p, 32, 64, {0, 32}, &gate_up, &down).ok());
