@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -13,6 +14,7 @@
 #include "sparkctl/cli/families.h"
 #include "sparkctl/dashboard/collector.h"
 #include "sparkctl/dashboard/dashboard_server.h"
+#include "sparkctl/host/checks.h"
 #include "sparkctl/host/remote.h"
 #include "sparkctl/inventory/cluster_yaml.h"
 #include "sparkctl/profile/profile_yaml.h"
@@ -31,6 +33,7 @@ struct DashboardCliOptions {
   std::string api_key_file;
   std::string tls_cert, tls_key;
   int ticks = 0;
+  int preflight_every_s = 60;
   bool json = false;
 };
 
@@ -88,8 +91,26 @@ int RunDashboardCommand(const DashboardCliOptions& o) {
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
+  if (o.preflight_every_s < 0) {
+    return ReportError(InvalidArgumentError("--preflight-every " +
+                                            std::to_string(o.preflight_every_s) +
+                                            ": want seconds >= 0 (0: no preflight)"),
+                       schema);
+  }
+  dashboard::CollectorOptions co;
+  if (o.preflight_every_s > 0 && o.ticks == 0) {
+    co.preflight_interval = std::chrono::seconds(o.preflight_every_s);
+    // preflight's checks without a profile and without the link beacons, which would disturb
+    // the links the ranks use.
+    co.preflight = [&spec, &transport] {
+      host::PreflightInput input;
+      input.cluster = &*spec;
+      input.nodes = host::CollectFacts(**transport, *spec, "/");
+      return host::RunChecks(input);
+    };
+  }
   dashboard::History history;
-  dashboard::Collector collector(**transport, state_dir, history);
+  dashboard::Collector collector(**transport, state_dir, history, co);
   if (o.ticks > 0) {  // measure the collector alone (bench/dashboard)
     for (int i = 0; i < o.ticks; ++i) {
       collector.Tick();
@@ -150,6 +171,9 @@ void RegisterDashboardCommands(CLI::App& parent, CommandContext& context) {
   cmd->add_option("--ticks", o->ticks,
                   "Run the collector this many times (1 s apart) without serving, then print "
                   "its cost and last snapshot as JSON (for benchmarks)");
+  cmd->add_option("--preflight-every", o->preflight_every_s,
+                  "Run preflight's checks (without link beacons) every this many seconds and log "
+                  "what changes in their findings as events (default 60; 0 = never)");
   AddJsonFlag(cmd, &o->json, "schema sparkctl-dashboard-run/v1");
   SetExample(cmd, "sparkctl dashboard -c cluster.yaml --port 8090   # then open http://127.0.0.1:8090/");
   cmd->callback([o, &context] { context.exit_code = RunDashboardCommand(*o); });

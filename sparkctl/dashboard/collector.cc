@@ -58,6 +58,16 @@ void Collector::Start() {
       cv_.wait_until(lock, next, [this] { return stop_; });
     }
   });
+  if (!options_.preflight) return;
+  preflight_thread_ = std::thread([this] {
+    std::unique_lock lock(mu_);
+    while (!stop_) {
+      lock.unlock();
+      Preflight();
+      lock.lock();
+      cv_.wait_for(lock, options_.preflight_interval, [this] { return stop_; });
+    }
+  });
 }
 
 void Collector::Stop() {
@@ -67,6 +77,42 @@ void Collector::Stop() {
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+  if (preflight_thread_.joinable()) preflight_thread_.join();
+}
+
+void Collector::Preflight() {
+  if (!options_.preflight) return;
+  const std::vector<host::CheckResult> results = options_.preflight();
+  const double t =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  std::map<std::string, host::CheckResult> now;
+  for (const host::CheckResult& r : results) {
+    if (r.verdict != host::Verdict::kOk) now[r.id + " " + r.node] = r;
+  }
+  auto where = [](const host::CheckResult& r) {
+    return r.node.empty() ? std::string("the cluster") : r.node;
+  };
+  std::lock_guard lock(mu_);
+  for (const auto& [key, r] : now) {
+    auto before = findings_.find(key);
+    if (before != findings_.end() && before->second.verdict == r.verdict &&
+        before->second.seen == r.seen) {
+      continue;
+    }
+    std::string text = "preflight " + r.id + " " + std::string(host::VerdictName(r.verdict)) +
+                       " on " + where(r);
+    if (!r.seen.empty()) text += ": " + r.seen;
+    if (!r.hint.empty()) text += " (fix: " + r.hint + ")";
+    preflight_events_.push_back({{"time", t}, {"kind", "preflight"}, {"text", text}});
+  }
+  for (const auto& [key, r] : findings_) {
+    if (now.count(key) == 0) {
+      preflight_events_.push_back({{"time", t},
+                                   {"kind", "preflight"},
+                                   {"text", "preflight " + r.id + " ok again on " + where(r)}});
+    }
+  }
+  findings_ = std::move(now);
 }
 
 void Collector::Tick() {
@@ -102,6 +148,11 @@ void Collector::Tick() {
   std::vector<nlohmann::ordered_json> events;
   if (!previous_.is_null()) events = DiffEvents(previous_, snap);
   previous_ = snap;
+  {
+    std::lock_guard lock(mu_);
+    events.insert(events.end(), preflight_events_.begin(), preflight_events_.end());
+    preflight_events_.clear();
+  }
   history_.Add(std::move(snap), std::move(engine_metrics), std::move(events));
 }
 

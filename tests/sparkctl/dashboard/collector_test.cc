@@ -108,5 +108,49 @@ TEST(HistoryTest, KeepsTheLastRowsAndEvents) {
   EXPECT_EQ(got[0].substr(got[0].size() - 2), "\n\n");
 }
 
+// Preflight on its own cadence: a check turning warn or fail is an event at the next tick (with
+// what was seen and the fix), an unchanged finding is not repeated, and one that clears says so.
+TEST_F(CollectorTest, PreflightFindingsThatChangeAreEvents) {
+  SaveState(0);
+  for (int r = 0; r < 4; ++r) Answer(r, 'S');
+  std::vector<host::CheckResult> results = {
+      {"CMA.NONZERO", "spark-1", host::Verdict::kFail, "cma=0", "add cma=512M to the kernel line"},
+      {"MEMLOCK.UNLIMITED", "spark-2", host::Verdict::kOk, "unlimited", ""}};
+  int passes = 0;
+  CollectorOptions options;
+  options.preflight = [&] {
+    ++passes;
+    return results;
+  };
+  History history;
+  Collector c(fake_, dir_, history, options);
+  auto preflight_events = [&] {
+    std::vector<std::string> out;
+    for (const auto& e : history.Events()) {
+      if (e["kind"] == "preflight") out.push_back(e["text"]);
+    }
+    return out;
+  };
+  c.Tick();
+  c.Preflight();
+  EXPECT_TRUE(preflight_events().empty()) << "events wait for the next tick";
+  c.Tick();
+  ASSERT_EQ(preflight_events().size(), 1u);
+  EXPECT_EQ(preflight_events()[0],
+            "preflight CMA.NONZERO fail on spark-1: cma=0 (fix: add cma=512M to the kernel line)");
+  c.Preflight();  // the same finding: nothing new
+  c.Tick();
+  EXPECT_EQ(preflight_events().size(), 1u);
+  results[0].verdict = host::Verdict::kOk;
+  results[1] = {"MEMLOCK.UNLIMITED", "spark-2", host::Verdict::kWarn, "65536", "set memlock"};
+  c.Preflight();
+  c.Tick();
+  const std::vector<std::string> all = preflight_events();
+  ASSERT_EQ(all.size(), 3u);
+  EXPECT_EQ(all[1], "preflight MEMLOCK.UNLIMITED warn on spark-2: 65536 (fix: set memlock)");
+  EXPECT_EQ(all[2], "preflight CMA.NONZERO ok again on spark-1");
+  EXPECT_EQ(passes, 3);
+}
+
 }  // namespace
 }  // namespace spark::dashboard

@@ -5,7 +5,8 @@ selenium) on a simulated ring of four serving the demo model with the CPU engine
 Checks: the page shows all four nodes and the model ready; its MemAvailable and rank phases equal
 `sparkctl status --json` read at the same moment; while a load runs, the page's numbers move
 (steps, generation tok/s); a killed rank is marked (event log and rank row) within the monitor's
-5 s window; the browser logs no console errors. Screenshots go to --out (dashboard.png under load,
+5 s window; a preflight finding (spark-1's CMA gone) and its clearing reach the event log; the
+browser logs no console errors. Screenshots go to --out (dashboard.png under load,
 dashboard-degraded.png after the kill).
 
     dashboard_browser_test.py --sparkctl build/bin/sparkctl --engine build/bin/spark-engine \
@@ -111,7 +112,7 @@ def main():
             raise AssertionError(f"sparkctl up failed:\n{up.stdout}\n{up.stderr}")
 
         dashboard = subprocess.Popen(
-            [sc, "dashboard", *flags.split(), "--port", "0", "--json"],
+            [sc, "dashboard", *flags.split(), "--port", "0", "--preflight-every", "10", "--json"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         text = ""
         while True:
@@ -202,6 +203,19 @@ def main():
         restarted = wait(lambda: js("return [...document.querySelectorAll('#events li')].some(l => "
                                     "/restart/.test(l.className))"), 60, 0.5)
         fails.check(bool(restarted), "the monitor's restart shows in the event log")
+
+        # A preflight finding: spark-1's CMA gone is logged by the next preflight pass (every
+        # 10 s here), with the fix; undone, it is logged as passing again.
+        sh(f"{sc} sim fault --name {NAME} cma spark-1 0", check=True)
+        cma = wait(lambda: js("return [...document.querySelectorAll('#events li')].map(l => "
+                              "l.textContent).find(t => /preflight CMA.NONZERO fail on spark-1/"
+                              ".test(t)) || null"), 30, 0.5)
+        fails.check(bool(cma), f"a preflight finding shows in the event log: {cma}")
+        sh(f"{sc} sim fault --name {NAME} cma spark-1 default", check=True)
+        again = wait(lambda: js("return [...document.querySelectorAll('#events li')].some(l => "
+                                "/preflight CMA.NONZERO ok again on spark-1/.test(l.textContent))"),
+                     30, 0.5)
+        fails.check(bool(again), "the cleared finding shows as passing again")
 
         severe = [e for e in driver.get_log("browser") if e.get("level") == "SEVERE"]
         fails.check(not severe, f"no console errors: {severe}")
