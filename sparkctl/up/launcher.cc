@@ -80,15 +80,16 @@ Status StopRanks(ssh::Transport& transport, const LaunchPlan& plan,
 }
 
 std::vector<NodeProbe> ProbeNodes(ssh::Transport& transport, const LaunchPlan& plan,
-                                  int metrics_samples, std::chrono::milliseconds timeout) {
+                                  int metrics_samples, std::chrono::milliseconds timeout,
+                                  bool node_extras) {
   const std::vector<std::string> nodes = PlanNodes(plan);
   std::vector<NodeProbe> probes(nodes.size());
   ssh::ParallelFor(nodes.size(), ssh::kDefaultMaxParallel, [&](size_t i) {
     const bool api = nodes[i] == plan.api_node;
     ssh::RunOptions o;
     o.timeout = timeout;
-    auto run = transport.Run(nodes[i], ProbeCommand(plan, nodes[i], api, api ? metrics_samples : 0),
-                             o);
+    auto run = transport.Run(
+        nodes[i], ProbeCommand(plan, nodes[i], api, api ? metrics_samples : 0, 5, node_extras), o);
     Result<NodeProbe> parsed = run.ok() ? ParseProbe(nodes[i], run->stdout_data)
                                         : Result<NodeProbe>(run.status());
     if (parsed.ok()) {

@@ -35,9 +35,11 @@ Status StopRanks(ssh::Transport& transport, const LaunchPlan& plan,
 
 // One probe per node of the plan, in parallel; an unreachable node gets its error in
 // NodeProbe::reachable. `metrics_samples`: /metrics bodies from rank 0's node (2 for tokens/s).
+// `node_extras`: ProbeCommand's link counters and GPU (off for the monitor's liveness polls).
 std::vector<NodeProbe> ProbeNodes(ssh::Transport& transport, const LaunchPlan& plan,
                                   int metrics_samples = 0,
-                                  std::chrono::milliseconds timeout = std::chrono::seconds(15));
+                                  std::chrono::milliseconds timeout = std::chrono::seconds(15),
+                                  bool node_extras = true);
 
 struct WaitOptions {
   std::chrono::milliseconds timeout = std::chrono::minutes(30);

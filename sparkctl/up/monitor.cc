@@ -149,7 +149,9 @@ Status RunMonitor(ssh::Transport& transport, const std::string& state_dir,
       o.log("state removed (sparkctl down): the monitor stops");
       return Status::Ok();
     }
-    std::vector<NodeProbe> probes = ProbeNodes(transport, state->plan);
+    // Liveness only: the link counters and nvidia-smi that status shows are not polled here.
+    std::vector<NodeProbe> probes =
+        ProbeNodes(transport, state->plan, 0, std::chrono::seconds(15), /*node_extras=*/false);
     heartbeat.See(probes);
     ClusterHealth h = Assess(state->plan, probes, {.heartbeat_seen = heartbeat.seen()});
     const auto now = Clock::now();

@@ -125,14 +125,15 @@ RankVerdict Judge(const RankLaunch& r, const NodeProbe* node, const RankProbe* r
 }  // namespace
 
 std::string ProbeCommand(const LaunchPlan& plan, const std::string& node, bool endpoint,
-                         int metrics_samples, int log_lines) {
+                         int metrics_samples, int log_lines, bool node_extras) {
   std::string c = "echo @@kernel; cat /proc/sys/kernel/osrelease; echo @@meminfo; "
                   "grep -E '^(MemTotal|MemAvailable|SwapTotal|SwapFree|Cached|CmaFree):' /proc/meminfo; "
                   "echo @@links; for d in";
   std::string devs;
   for (const char* d : kFabricNetdevs) devs += std::string(" ") + d;
-  c += devs + "; do echo \"$d $(cat /sys/class/net/$d/operstate 2>/dev/null || echo absent)\"; done; "
-       "echo @@linkinfo; for d in" + devs + "; do n=/sys/class/net/$d; [ -d $n ] || continue; "
+  c += devs + "; do echo \"$d $(cat /sys/class/net/$d/operstate 2>/dev/null || echo absent)\"; done; ";
+  if (node_extras) {
+    c += "echo @@linkinfo; for d in" + devs + "; do n=/sys/class/net/$d; [ -d $n ] || continue; "
        "s=$(cat $n/speed 2>/dev/null); echo \"$d speed ${s:--1}\"; echo \"$d mtu $(cat $n/mtu)\"; "
        "for f in rx_dropped tx_dropped; do echo \"$d $f $(cat $n/statistics/$f)\"; done; "
        "for c in out_of_sequence np_ecn_marked_roce_packets rp_cnp_handled packet_seq_err; do "
@@ -141,8 +142,9 @@ std::string ProbeCommand(const LaunchPlan& plan, const std::string& node, bool e
        "command -v ethtool >/dev/null && ethtool -S $d 2>/dev/null | "
        "awk -v d=$d '/^ *(rx|tx)_pause_ctrl_phy:/ {sub(\":\",\"\",$1); print d, $1, $2}'; done; "
        "echo @@gpu; command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=utilization.gpu,"
-       "temperature.gpu,clocks.sm,power.draw --format=csv,noheader,nounits 2>/dev/null | head -n1; "
-       "echo @@now; date +%s.%N; ";
+       "temperature.gpu,clocks.sm,power.draw --format=csv,noheader,nounits 2>/dev/null | head -n1; ";
+  }
+  c += "echo @@now; date +%s.%N; ";
   for (const auto& r : plan.ranks) {
     if (r.node != node) continue;
     const std::string n = std::to_string(r.rank);

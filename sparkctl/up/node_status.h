@@ -91,9 +91,11 @@ struct NodeProbe {
 };
 
 // The probe for the ranks of `plan` on `node`. `endpoint`: also ask /ready (and with
-// `metrics_samples` > 0 that many /metrics bodies a second apart).
+// `metrics_samples` > 0 that many /metrics bodies a second apart). `node_extras`: also the
+// links' speed, MTU and counters (ethtool) and the GPU (nvidia-smi), which status and the
+// dashboard show; the monitor's probe every second leaves them out (Assess does not read them).
 std::string ProbeCommand(const LaunchPlan& plan, const std::string& node, bool endpoint,
-                         int metrics_samples, int log_lines = 5);
+                         int metrics_samples, int log_lines = 5, bool node_extras = true);
 
 // Parses ProbeCommand's output. InvalidArgument when a section is malformed.
 Result<NodeProbe> ParseProbe(const std::string& node, std::string_view text);

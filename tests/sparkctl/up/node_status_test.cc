@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <fstream>
+#include <string>
+
 #include "tests/sparkctl/up/up_test_util.h"
 
 namespace spark::up {
@@ -238,6 +242,37 @@ TEST(RankStatusTest, HttpsProbesOnTheNodeSkipVerification) {
   EXPECT_NE(probe.find("--max-time 2 -k 'https://127.0.0.1:8000/ready'"), std::string::npos)
       << probe;
   EXPECT_EQ(ProbeCommand(Plan(), "spark-0", true, 1, 5).find(" -k "), std::string::npos);
+}
+
+// The monitor's probe (no node extras) leaves out the link counters (ethtool) and nvidia-smi but
+// keeps what Assess reads; run here by bash, it parses, with no link details and no GPU.
+TEST(RankStatusTest, MonitorProbeLeavesOutLinkCountersAndTheGpu) {
+  const std::string full = ProbeCommand(Plan(), "spark-0", true, 0, 5, true);
+  const std::string light = ProbeCommand(Plan(), "spark-0", true, 0, 5, false);
+  EXPECT_NE(full.find("nvidia-smi"), std::string::npos);
+  EXPECT_NE(full.find("ethtool"), std::string::npos);
+  for (const char* gone : {"nvidia-smi", "ethtool", "@@linkinfo", "@@gpu"}) {
+    EXPECT_EQ(light.find(gone), std::string::npos) << gone;
+  }
+  for (const char* kept : {"@@kernel", "@@meminfo", "@@links", "@@now", "@@rank 0", "@@status 0",
+                           "@@log 0", "@@ready", "@@end"}) {
+    EXPECT_NE(light.find(kept), std::string::npos) << kept;
+  }
+  const std::string script = ::testing::TempDir() + "/light_probe.sh";
+  std::ofstream(script) << light << "\n";
+  FILE* pipe = popen(("bash " + script + " 2>/dev/null").c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string out;
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof buf, pipe)) > 0;) out.append(buf, n);
+  pclose(pipe);
+  std::remove(script.c_str());
+  auto parsed = ParseProbe("spark-0", out);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString() << "\n" << out;
+  EXPECT_GT(parsed->mem_total_kib, 0);
+  EXPECT_GT(parsed->now, 0);
+  EXPECT_TRUE(parsed->link_details.empty());
+  EXPECT_FALSE(parsed->gpu.has_value());
 }
 
 }  // namespace
