@@ -7,9 +7,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "sparkctl/serving/http_client.h"
+#include "sparkctl/tls/certificates.h"
 
 namespace spark::dashboard {
 namespace {
@@ -113,6 +116,51 @@ TEST(DashboardServerTest, ServesThePageItsAssetsAndTheClusterMetrics) {
             std::string::npos);
   auto snapshot = Get(port, "/api/snapshot");
   EXPECT_EQ(ordered_json::parse(snapshot->body)["time"], 1.0);
+}
+
+// With TLS files the page, its assets and the cluster /metrics come over HTTPS to a client that
+// trusts the certificate, with the key as Bearer; a clear-text request gets no page.
+TEST(DashboardServerTest, ServesHttpsWithTheKey) {
+  auto pem = tls::MakeSelfSigned({.names = {"127.0.0.1"}});
+  ASSERT_TRUE(pem.ok()) << pem.status().message();
+  const std::filesystem::path dir =
+      std::filesystem::path(::testing::TempDir()) / ("dashboard-tls-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string cert = (dir / "cert.pem").string(), key = (dir / "key.pem").string();
+  std::ofstream(cert) << pem->cert_pem;
+  std::ofstream(key) << pem->key_pem;
+  History history;
+  history.Add(Snapshot(1), "", {});
+  DashboardOptions o;
+  o.port = 0;
+  o.tls = {cert, key, ""};
+  o.keys = *engine::server::ApiKeys::FromKeys({kKey});
+  auto server = DashboardServer::Start(o, history);
+  ASSERT_TRUE(server.ok()) << server.status().message();
+  const int port = (*server)->port();
+  auto url = serving::ParseUrl("https://127.0.0.1:" + std::to_string(port));
+  ASSERT_TRUE(url.ok());
+  url->ca_file = cert;
+  auto get = [&](const std::string& path, const std::string& api_key) {
+    serving::HttpCallOptions c;
+    c.path = path;
+    c.api_key = api_key;
+    c.timeout = std::chrono::seconds(5);
+    return serving::HttpCall(*url, c);
+  };
+  auto page = get("/", kKey);
+  ASSERT_TRUE(page.ok()) << page.status().message();
+  EXPECT_EQ(page->status, 200);
+  EXPECT_NE(page->body.find("<title>sparkctl dashboard</title>"), std::string::npos);
+  auto metrics = get("/metrics", kKey);
+  ASSERT_TRUE(metrics.ok());
+  EXPECT_EQ(metrics->status, 200);
+  auto refused = get("/", "");
+  ASSERT_TRUE(refused.ok());
+  EXPECT_EQ(refused->status, 401);
+  auto clear = Get(port, "/", kKey);
+  EXPECT_TRUE(!clear.ok() || clear->status != 200) << "a clear-text request got the page";
+  std::filesystem::remove_all(dir);
 }
 
 TEST(DashboardServerTest, EventsStreamHelloThenEachTick) {
