@@ -193,9 +193,10 @@ class MemorySimTest : public testing::Test {
 TEST_F(MemorySimTest, UpRefusesAPlanThatDoesNotFitThenGuardsAShrinkingNode) {
   Pair p("memsim");
   ASSERT_TRUE(p.created());
-  // 1 M tokens of KV (~0.4 GiB a rank) on a node that has 5.5 GiB: below the 5 GiB floor.
-  p.WriteProfile({.kv_tokens = 1000000});
-  ASSERT_EQ(p.Fault("memory spark-1 5767168").exit_code, 0);
+  // 2 M tokens of KV (~0.95 GiB a rank) beside ~0.56 GiB of weights, activations and buffers
+  // on a node that has 6 GiB: below the 5 GiB floor, and the KV is what does not fit.
+  p.WriteProfile({.kv_tokens = 2000000});
+  ASSERT_EQ(p.Fault("memory spark-1 6291456").exit_code, 0);
   // sparkctl plan -c reads each node's MemAvailable over SSH: spark-0 fits, spark-1 does not.
   const Output plan = p.Sparkctl("plan -p " + p.ProfilePath() + " -c " + p.seed() + " --json");
   EXPECT_EQ(plan.exit_code, 2) << plan.out;
@@ -205,7 +206,7 @@ TEST_F(MemorySimTest, UpRefusesAPlanThatDoesNotFitThenGuardsAShrinkingNode) {
   ASSERT_EQ(nodes.size(), 2u) << plan.out;
   EXPECT_EQ(nodes[0]["name"], "spark-0");
   EXPECT_EQ(nodes[0]["ok"], true);
-  EXPECT_EQ(nodes[1]["available_bytes"], int64_t{5767168} * 1024);
+  EXPECT_EQ(nodes[1]["available_bytes"], int64_t{6291456} * 1024);
   EXPECT_EQ(nodes[1]["ok"], false);
   EXPECT_EQ(planned["problems"][0]["key"], "engine.kv_cache.tokens") << plan.out;
   const Output refused = p.Up();
