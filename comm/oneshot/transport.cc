@@ -24,6 +24,11 @@ std::string Transport::Where(uint64_t seq) const {
   return "rank " + std::to_string(route_.rank) + ": one-shot call " + std::to_string(seq);
 }
 
+std::string Transport::Lost(int link) const {
+  return "rank " + std::to_string(route_.peers[link]) +
+         " exited or was killed, or the cable between them is down";
+}
+
 void Transport::Flood(const std::string& note, int except) {
   for (int l = 0; l < route_.link_count(); ++l) {
     if (l != except) wire_->SendAbort(l, note);
@@ -44,7 +49,7 @@ Status Transport::Send(uint64_t seq, uint32_t bytes) {
     Status s = wire_->Put(l, route_.rank, seq, bytes);
     if (!s.ok()) {
       Fail(UnavailableError(Where(seq) + ": cannot send to " + wire_->Describe(l) + ": " +
-                            s.message() + "; that rank exited or its cable is down"));
+                            s.message() + ": " + Lost(l)));
       return broken();
     }
   }
@@ -137,7 +142,8 @@ void Transport::OnSlice(int link, int source, uint64_t seq, uint32_t bytes) {
     Status s = wire_->Put(next, source, seq, bytes);
     if (!s.ok()) {
       Fail(UnavailableError(Where(seq) + ": cannot relay rank " + std::to_string(source) +
-                            "'s slice to " + wire_->Describe(next) + ": " + s.message()));
+                            "'s slice to " + wire_->Describe(next) + ": " + s.message() + ": " +
+                            Lost(next)));
       return;
     }
   }
@@ -158,9 +164,7 @@ void Transport::OnLinkDown(int link, const std::string& reason, bool clean) {
     return;
   }
   Fail(UnavailableError("rank " + std::to_string(route_.rank) + ": one-shot link to " +
-                        wire_->Describe(link) + " failed (" + reason + "): rank " +
-                        std::to_string(peer) +
-                        " exited or was killed, or the cable between them is down"));
+                        wire_->Describe(link) + " failed (" + reason + "): " + Lost(link)));
 }
 
 }  // namespace spark::comm::oneshot

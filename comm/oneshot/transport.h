@@ -78,6 +78,9 @@ class Transport : public WireSink {
 
  private:
   std::string Where(uint64_t seq) const;  // "rank 1: one-shot call 17"
+  // What a failed link says of its peer: "rank 2 exited or was killed, or the cable between
+  // them is down" (a send, a relay and a dropped connection name it alike).
+  std::string Lost(int link) const;
   // Floods `note` to every link but `except`.
   void Flood(const std::string& note, int except);
 
