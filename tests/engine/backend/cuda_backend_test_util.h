@@ -10,6 +10,7 @@
 
 #include "engine/backend/cpu/cpu_backend.h"
 #include "engine/backend/cuda/cuda_backend.h"
+#include "tests/engine/backend/cuda_device_test.h"
 #include "engine/core/dtype.h"
 #include "kernels/cuda_check.h"
 
@@ -23,22 +24,8 @@ inline std::vector<float> WidenBf16(const std::vector<float>& storage) {
   return out;
 }
 
-class CudaBackendTest : public ::testing::Test {
+class CudaBackendTest : public CudaDeviceTest {
  protected:
-  void SetUp() override {
-    if (kernels::CudaDeviceCount() == 0) {
-      GTEST_SKIP() << "no CUDA device";
-    }
-    auto b = CudaBackend::Create({});
-    ASSERT_TRUE(b.ok()) << b.status().message();
-    gpu_ = std::move(*b);
-  }
-  void TearDown() override {
-    if (gpu_) {
-      EXPECT_TRUE(gpu_->Synchronize().ok()) << gpu_->status().message();
-    }
-  }
-
   Buffer Put(const std::vector<float>& host) {
     auto b = gpu_->Allocate(host.size());
     EXPECT_TRUE(b.ok());
@@ -66,7 +53,6 @@ class CudaBackendTest : public ::testing::Test {
   void KvWriteAndPagedAttention(DType cache_type);
 
   cpu::CpuBackend cpu_{2};
-  std::unique_ptr<CudaBackend> gpu_;
 };
 
 }  // namespace spark::engine::backend::cuda

@@ -18,6 +18,7 @@
 
 #include "engine/backend/cpu/cpu_backend.h"
 #include "engine/backend/cuda/cuda_backend.h"
+#include "tests/engine/backend/cuda_device_test.h"
 #include "kernels/cuda_check.h"
 #include "tests/engine/backend/deepseek_test_util.h"
 
@@ -35,20 +36,8 @@ struct Twin {
   float* on(bool device) const { return const_cast<float*>(device ? dev.data() : host.data()); }
 };
 
-class CudaDeepseekTest : public ::testing::Test {
+class CudaDeepseekTest : public CudaDeviceTest {
  protected:
-  void SetUp() override {
-    if (kernels::CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
-    auto b = CudaBackend::Create({});
-    ASSERT_TRUE(b.ok()) << b.status().message();
-    gpu_ = std::move(*b);
-  }
-  void TearDown() override {
-    if (gpu_) {
-      EXPECT_TRUE(gpu_->Synchronize().ok()) << gpu_->status().message();
-    }
-  }
-
   DeepseekOps& cpu_ops() { return *cpu_.deepseek_ops(); }
   DeepseekOps& gpu_ops() { return *gpu_->deepseek_ops(); }
 
@@ -69,7 +58,6 @@ class CudaDeepseekTest : public ::testing::Test {
   }
   cpu::CpuBackend cpu_{
       static_cast<int>(std::min(16u, std::max(1u, std::thread::hardware_concurrency())))};
-  std::unique_ptr<CudaBackend> gpu_;
 };
 
 // max |got - want| / max |want| below `tol`, no NaN.
