@@ -34,6 +34,7 @@ struct DashboardCliOptions {
   std::string tls_cert, tls_key;
   int ticks = 0;
   int preflight_every_s = 60;
+  bool preflight_every_given = false;
   bool json = false;
 };
 
@@ -74,6 +75,17 @@ Status ResolveSecurity(const DashboardCliOptions& o, const std::string& state_di
 int RunDashboardCommand(const DashboardCliOptions& o) {
   const std::string schema = o.json ? "sparkctl-dashboard-run/v1" : "";
   if (o.port < 0 || o.port > 65535) return ReportError(InvalidArgumentError("--port: 0..65535"), schema);
+  if (o.ticks > 0 && o.preflight_every_given) {
+    return ReportError(InvalidArgumentError("--preflight-every does not go with --ticks: the "
+                                            "collector bench measures the ticks alone"),
+                       schema);
+  }
+  if (o.preflight_every_s < 0) {
+    return ReportError(InvalidArgumentError("--preflight-every " +
+                                            std::to_string(o.preflight_every_s) +
+                                            ": want seconds >= 0 (0: no preflight)"),
+                       schema);
+  }
   auto spec = inventory::LoadClusterFile(o.cluster_file);
   if (!spec.ok()) return ReportError(spec.status(), schema);
   auto transport = host::MakeTransport(*spec, {.accept_new = o.accept_new});
@@ -91,12 +103,6 @@ int RunDashboardCommand(const DashboardCliOptions& o) {
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
-  if (o.preflight_every_s < 0) {
-    return ReportError(InvalidArgumentError("--preflight-every " +
-                                            std::to_string(o.preflight_every_s) +
-                                            ": want seconds >= 0 (0: no preflight)"),
-                       schema);
-  }
   dashboard::CollectorOptions co;
   if (o.preflight_every_s > 0 && o.ticks == 0) {
     co.preflight_interval = std::chrono::seconds(o.preflight_every_s);
@@ -171,12 +177,16 @@ void RegisterDashboardCommands(CLI::App& parent, CommandContext& context) {
   cmd->add_option("--ticks", o->ticks,
                   "Run the collector this many times (1 s apart) without serving, then print "
                   "its cost and last snapshot as JSON (for benchmarks)");
-  cmd->add_option("--preflight-every", o->preflight_every_s,
-                  "Run preflight's checks (without link beacons) every this many seconds and log "
-                  "what changes in their findings as events (default 60; 0 = never)");
+  CLI::Option* preflight = cmd->add_option(
+      "--preflight-every", o->preflight_every_s,
+      "Run preflight's checks (without link beacons) every this many seconds and log what "
+      "changes in their findings as events (default 60; 0 = never; not with --ticks)");
   AddJsonFlag(cmd, &o->json, "schema sparkctl-dashboard-run/v1");
   SetExample(cmd, "sparkctl dashboard -c cluster.yaml --port 8090   # then open http://127.0.0.1:8090/");
-  cmd->callback([o, &context] { context.exit_code = RunDashboardCommand(*o); });
+  cmd->callback([o, preflight, &context] {
+    o->preflight_every_given = preflight->count() > 0;
+    context.exit_code = RunDashboardCommand(*o);
+  });
 }
 
 }  // namespace spark::cli
