@@ -7,8 +7,11 @@
 // same k range of its token (lane / 4): lane t = lane % 4 holds k values [t * 4S, (t + 1) * 4S)
 // of a chunk of 16 S (S = k16 steps per chunk: 2 for bf16, 4 for E4M3, 8 for E2M1), and step s
 // uses its values 4s .. 4s + 3 as the logical k columns 2t, 2t + 1, 2t + 8, 2t + 9 of an
-// m16n8k16 product, for the weights and the activations alike. So every load is a 16-byte
-// vector and no shuffle or shared-memory staging is needed.
+// m16n8k16 product, for the weights and the activations alike (E2M1 pairs its values in
+// another order, and permutes the activations to match: SliceDecoder). So every load is a
+// 16-byte vector and no shuffle or shared-memory staging is needed. The weights are decoded a
+// k16 step at a time when one token tile uses them, which keeps the raw slices, not the decoded
+// ones, in registers across the loads.
 #include <algorithm>
 
 #include "kernels/cuda_check.h"
@@ -49,50 +52,98 @@ __device__ __forceinline__ int64_t SliceOffset(int64_t r, int k, int kc) {
   return (r * k + kc) / 2;
 }
 
-// The scale of the lane slice at column kc of row r (1 for bf16).
+// The UE8M0 scale code of the lane slice at column kc of row r (bf16: none, 127 = 1).
 template <QuantFormat F>
-__device__ __forceinline__ float SliceScale(const QuantMatrix& w, int64_t r, int kc) {
-  if constexpr (F == QuantFormat::kBf16) return 1.0f;
+__device__ __forceinline__ uint8_t SliceScaleCode(const QuantMatrix& w, int64_t r, int kc) {
+  if constexpr (F == QuantFormat::kBf16) return 127;
   const int kb = (w.k + kQuantBlock - 1) / kQuantBlock;
-  if constexpr (F == QuantFormat::kE4M3B32) return Ue8m0(w.scales[(r / kQuantBlock) * kb + kc / kQuantBlock]);
-  return Ue8m0(w.scales[r * kb + kc / kQuantBlock]);
+  if constexpr (F == QuantFormat::kE4M3B32) return __ldg(w.scales + (r / kQuantBlock) * kb + kc / kQuantBlock);
+  return __ldg(w.scales + r * kb + kc / kQuantBlock);
 }
 
-// The 16-byte slice as bf16 pairs (pair p: slice values 2p, 2p + 1), times `scale`.
+// The two bf16 pairs step `st` of an m16n8k16 product takes from a 16-byte slice (slice values
+// 4 st .. 4 st + 3), times the slice's scale. Decoding one step at a time keeps only the raw
+// slices in registers between the loads and the products.
 template <QuantFormat F>
-__device__ __forceinline__ void Dequant(uint4 raw, float scale,
-                                        uint32_t (&out)[2 * Format<F>::kSteps]) {
-  const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
-  if constexpr (F == QuantFormat::kBf16) {
-#pragma unroll
-    for (int i = 0; i < 4; ++i) out[i] = w[i];
-  } else if constexpr (F == QuantFormat::kE4M3B32) {
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const float2 f = detail::Fp8x2ToFloat2(static_cast<__nv_fp8x2_storage_t>(w[i] >> (16 * h)));
-        out[2 * i + h] = detail::PackBf16(f.x * scale, f.y * scale);
-      }
-    }
-  } else {
-    // An E2M1 nibble s.ee.m placed as fp32 bits s.0000000ee.m00.. is its value times 2^-126
-    // (normal and subnormal alike, and exact); the multiplier puts the 2^126 back with the
-    // scale. Past scale 2 the two factors go separately so the multiplier does not overflow.
-    const bool split = scale >= 2.0f;
-    const float m = split ? 0x1p126f : scale * 0x1p126f;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        const uint32_t lo = (w[i] >> (8 * q)) & 0xFu, hi = (w[i] >> (8 * q + 4)) & 0xFu;
-        float a = __uint_as_float(((lo & 8u) << 28) | ((lo & 7u) << 22)) * m;
-        float b = __uint_as_float(((hi & 8u) << 28) | ((hi & 7u) << 22)) * m;
-        if (split) a *= scale, b *= scale;
-        out[4 * i + q] = detail::PackBf16(a, b);
-      }
+struct SliceDecoder {
+  __device__ __forceinline__ explicit SliceDecoder(float) {}
+  __device__ __forceinline__ void Step(const uint4& raw, int st, uint32_t& p0, uint32_t& p1) const {
+    const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+    p0 = w[2 * st], p1 = w[2 * st + 1];
+  }
+};
+
+template <>
+struct SliceDecoder<QuantFormat::kE4M3B32> {
+  float scale;
+  __device__ __forceinline__ explicit SliceDecoder(float s) : scale(s) {}
+  __device__ __forceinline__ void Step(const uint4& raw, int st, uint32_t& p0, uint32_t& p1) const {
+    const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+    const float2 a = detail::Fp8x2ToFloat2(static_cast<__nv_fp8x2_storage_t>(w[st]));
+    const float2 b = detail::Fp8x2ToFloat2(static_cast<__nv_fp8x2_storage_t>(w[st] >> 16));
+    p0 = detail::PackBf16(a.x * scale, a.y * scale);
+    p1 = detail::PackBf16(b.x * scale, b.y * scale);
+  }
+};
+
+// E2M1: a nibble s.ee.m placed as bf16 bits s.000000ee.m000000 is its value times 2^-126
+// (normal and subnormal alike, and exact). Nibbles i and i + 4 of a 32-bit word sit 16 bits
+// apart, so one shift pair and two masks place both halves of a bf16 pair at once; a word's
+// eight values become the pairs (0, 4), (1, 5), (2, 6), (3, 7), and the activations are
+// permuted the same way (PermuteActivations). One bf16x2 multiply by scale * 2^126 then puts
+// the 2^126 back with the scale (exact: the scale is a power of two); past scale 2 the
+// multiplier would overflow bf16, so the two factors go separately.
+template <>
+struct SliceDecoder<QuantFormat::kE2M1B32> {
+  __nv_bfloat162 first, second;
+  bool twice;
+  __device__ __forceinline__ explicit SliceDecoder(float scale) : twice(scale >= 2.0f) {
+    first = __float2bfloat162_rn(twice ? 0x1p126f : scale * 0x1p126f);
+    second = __float2bfloat162_rn(scale);
+  }
+  __device__ __forceinline__ uint32_t Scaled(uint32_t bits) const {
+    __nv_bfloat162 v = __hmul2(*reinterpret_cast<const __nv_bfloat162*>(&bits), first);
+    if (twice) v = __hmul2(v, second);
+    return *reinterpret_cast<const uint32_t*>(&v);
+  }
+  __device__ __forceinline__ void Step(const uint4& raw, int st, uint32_t& p0, uint32_t& p1) const {
+    const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+    const uint32_t word = w[st / 2];
+    constexpr uint32_t kSign = 0x80008000u, kMag = 0x01C001C0u;
+    if (st % 2 == 0) {  // pairs (0, 4) and (1, 5)
+      p0 = Scaled(((word << 12) & kSign) | ((word << 6) & kMag));
+      p1 = Scaled(((word << 8) & kSign) | ((word << 2) & kMag));
+    } else {  // pairs (2, 6) and (3, 7)
+      p0 = Scaled(((word << 4) & kSign) | ((word >> 2) & kMag));
+      p1 = Scaled((word & kSign) | ((word >> 6) & kMag));
     }
   }
+};
+
+// The activation pairs in the order the weights decode to: as loaded, words 4i .. 4i + 3 hold
+// values (0, 1), (2, 3), (4, 5), (6, 7) of an 8-value group; E2M1 wants (0, 4), (1, 5), (2, 6),
+// (3, 7).
+template <QuantFormat F, int kWords>
+__device__ __forceinline__ void PermuteActivations(uint32_t (&xv)[kWords]) {
+  if constexpr (F == QuantFormat::kE2M1B32) {
+#pragma unroll
+    for (int i = 0; i < kWords; i += 4) {
+      const uint32_t a = xv[i], b = xv[i + 1], c = xv[i + 2], d = xv[i + 3];
+      xv[i] = __byte_perm(a, c, 0x5410);
+      xv[i + 1] = __byte_perm(a, c, 0x7632);
+      xv[i + 2] = __byte_perm(b, d, 0x5410);
+      xv[i + 3] = __byte_perm(b, d, 0x7632);
+    }
+  }
+}
+
+// silu(min(gate, limit)) * clamp(up, -limit, limit), unclamped when limit <= 0.
+__device__ __forceinline__ float SwiGluOf(float gate, float up, float limit) {
+  if (limit > 0.0f) {
+    gate = fminf(gate, limit);
+    up = fminf(fmaxf(up, -limit), limit);
+  }
+  return gate / (1.0f + expf(-gate)) * up;
 }
 
 // The work item of this block: its matrix, first list position and token count.
@@ -155,68 +206,117 @@ __global__ void __launch_bounds__(WarpsFor(kTiles) * 32)
 
   float acc[kSets][kTiles][4] = {};
   const int chunks = (k + kChunk - 1) / kChunk;
-  auto load = [&](int c, uint4 (&raw)[kSets][2]) {
+  constexpr int kParts = kSplit ? 2 : 1;
+  // What a chunk's products read from memory: the weight slices and their scale codes (the
+  // activations, read by every warp, come from L1 as the products need them).
+  struct Chunk {
+    uint4 raw[kSets][2];
+    uint8_t scale[kSets][2];
+  };
+  auto activations = [&](int c, int i, uint32_t (&xv)[kParts][2 * kSteps]) {
+    const int kc = c * kChunk + t * kLaneK;
+#pragma unroll
+    for (int part = 0; part < kParts; ++part) {
+      const __nv_bfloat16* src = part == 0 ? x : x_lo;
+#pragma unroll
+      for (int v = 0; v < kSteps / 2; ++v) {
+        uint4 q = make_uint4(0, 0, 0, 0);
+        if (c < chunks && kc < k && x_row[i] >= 0) {
+          q = __ldg(reinterpret_cast<const uint4*>(src + x_row[i] * a.ldx + kc) + v);
+        }
+        uint32_t* dst = xv[part] + 4 * v;
+        dst[0] = q.x, dst[1] = q.y, dst[2] = q.z, dst[3] = q.w;
+      }
+      PermuteActivations<F>(xv[part]);
+    }
+  };
+  // Slices past k or the matrix's rows load as zeros, which decode to zero whatever the scale.
+  auto load = [&](int c, Chunk& ch) {
     const int kc = c * kChunk + t * kLaneK;
 #pragma unroll
     for (int s = 0; s < kSets; ++s) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        raw[s][h] = make_uint4(0, 0, 0, 0);
+        ch.raw[s][h] = make_uint4(0, 0, 0, 0);
+        ch.scale[s][h] = 127;
         if (c < chunks && kc < k && row_ok[s][h]) {
-          raw[s][h] = __ldg(reinterpret_cast<const uint4*>(codes + SliceOffset<F>(rows[s][h], k, kc)));
+          ch.raw[s][h] = __ldg(reinterpret_cast<const uint4*>(codes + SliceOffset<F>(rows[s][h], k, kc)));
+          ch.scale[s][h] = SliceScaleCode<F>(w, rows[s][h], kc);
         }
       }
     }
   };
-  uint4 cur[kSets][2], next[kSets][2];
-  const int first_chunk = static_cast<int>(blockIdx.z) * kWarps + warp;
-  const int chunk_step = kWarps * static_cast<int>(gridDim.z);
-  load(first_chunk, cur);
-  for (int c = first_chunk; c < chunks; c += chunk_step) {
-    load(c + chunk_step, next);  // in flight while this chunk computes
-    const int kc = c * kChunk + t * kLaneK;
-    const bool k_ok = kc < k;
-    uint32_t wa[kSets][2][2 * kSteps];
+
+  // One chunk's products: the weights decoded once per chunk when several token tiles share
+  // them, step by step when one tile does (fewer registers live).
+  auto product = [&](float (&out)[4], const uint32_t (&af)[4],
+                     const uint32_t (&xv)[kParts][2 * kSteps], int st) {
 #pragma unroll
-    for (int s = 0; s < kSets; ++s) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const float scale = (k_ok && row_ok[s][h]) ? SliceScale<F>(w, rows[s][h], kc) : 0.0f;
-        Dequant<F>(cur[s][h], scale, wa[s][h]);
-      }
+    for (int part = 0; part < kParts; ++part) {
+      detail::MmaBf16(out, af, xv[part][2 * st], xv[part][2 * st + 1]);
     }
+  };
+  auto compute = [&](int c, const Chunk& ch) {
+    float scale[kSets][2];
 #pragma unroll
-    for (int i = 0; i < kTiles; ++i) {
-      constexpr int kParts = kSplit ? 2 : 1;
+    for (int s = 0; s < kSets; ++s)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) scale[s][h] = Ue8m0(ch.scale[s][h]);
+    if constexpr (kTiles == 1) {
       uint32_t xv[kParts][2 * kSteps];
-#pragma unroll
-      for (int part = 0; part < kParts; ++part) {
-        const __nv_bfloat16* src = part == 0 ? x : x_lo;
-#pragma unroll
-        for (int v = 0; v < kSteps / 2; ++v) {
-          uint4 q = make_uint4(0, 0, 0, 0);
-          if (k_ok && x_row[i] >= 0) {
-            q = __ldg(reinterpret_cast<const uint4*>(src + x_row[i] * a.ldx + kc) + v);
-          }
-          uint32_t* dst = xv[part] + 4 * v;
-          dst[0] = q.x, dst[1] = q.y, dst[2] = q.z, dst[3] = q.w;
-        }
-      }
+      activations(c, 0, xv);
 #pragma unroll
       for (int st = 0; st < kSteps; ++st) {
 #pragma unroll
         for (int s = 0; s < kSets; ++s) {
-          const uint32_t af[4] = {wa[s][0][2 * st], wa[s][1][2 * st], wa[s][0][2 * st + 1],
-                                  wa[s][1][2 * st + 1]};
+          uint32_t af[4];
+          SliceDecoder<F>(scale[s][0]).Step(ch.raw[s][0], st, af[0], af[2]);
+          SliceDecoder<F>(scale[s][1]).Step(ch.raw[s][1], st, af[1], af[3]);
+          product(acc[s][0], af, xv, st);
+        }
+      }
+    } else {
+      uint32_t wa[kSets][2][2 * kSteps];
 #pragma unroll
-          for (int part = 0; part < kParts; ++part) {
-            detail::MmaBf16(acc[s][i], af, xv[part][2 * st], xv[part][2 * st + 1]);
+      for (int s = 0; s < kSets; ++s)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const SliceDecoder<F> d(scale[s][h]);
+#pragma unroll
+          for (int st = 0; st < kSteps; ++st) d.Step(ch.raw[s][h], st, wa[s][h][2 * st], wa[s][h][2 * st + 1]);
+        }
+#pragma unroll
+      for (int i = 0; i < kTiles; ++i) {
+        uint32_t xv[kParts][2 * kSteps];
+        activations(c, i, xv);
+#pragma unroll
+        for (int st = 0; st < kSteps; ++st) {
+#pragma unroll
+          for (int s = 0; s < kSets; ++s) {
+            const uint32_t af[4] = {wa[s][0][2 * st], wa[s][1][2 * st], wa[s][0][2 * st + 1],
+                                    wa[s][1][2 * st + 1]};
+            product(acc[s][i], af, xv, st);
           }
         }
       }
     }
+  };
+
+  // A ring of two chunks: each slot is computed, then refilled with the chunk two steps ahead,
+  // so one chunk's loads stay in flight while the other computes.
+  const int first_chunk = static_cast<int>(blockIdx.z) * kWarps + warp;
+  const int chunk_step = kWarps * static_cast<int>(gridDim.z);
+  constexpr int kDepth = 2;
+  Chunk ring[kDepth];
 #pragma unroll
-    for (int s = 0; s < kSets; ++s) cur[s][0] = next[s][0], cur[s][1] = next[s][1];
+  for (int d = 0; d < kDepth; ++d) load(first_chunk + d * chunk_step, ring[d]);
+  for (int c0 = first_chunk; c0 < chunks; c0 += kDepth * chunk_step) {
+#pragma unroll
+    for (int d = 0; d < kDepth; ++d) {
+      const int c = c0 + d * chunk_step;
+      if (c < chunks) compute(c, ring[d]);
+      load(c + kDepth * chunk_step, ring[d]);
+    }
   }
 
   // Sum the four warps' partial sums; warp i % 4 finishes tile i.
@@ -246,19 +346,16 @@ __global__ void __launch_bounds__(WarpsFor(kTiles) * 32)
       const int64_t orow = a.out_rows != nullptr ? a.out_rows[pos] : pos;
       const int col = r0 + g + 8 * h;
       float v = sum[0][e];
+      if (gridDim.z > 1) {  // partial sums, SwiGLU's gate and up apart: SplitReduceKernel adds them
+        const int64_t at = (int64_t{blockIdx.z} * a.tokens + orow) * (kSwiGlu ? w.n : a.ldo) + col;
+        a.split_out[at] = v;
+        if constexpr (kSwiGlu) a.split_out[at + half] = sum[kSets - 1][e];
+        continue;
+      }
       if constexpr (kSwiGlu) {
-        float gate = v, up = sum[kSets - 1][e];
-        if (a.limit > 0.0f) {
-          gate = fminf(gate, a.limit);
-          up = fminf(fmaxf(up, -a.limit), a.limit);
-        }
-        v = gate / (1.0f + expf(-gate)) * up;
+        v = SwiGluOf(v, sum[kSets - 1][e], a.limit);
       } else {
         if (a.epilogue == QuantGemmArgs::Epilogue::kScale) v *= a.row_scale[orow];
-      }
-      if (gridDim.z > 1) {  // a partial sum: QuantGemmSplitReduce adds them
-        a.split_out[(int64_t{blockIdx.z} * a.tokens + orow) * a.ldo + col] = v;
-        continue;
       }
       const int64_t at = orow * a.ldo + col;
       if (a.out_bf16 != nullptr) {
@@ -272,14 +369,29 @@ __global__ void __launch_bounds__(WarpsFor(kTiles) * 32)
   }
 }
 
-__global__ void SplitReduceKernel(const float* __restrict__ parts, int splits, int64_t tokens,
-                                  int n, int64_t ldo, bool accumulate, float* __restrict__ out) {
+// The k splits' partial sums added in split order (deterministic), then stored as the GEMM's
+// epilogue would: `outs` columns a token; for SwiGLU the parts hold gate and up columns apart
+// (a stride of 2 outs).
+__global__ void SplitReduceKernel(QuantGemmArgs a, int outs) {
   const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
-  if (i >= tokens * n) return;
-  const int64_t at = (i / n) * ldo + i % n;
-  float v = 0.0f;
-  for (int z = 0; z < splits; ++z) v += parts[z * tokens * ldo + at];
-  out[at] = accumulate ? out[at] + v : v;
+  if (i >= a.tokens * outs) return;
+  const int64_t token = i / outs;
+  const int col = static_cast<int>(i % outs);
+  const bool swiglu = a.epilogue == QuantGemmArgs::Epilogue::kSwiGlu;
+  const int64_t stride = swiglu ? 2 * int64_t{outs} : a.ldo;
+  float v = 0.0f, up = 0.0f;
+  for (int z = 0; z < a.k_splits; ++z) {
+    const float* part = a.split_out + (z * a.tokens + token) * stride + col;
+    v += part[0];
+    if (swiglu) up += part[outs];
+  }
+  if (swiglu) v = SwiGluOf(v, up, a.limit);
+  const int64_t at = token * a.ldo + col;
+  if (a.out_bf16 != nullptr) {
+    a.out_bf16[at] = __float2bfloat16_rn(v);
+  } else {
+    a.out[at] = a.accumulate ? a.out[at] + v : v;
+  }
 }
 
 template <QuantFormat F, int kTiles>
@@ -304,9 +416,7 @@ Status Launch(const QuantGemmArgs& a, cudaStream_t stream) {
   }
   SPARK_CUDA_RETURN_IF_LAUNCH_FAILED();
   if (a.k_splits > 1) {
-    const int64_t count = a.tokens * a.single.n;
-    SplitReduceKernel<<<detail::CeilDiv(count, 256), 256, 0, stream>>>(
-        a.split_out, a.k_splits, a.tokens, a.single.n, a.ldo, a.accumulate, a.out);
+    SplitReduceKernel<<<detail::CeilDiv(a.tokens * rows, 256), 256, 0, stream>>>(a, rows);
     SPARK_CUDA_RETURN_IF_LAUNCH_FAILED();
   }
   return Status::Ok();
@@ -464,9 +574,12 @@ Status QuantGemm(const QuantGemmArgs& a, cudaStream_t stream) {
   if ((a.out == nullptr) == (a.out_bf16 == nullptr)) {
     return InvalidArgumentError("quant gemm: exactly one of out and out_bf16");
   }
-  if (a.k_splits > 1 && (a.work != nullptr || a.epilogue != QuantGemmArgs::Epilogue::kStore ||
-                         a.out == nullptr || a.split_out == nullptr)) {
-    return InvalidArgumentError("quant gemm: k splits take a dense store into fp32 with scratch");
+  if (a.k_splits > 1 &&
+      (a.work != nullptr || a.epilogue == QuantGemmArgs::Epilogue::kScale ||
+       a.split_out == nullptr || (a.accumulate && a.out == nullptr))) {
+    return InvalidArgumentError(
+        "quant gemm: k splits take a dense store or SwiGLU (no work list, no row scales) with "
+        "scratch");
   }
   if (a.epilogue == QuantGemmArgs::Epilogue::kScale && a.row_scale == nullptr) {
     return InvalidArgumentError("quant gemm: the scale epilogue needs row_scale");

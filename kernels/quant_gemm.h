@@ -94,9 +94,10 @@ struct QuantGemmArgs {
   float limit = 0.0f;
   float* out = nullptr;             // fp32 output, or
   __nv_bfloat16* out_bf16 = nullptr;  // bf16 output (one of the two)
-  // Split-k over blocks (dense kStore only): k_splits partial sums into split_out [k_splits,
-  // tokens, ldo], then added in split order (deterministic). QuantGemmKSplits says how many
-  // pay (a matrix of few rows leaves SMs idle otherwise).
+  // Split-k over blocks (no work list; kStore or kSwiGlu): k_splits partial sums into split_out
+  // [k_splits, tokens, ldo] (SwiGLU: [k_splits, tokens, n], gate and up apart), then added in
+  // split order (deterministic) and stored by the epilogue. QuantGemmKSplits says how many pay
+  // (a matrix of few rows leaves SMs idle otherwise).
   int k_splits = 1;
   float* split_out = nullptr;
 };

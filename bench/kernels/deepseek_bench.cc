@@ -18,6 +18,7 @@
 
 #include "engine/backend/cuda/cuda_backend.h"
 #include "kernels/elementwise.h"
+#include "kernels/quant_gemm.h"
 
 namespace spark::kernels {
 namespace {
@@ -26,6 +27,7 @@ using engine::backend::AttentionSequence;
 using engine::backend::Buffer;
 using engine::backend::CacheField;
 using engine::backend::DeepseekOps;
+using engine::backend::DType;
 using engine::backend::FakeQuantFormat;
 using engine::backend::cuda::CudaBackend;
 
@@ -62,6 +64,7 @@ class Harness {
   }
 
   DeepseekOps& ops() { return *b_->deepseek_ops(); }
+  cudaStream_t stream() { return b_->stream(); }
 
   // n floats uniform in [lo, hi), made on the device.
   Buffer Random(size_t n, uint64_t seed, float lo = -1.0f, float hi = 1.0f) {
@@ -336,6 +339,137 @@ void BenchTokenOps(Harness& h, int tokens) {
         t * (3.0 * width + kHidden) * 4.0, false);
 }
 
+// One MoE layer at the released widths: 384 routed experts of 2304 channels in E2M1 with UE8M0
+// 1x32 scales, top-6, and the FP8 (UE8M0 32x32) shared expert. Each token picks six distinct
+// experts at random; the bytes are the distinct experts' weights and the shared expert's, read
+// once a call (the expert tables are built on the first, untimed call).
+class MoeLayer {
+ public:
+  static constexpr int kExperts = 384, kInter = 2304, kTopK = 6;
+
+  explicit MoeLayer(Harness& h) : h_(h) {
+    const size_t gate_up = engine::backend::MatrixBytes(2 * kInter, kHidden, DType::kE2M1B32);
+    const size_t down = engine::backend::MatrixBytes(kHidden, kInter, DType::kE2M1B32);
+    expert_bytes_ = gate_up + down;
+    routed_ = Codes(expert_bytes_ * kExperts);
+    auto* base = reinterpret_cast<uint8_t*>(routed_.data());
+    for (int e = 0; e < kExperts; ++e) {
+      uint8_t* g = base + e * expert_bytes_;
+      Scales(g, 2 * kInter, kHidden, DType::kE2M1B32, 119);  // 2^-8
+      Scales(g + gate_up, kHidden, kInter, DType::kE2M1B32, 119);
+      experts_.push_back({{g, DType::kE2M1B32}, {g + gate_up, DType::kE2M1B32}});
+    }
+    const size_t shared_gate_up = engine::backend::MatrixBytes(2 * kInter, kHidden, DType::kE4M3B32);
+    shared_bytes_ = shared_gate_up + engine::backend::MatrixBytes(kHidden, kInter, DType::kE4M3B32);
+    shared_ = Codes(shared_bytes_);
+    auto* sb = reinterpret_cast<uint8_t*>(shared_.data());
+    Scales(sb, 2 * kInter, kHidden, DType::kE4M3B32, 120);  // 2^-7
+    Scales(sb + shared_gate_up, kHidden, kInter, DType::kE4M3B32, 120);
+    shared_w_ = {{sb, DType::kE4M3B32}, {sb + shared_gate_up, DType::kE4M3B32}};
+  }
+
+  // The layer's products one at a time at one token, each call on the next expert so that no
+  // call finds its weights in L2 (the FP8 ones rotate over copies of the shared expert).
+  void BenchProducts() {
+    Buffer x = h_.Random(kHidden, 54), act = h_.Random(kHidden, 55), out = h_.Random(kHidden, 56);
+    Check(cudaMemset(x.data(), 0, kHidden * 2), "x");
+    Check(cudaMemset(act.data(), 0, kInter * 2), "act");
+    constexpr int kCopies = 8;
+    std::vector<Buffer> fp8;
+    for (int c = 0; c < kCopies; ++c) {
+      fp8.push_back(Codes(shared_bytes_));
+      auto* b = reinterpret_cast<uint8_t*>(fp8.back().data());
+      Scales(b, 2 * kInter, kHidden, DType::kE4M3B32, 120);
+      Scales(b + engine::backend::MatrixBytes(2 * kInter, kHidden, DType::kE4M3B32), kHidden,
+             kInter, DType::kE4M3B32, 120);
+    }
+    auto time = [&](const std::string& what, bool e2m1, bool swiglu) {
+      const int n = swiglu ? 2 * kInter : kHidden, k = swiglu ? kHidden : kInter;
+      const DType t = e2m1 ? DType::kE2M1B32 : DType::kE4M3B32;
+      const size_t gate_up = engine::backend::MatrixBytes(2 * kInter, kHidden, t);
+      int call = 0;
+      auto matrix = [&] {
+        const int e = call++ % (e2m1 ? kExperts : kCopies);
+        const auto* base = e2m1 ? reinterpret_cast<const uint8_t*>(experts_[e].gate_up.data)
+                                : reinterpret_cast<const uint8_t*>(fp8[e].data());
+        const uint8_t* m = swiglu ? base : base + gate_up;
+        return kernels::QuantMatrix{e2m1 ? QuantFormat::kE2M1B32 : QuantFormat::kE4M3B32, m,
+                                    m + engine::backend::QuantScaleOffset(t, n, k), n, k};
+      };
+      QuantGemmArgs g;
+      g.tokens = 1;
+      g.x = reinterpret_cast<const __nv_bfloat16*>(swiglu ? x.data() : act.data());
+      g.ldx = k;
+      g.ldo = swiglu ? kInter : kHidden;
+      if (swiglu) {
+        g.epilogue = QuantGemmArgs::Epilogue::kSwiGlu;
+        g.out_bf16 = reinterpret_cast<__nv_bfloat16*>(act.data());
+      } else {
+        g.out = out.data();
+      }
+      h_.Add(what, "1 token", h_.Time([&] {
+        g.single = matrix();
+        const Status st = QuantGemm(g, h_.stream());
+        if (!st.ok()) Fail(st.message());
+      }),
+             static_cast<double>(engine::backend::MatrixBytes(n, k, t)), false);
+    };
+    time("QuantGemm E2M1 gate_up + SwiGLU [4608 x 5120]", true, true);
+    time("QuantGemm E2M1 down [5120 x 2304]", true, false);
+    time("QuantGemm E4M3 gate_up + SwiGLU [4608 x 5120]", false, true);
+    time("QuantGemm E4M3 down [5120 x 2304]", false, false);
+  }
+
+  void Bench(int tokens) {
+    std::mt19937 rng(static_cast<uint32_t>(tokens));
+    std::vector<float> ids;
+    std::vector<bool> used(kExperts);
+    for (int t = 0; t < tokens; ++t) {
+      std::vector<int> all(kExperts);
+      std::iota(all.begin(), all.end(), 0);
+      std::shuffle(all.begin(), all.end(), rng);
+      for (int k = 0; k < kTopK; ++k) ids.push_back(static_cast<float>(all[k])), used[all[k]] = true;
+    }
+    const double distinct = static_cast<double>(std::count(used.begin(), used.end(), true));
+    Buffer d_ids = h_.Upload(ids), weights = h_.Random(ids.size(), 51, 0.1f, 0.3f);
+    Buffer x = h_.Random(int64_t{tokens} * kHidden, 52), out = h_.Random(int64_t{tokens} * kHidden, 53);
+    engine::backend::MoeExpertsArgs a;
+    a.x = x.data();
+    a.tokens = tokens;
+    a.hidden = kHidden;
+    a.ids = d_ids.data();
+    a.weights = weights.data();
+    a.top_k = kTopK;
+    a.experts = experts_;
+    a.inter = kInter;
+    a.shared = shared_w_;
+    a.shared_inter = kInter;
+    a.swiglu_limit = 10.0f;
+    a.out = out.data();
+    h_.Add("MoeExperts (384 x 2304 E2M1 top-6 + FP8 shared)",
+           std::to_string(tokens) + " tokens, " + std::to_string(static_cast<int>(distinct)) +
+               " experts",
+           h_.Time([&] { h_.ops().MoeExperts(a); }),
+           distinct * static_cast<double>(expert_bytes_) + static_cast<double>(shared_bytes_),
+           false);
+  }
+
+ private:
+  // `bytes` of random codes (the bits of uniform floats).
+  Buffer Codes(size_t bytes) { return h_.Random((bytes + 3) / 4, 50); }
+  static void Scales(uint8_t* matrix, int64_t rows, int64_t cols, DType t, int value) {
+    const size_t off = engine::backend::QuantScaleOffset(t, rows, cols);
+    Check(cudaMemset(matrix + off, value, engine::backend::MatrixBytes(rows, cols, t) - off),
+          "scales");
+  }
+
+  Harness& h_;
+  size_t expert_bytes_ = 0, shared_bytes_ = 0;
+  Buffer routed_, shared_;
+  std::vector<engine::backend::SwiGluWeights> experts_;
+  engine::backend::SwiGluWeights shared_w_;
+};
+
 }  // namespace
 
 std::vector<DeepseekTiming> BenchDeepseekOps(double copy_gbs, bool quick) {
@@ -350,8 +484,18 @@ std::vector<DeepseekTiming> BenchDeepseekOps(double copy_gbs, bool quick) {
     }
   }
   BenchContextOps(h, 1, prefill, prefill, "prefill " + std::to_string(prefill));
+  MoeLayer moe(h);
+  for (int b : batches) moe.Bench(b);
   for (int tokens : batches) BenchTokenOps(h, tokens);
   BenchTokenOps(h, prefill);
+  return std::move(h.rows);
+}
+
+std::vector<DeepseekTiming> BenchDeepseekMoe(double copy_gbs, bool quick) {
+  Harness h(copy_gbs, Fp32PeakTflops());
+  MoeLayer moe(h);
+  moe.BenchProducts();
+  for (int b : quick ? std::vector<int>{1} : std::vector<int>{1, 8, 32, 256}) moe.Bench(b);
   return std::move(h.rows);
 }
 

@@ -6,7 +6,8 @@
 // through the DeepseekOps interface, so its time holds what the engine's call costs on the GPU
 // (host inputs staged into the stream included). Bandwidth-bound ops report GB/s against the
 // copy bandwidth; the indexer scores and the attention report TFLOP/s against the fp32 CUDA-core
-// peak from the SM clock. Host time a call is reported too: where it exceeds the GPU time, the
+// peak from the SM clock; MoeExperts (384 E2M1 experts of 2304, top-6, FP8 shared) reports GB/s of
+// the weights it must read. Host time a call is reported too: where it exceeds the GPU time, the
 // op's host side (planning, staging) is what limits it.
 #pragma once
 
@@ -28,5 +29,9 @@ struct DeepseekTiming {
 // Runs every op at every shape (quick: decode batch 1 at 4K and a 1K prefill). Exits with a
 // message on a CUDA error or a failed op.
 std::vector<DeepseekTiming> BenchDeepseekOps(double copy_gbs, bool quick);
+
+// One MoE layer alone: its products one at a time at one token, then MoeExperts at 1, 8, 32 and
+// 256 tokens (quick: 1).
+std::vector<DeepseekTiming> BenchDeepseekMoe(double copy_gbs, bool quick);
 
 }  // namespace spark::kernels

@@ -363,8 +363,9 @@ int Main(int argc, char** argv) {
                  "(attention), gemm, gemv (decode GEMVs, bf16 and fp8 weights), peer (the "
                  "tensor-parallel all-reduce + AddRmsNorm of two ranks, fused and not) or "
                  "deepseek (DeepSeek-V4.1-Flash's DeepseekOps: decode b1/8/32 at 4K and 64K, "
-                 "prefill 8K)")
-      ->check(CLI::IsMember({"norm", "decode", "prefill", "gemm", "gemv", "peer", "deepseek"}));
+                 "prefill 8K) or deepseek-moe (its MoE layer alone)")
+      ->check(CLI::IsMember(
+          {"norm", "decode", "prefill", "gemm", "gemv", "peer", "deepseek", "deepseek-moe"}));
   CLI11_PARSE(app, argc, argv);
   if (CudaDeviceCount() == 0) {
     std::fprintf(stderr, "spark-kernel-bench: no CUDA device visible (check nvidia-smi)\n");
@@ -442,8 +443,9 @@ int Main(int argc, char** argv) {
       }
     }
   }
-  if (only == "deepseek") {  // only when asked: a few minutes
-    for (const DeepseekTiming& d : BenchDeepseekOps(copy_gbs, quick)) {
+  if (only == "deepseek" || only == "deepseek-moe") {  // only when asked: a few minutes
+    for (const DeepseekTiming& d : only == "deepseek" ? BenchDeepseekOps(copy_gbs, quick)
+                                                       : BenchDeepseekMoe(copy_gbs, quick)) {
       rows.push_back({d.name, d.shape, d.ms, d.value, d.unit, d.ceiling, d.host_ms});
     }
   }

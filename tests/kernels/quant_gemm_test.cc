@@ -97,6 +97,11 @@ double Dot(const float* w, const float* x, int k) {
   return s;
 }
 
+double SwiGlu(double g, double u, double limit) {
+  if (limit > 0) g = std::min(g, limit), u = std::clamp(u, -limit, limit);
+  return g / (1 + std::exp(-g)) * u;
+}
+
 const QuantFormat kFormats[] = {QuantFormat::kBf16, QuantFormat::kE4M3B32, QuantFormat::kE2M1B32};
 
 TEST(QuantGemmTest, DenseMatchesDecodedProductAtEveryTileSize) {
@@ -138,6 +143,47 @@ TEST(QuantGemmTest, DenseMatchesDecodedProductAtEveryTileSize) {
   }
 }
 
+// A k of many chunks, not a multiple of the warps' chunk ring, plain and with SwiGLU, in one
+// pass and split over blocks (SwiGLU then adds gate and up apart before the epilogue).
+TEST(QuantGemmTest, DeepKAndSplitsOfEveryEpilogue) {
+  SPARK_SKIP_WITHOUT_GPU();
+  const int n = 96, k = 4352;  // 34 E2M1 chunks, 68 E4M3, 136 bf16
+  for (QuantFormat f : kFormats) {
+    const Weight w(f, n, k, 41);
+    for (int64_t tokens : {1, 13}) {
+      for (const bool swiglu : {false, true}) {
+        for (const int splits : {1, 3}) {
+          const Activations x(tokens, k, 42);
+          const int outs = swiglu ? n / 2 : n;
+          DeviceArray<float> out(size_t(tokens) * outs), parts(size_t(splits) * tokens * n);
+          QuantGemmArgs a;
+          a.single = w.matrix();
+          a.tokens = tokens;
+          a.x = x.device->get();
+          a.ldx = k;
+          a.ldo = outs;
+          a.out = out.get();
+          a.k_splits = splits;
+          a.split_out = parts.get();
+          if (swiglu) a.epilogue = QuantGemmArgs::Epilogue::kSwiGlu;
+          SPARK_ASSERT_OK(QuantGemm(a, nullptr));
+          std::vector<double> want(size_t(tokens) * outs);
+          for (int64_t t = 0; t < tokens; ++t)
+            for (int r = 0; r < outs; ++r) {
+              const double g = Dot(&w.values[size_t(r) * k], &x.host[t * k], k);
+              want[t * outs + r] =
+                  swiglu ? SwiGlu(g, Dot(&w.values[size_t(outs + r) * k], &x.host[t * k], k), 0)
+                         : g;
+            }
+          EXPECT_LT(RelMax(out.Host(), want), 1e-5) << "format " << int(f) << ", " << tokens
+                                                    << " tokens, swiglu " << swiglu << ", splits "
+                                                    << splits;
+        }
+      }
+    }
+  }
+}
+
 TEST(QuantGemmTest, KSplitsFillTheGpuForFewRows) {
   SPARK_SKIP_WITHOUT_GPU();
   const Weight small(QuantFormat::kE4M3B32, 512, 5120, 3), large(QuantFormat::kE4M3B32, 8192, 1280, 4);
@@ -170,11 +216,6 @@ TEST(QuantGemmTest, GroupedRowsReadTheirOwnColumns) {
       EXPECT_LT(RelMax(out.Host(), want), 1e-5) << "format " << int(f) << ", " << tokens;
     }
   }
-}
-
-double SwiGlu(double g, double u, double limit) {
-  if (limit > 0) g = std::min(g, limit), u = std::clamp(u, -limit, limit);
-  return g / (1 + std::exp(-g)) * u;
 }
 
 TEST(QuantGemmTest, SwiGluEpilogueWritesBf16) {

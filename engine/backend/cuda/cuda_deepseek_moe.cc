@@ -236,7 +236,6 @@ Status CudaDeepseekOps::SharedExpert(const MoeExpertsArgs& a, float* out) {
   const bool split = xb.lo != nullptr;
   const size_t act_count = static_cast<size_t>(a.tokens) * a.shared_inter;
   SPARK_ASSIGN_OR_RETURN(Buffer act, b_.Scratch(act_count * (split ? 8 : 2), DType::kBF16));
-  if (!b_.launching()) return Status::Ok();
   auto* act_hi = static_cast<__nv_bfloat16*>(act.raw());
   __nv_bfloat16* act_lo = split ? act_hi + act_count : nullptr;
   float* act_f32 = split ? reinterpret_cast<float*>(act_hi + 2 * act_count) : nullptr;
@@ -254,8 +253,6 @@ Status CudaDeepseekOps::SharedExpert(const MoeExpertsArgs& a, float* out) {
   } else {
     g.out_bf16 = act_hi;
   }
-  SPARK_RETURN_IF_ERROR(kernels::QuantGemm(g, b_.stream_));
-  if (split) SPARK_RETURN_IF_ERROR(kernels::SplitBf16(act_f32, act_count, act_hi, act_lo, b_.stream_));
   kernels::QuantGemmArgs d;
   d.single = internal::QuantView(a.shared.down, a.hidden, a.shared_inter);
   d.tokens = a.tokens;
@@ -264,6 +261,19 @@ Status CudaDeepseekOps::SharedExpert(const MoeExpertsArgs& a, float* out) {
   d.ldx = a.shared_inter;
   d.ldo = a.hidden;
   d.out = out;
+  // One matrix alone leaves SMs idle at decode batches: split k where that pays (one scratch
+  // for both products' partial sums).
+  g.k_splits = kernels::QuantGemmKSplits(g.single, a.tokens);
+  d.k_splits = kernels::QuantGemmKSplits(d.single, a.tokens);
+  const size_t parts = std::max(size_t(g.k_splits) * g.single.n, size_t(d.k_splits) * d.ldo);
+  Buffer split_scratch;
+  if (g.k_splits > 1 || d.k_splits > 1) {
+    SPARK_ASSIGN_OR_RETURN(split_scratch, b_.Scratch(parts * a.tokens * 4));
+    g.split_out = d.split_out = split_scratch.data();
+  }
+  if (!b_.launching()) return Status::Ok();
+  SPARK_RETURN_IF_ERROR(kernels::QuantGemm(g, b_.stream_));
+  if (split) SPARK_RETURN_IF_ERROR(kernels::SplitBf16(act_f32, act_count, act_hi, act_lo, b_.stream_));
   return kernels::QuantGemm(d, b_.stream_);
 }
 
