@@ -248,9 +248,19 @@ SparseAttentionPlan PlanSparseAttention(int64_t rows, int heads, int head_dim, i
   SparseAttentionPlan plan;
   plan.heads_per_warp =
       heads <= kWarps ? 1 : (heads <= 2 * kWarps ? 2 : (heads <= 4 * kWarps ? 4 : 8));
+  const int chunks = std::max(1, (max_keys + kKeys - 1) / kKeys);
+  // A block's warps take heads_per_warp heads each, so a block reads each key once for all of
+  // them. With few rows (decode) that leaves most SMs idle even at the most splits: then fewer
+  // heads a warp, more head blocks (each reads the keys again, from L2).
+  auto blocks = [&](int per_warp) {
+    const int per_block = kWarps * per_warp;
+    return rows * ((heads + per_block - 1) / per_block) * std::max(1, chunks / 2);
+  };
+  while (plan.heads_per_warp > 1 && blocks(plan.heads_per_warp) < 2 * sm_count) {
+    plan.heads_per_warp /= 2;
+  }
   const int per_block = kWarps * plan.heads_per_warp;
   plan.head_blocks = std::max(1, (heads + per_block - 1) / per_block);
-  const int chunks = std::max(1, (max_keys + kKeys - 1) / kKeys);
   const int64_t work = std::max<int64_t>(1, rows * plan.head_blocks);
   int splits = 1;
   if (work < 2 * sm_count) {

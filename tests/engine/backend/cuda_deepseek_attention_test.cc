@@ -16,6 +16,7 @@
 #include <random>
 #include <vector>
 
+#include "kernels/deepseek_attention.h"
 #include "tests/engine/backend/cuda_deepseek_test_util.h"
 
 namespace spark::engine::backend::cuda {
@@ -338,6 +339,19 @@ TEST_P(CudaDeepseekSparseAttentionTest, MatchesCpu) {
   ExpectNear(Get(out), out.host, 1e-5);
 }
 
+// A decode step's few rows spread V4.1-Flash's 64 heads over more blocks (each reading the keys
+// again) to fill the SMs; a prefill chunk keeps 8 heads a warp (each key read once a row).
+TEST(SparseAttentionPlanTest, FewRowsSpreadHeadsOverBlocks) {
+  const kernels::SparseAttentionPlan one = kernels::PlanSparseAttention(1, 64, 512, 640, 132);
+  EXPECT_EQ(one.heads_per_warp, 1);
+  EXPECT_EQ(one.head_blocks, 8);
+  EXPECT_GE(one.head_blocks * one.splits, 64);
+  const kernels::SparseAttentionPlan many = kernels::PlanSparseAttention(4096, 64, 512, 640, 132);
+  EXPECT_EQ(many.heads_per_warp, 8);
+  EXPECT_EQ(many.head_blocks, 1);
+  EXPECT_EQ(many.splits, 1);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Cases, CudaDeepseekSparseAttentionTest,
     ::testing::Values(
@@ -359,6 +373,7 @@ INSTANTIATE_TEST_SUITE_P(
             1,
             512,
             0.02},
+        AttentionCase{"FlashDecodeB1", 64, 512, 128, 16, {{1, 4096}}, 1, 512, 0.0},
         AttentionCase{"FlashDecodeTp4", 16, 512, 128, 16, {{1, 4096}, {1, 2048}}, 2, 512, 0.0},
         AttentionCase{"FlashHcaAllCandidates", 64, 512, 128, 16, {{1, 65536}}, 128, 0, 0.0},
         AttentionCase{"FlashPrefillTp4", 16, 512, 128, 16, {{288, 4096}}, 2, 512, 0.01}),
