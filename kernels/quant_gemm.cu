@@ -22,9 +22,11 @@
 namespace spark::kernels {
 namespace {
 
-// Warps of a block, which split k: eight for tiles of up to 16 tokens (decode streams the weights
-// with more loads in flight per SM), four for larger tiles (their registers and partial sums).
-constexpr int WarpsFor(int tiles) { return tiles <= 2 ? 8 : 4; }
+// Warps of a block, which split k: four, and eight for tiles of up to 16 tokens when the grid is
+// too small to give every SM several blocks (one matrix at decode batches: more warps a row tile
+// keep more loads in flight). A grid of many blocks (expert lists) runs faster in blocks of four.
+constexpr int kMostWarps = 8;
+int WarpsFor(int tiles, int64_t blocks, int sms) { return tiles <= 2 && blocks < 4 * sms ? 8 : 4; }
 
 template <QuantFormat F>
 struct Format;
@@ -160,10 +162,9 @@ __device__ __forceinline__ bool BlockWork(const QuantGemmArgs& a, int tile_token
   return w->count > 0;
 }
 
-template <QuantFormat F, int kTiles, bool kSwiGlu, bool kSplit>
-__global__ void __launch_bounds__(WarpsFor(kTiles) * 32)
+template <QuantFormat F, int kTiles, int kWarps, bool kSwiGlu, bool kSplit>
+__global__ void __launch_bounds__(kWarps * 32)
     QuantGemmKernel(QuantGemmArgs a) {
-  constexpr int kWarps = WarpsFor(kTiles);
   constexpr int kSteps = Format<F>::kSteps;
   constexpr int kLaneK = 4 * kSteps;   // k values of a lane slice
   constexpr int kChunk = 4 * kLaneK;   // k values a warp takes per step of its loop
@@ -394,34 +395,6 @@ __global__ void SplitReduceKernel(QuantGemmArgs a, int outs) {
   }
 }
 
-template <QuantFormat F, int kTiles>
-Status Launch(const QuantGemmArgs& a, cudaStream_t stream) {
-  const bool swiglu = a.epilogue == QuantGemmArgs::Epilogue::kSwiGlu;
-  const int rows = swiglu ? a.single.n / 2 : a.single.n;
-  const int64_t items =
-      a.work != nullptr ? a.max_work : (a.tokens + kTiles * 8 - 1) / (kTiles * 8);
-  if (items <= 0 || rows <= 0) return Status::Ok();
-  const dim3 grid(static_cast<unsigned>(items), static_cast<unsigned>((rows + 15) / 16),
-                  static_cast<unsigned>(std::max(1, a.k_splits)));
-  const int kThreads = WarpsFor(kTiles) * 32;
-  const bool split = a.x_lo != nullptr;
-  if (swiglu && split) {
-    QuantGemmKernel<F, kTiles, true, true><<<grid, kThreads, 0, stream>>>(a);
-  } else if (swiglu) {
-    QuantGemmKernel<F, kTiles, true, false><<<grid, kThreads, 0, stream>>>(a);
-  } else if (split) {
-    QuantGemmKernel<F, kTiles, false, true><<<grid, kThreads, 0, stream>>>(a);
-  } else {
-    QuantGemmKernel<F, kTiles, false, false><<<grid, kThreads, 0, stream>>>(a);
-  }
-  SPARK_CUDA_RETURN_IF_LAUNCH_FAILED();
-  if (a.k_splits > 1) {
-    SplitReduceKernel<<<detail::CeilDiv(a.tokens * rows, 256), 256, 0, stream>>>(a, rows);
-    SPARK_CUDA_RETURN_IF_LAUNCH_FAILED();
-  }
-  return Status::Ok();
-}
-
 // Streaming multiprocessors of the current device (asked once per device).
 int SmCount() {
   static int cached[64] = {};
@@ -432,6 +405,48 @@ int SmCount() {
     c = 132;
   }
   return c;
+}
+
+template <QuantFormat F, int kTiles, int kWarps>
+void LaunchWith(dim3 grid, bool swiglu, bool split, const QuantGemmArgs& a, cudaStream_t stream) {
+  if constexpr (kWarps > 4 && kTiles > 2) {
+    return;  // never chosen (WarpsFor): not instantiated
+  } else {
+    constexpr int kThreads = kWarps * 32;
+    if (swiglu && split) {
+      QuantGemmKernel<F, kTiles, kWarps, true, true><<<grid, kThreads, 0, stream>>>(a);
+    } else if (swiglu) {
+      QuantGemmKernel<F, kTiles, kWarps, true, false><<<grid, kThreads, 0, stream>>>(a);
+    } else if (split) {
+      QuantGemmKernel<F, kTiles, kWarps, false, true><<<grid, kThreads, 0, stream>>>(a);
+    } else {
+      QuantGemmKernel<F, kTiles, kWarps, false, false><<<grid, kThreads, 0, stream>>>(a);
+    }
+  }
+}
+
+template <QuantFormat F, int kTiles>
+Status Launch(const QuantGemmArgs& a, cudaStream_t stream) {
+  const bool swiglu = a.epilogue == QuantGemmArgs::Epilogue::kSwiGlu;
+  const int rows = swiglu ? a.single.n / 2 : a.single.n;
+  const int64_t items =
+      a.work != nullptr ? a.max_work : (a.tokens + kTiles * 8 - 1) / (kTiles * 8);
+  if (items <= 0 || rows <= 0) return Status::Ok();
+  const dim3 grid(static_cast<unsigned>(items), static_cast<unsigned>((rows + 15) / 16),
+                  static_cast<unsigned>(std::max(1, a.k_splits)));
+  const bool split = a.x_lo != nullptr;
+  const int64_t blocks = int64_t{grid.x} * grid.y * grid.z;
+  if (WarpsFor(kTiles, blocks, SmCount()) == kMostWarps) {
+    LaunchWith<F, kTiles, kMostWarps>(grid, swiglu, split, a, stream);
+  } else {
+    LaunchWith<F, kTiles, 4>(grid, swiglu, split, a, stream);
+  }
+  SPARK_CUDA_RETURN_IF_LAUNCH_FAILED();
+  if (a.k_splits > 1) {
+    SplitReduceKernel<<<detail::CeilDiv(a.tokens * rows, 256), 256, 0, stream>>>(a, rows);
+    SPARK_CUDA_RETURN_IF_LAUNCH_FAILED();
+  }
+  return Status::Ok();
 }
 
 template <QuantFormat F>
@@ -536,8 +551,8 @@ Status Dequant(const QuantMatrix& w, T* out, cudaStream_t stream) {
 
 int QuantGemmKSplits(const QuantMatrix& w, int64_t tokens) {
   const int tile = QuantGemmTileTokens(tokens);
-  const int warps = WarpsFor(tile / 8);
   const int64_t blocks = (tokens + tile - 1) / tile * ((w.n + 15) / 16);
+  const int warps = WarpsFor(tile / 8, blocks, SmCount());
   const int64_t chunks = (w.k + 4 * LaneK(w.format) - 1) / (4 * LaneK(w.format));
   // Two blocks per SM, at least two chunks a warp in each split, at most eight splits.
   const int64_t want = (2 * SmCount() + blocks - 1) / blocks;
