@@ -40,6 +40,16 @@ struct alignas(sizeof(T) * kVec) Vec {
   T v[kVec];
 };
 
+// silu(min(gate, limit)) * clamp(up, -limit, limit), unclamped when limit <= 0 (DeepSeek's
+// SwiGLU with swiglu_limit).
+__device__ __forceinline__ float ClampedSwiGlu(float gate, float up, float limit) {
+  if (limit > 0.0f) {
+    gate = fminf(gate, limit);
+    up = fminf(fmaxf(up, -limit), limit);
+  }
+  return gate / (1.0f + expf(-gate)) * up;
+}
+
 // Two floats as bf16 (round to nearest even), `lo` in the low half (the lower address; in a
 // tensor-core fragment register, the element of the lower column).
 __device__ __forceinline__ uint32_t PackBf16(float lo, float hi) {

@@ -138,12 +138,8 @@ __global__ void SwiGluClampKernel(const float* __restrict__ gate_up, int64_t row
   if (i >= rows * inter) return;
   const int64_t r = i / inter;
   const int c = static_cast<int>(i % inter);
-  float g = gate_up[r * 2 * inter + c], u = gate_up[r * 2 * inter + inter + c];
-  if (limit > 0.0f) {
-    g = fminf(g, limit);
-    u = fminf(fmaxf(u, -limit), limit);
-  }
-  act[i] = g / (1.0f + expf(-g)) * u;
+  act[i] = detail::ClampedSwiGlu(gate_up[r * 2 * inter + c], gate_up[r * 2 * inter + inter + c],
+                                 limit);
 }
 
 __global__ void GatherRowsKernel(const float* __restrict__ x, const int32_t* __restrict__ rows,

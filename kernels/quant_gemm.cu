@@ -26,7 +26,9 @@ namespace {
 // too small to give every SM several blocks (one matrix at decode batches: more warps a row tile
 // keep more loads in flight). A grid of many blocks (expert lists) runs faster in blocks of four.
 constexpr int kMostWarps = 8;
-int WarpsFor(int tiles, int64_t blocks, int sms) { return tiles <= 2 && blocks < 4 * sms ? 8 : 4; }
+int WarpsFor(int tiles, int64_t blocks, int sms) {
+  return tiles <= 2 && blocks < 4 * sms ? kMostWarps : 4;
+}
 
 template <QuantFormat F>
 struct Format;
@@ -139,15 +141,6 @@ __device__ __forceinline__ void PermuteActivations(uint32_t (&xv)[kWords]) {
   }
 }
 
-// silu(min(gate, limit)) * clamp(up, -limit, limit), unclamped when limit <= 0.
-__device__ __forceinline__ float SwiGluOf(float gate, float up, float limit) {
-  if (limit > 0.0f) {
-    gate = fminf(gate, limit);
-    up = fminf(fmaxf(up, -limit), limit);
-  }
-  return gate / (1.0f + expf(-gate)) * up;
-}
-
 // The work item of this block: its matrix, first list position and token count.
 __device__ __forceinline__ bool BlockWork(const QuantGemmArgs& a, int tile_tokens, QuantWork* w) {
   if (a.work == nullptr) {
@@ -222,7 +215,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
       for (int v = 0; v < kSteps / 2; ++v) {
         uint4 q = make_uint4(0, 0, 0, 0);
-        if (c < chunks && kc < k && x_row[i] >= 0) {
+        if (kc < k && x_row[i] >= 0) {
           q = __ldg(reinterpret_cast<const uint4*>(src + x_row[i] * a.ldx + kc) + v);
         }
         uint32_t* dst = xv[part] + 4 * v;
@@ -354,7 +347,7 @@ __global__ void __launch_bounds__(kWarps * 32)
         continue;
       }
       if constexpr (kSwiGlu) {
-        v = SwiGluOf(v, sum[kSets - 1][e], a.limit);
+        v = detail::ClampedSwiGlu(v, sum[kSets - 1][e], a.limit);
       } else {
         if (a.epilogue == QuantGemmArgs::Epilogue::kScale) v *= a.row_scale[orow];
       }
@@ -386,7 +379,7 @@ __global__ void SplitReduceKernel(QuantGemmArgs a, int outs) {
     v += part[0];
     if (swiglu) up += part[outs];
   }
-  if (swiglu) v = SwiGluOf(v, up, a.limit);
+  if (swiglu) v = detail::ClampedSwiGlu(v, up, a.limit);
   const int64_t at = token * a.ldo + col;
   if (a.out_bf16 != nullptr) {
     a.out_bf16[at] = __float2bfloat16_rn(v);
@@ -409,19 +402,15 @@ int SmCount() {
 
 template <QuantFormat F, int kTiles, int kWarps>
 void LaunchWith(dim3 grid, bool swiglu, bool split, const QuantGemmArgs& a, cudaStream_t stream) {
-  if constexpr (kWarps > 4 && kTiles > 2) {
-    return;  // never chosen (WarpsFor): not instantiated
+  constexpr int kThreads = kWarps * 32;
+  if (swiglu && split) {
+    QuantGemmKernel<F, kTiles, kWarps, true, true><<<grid, kThreads, 0, stream>>>(a);
+  } else if (swiglu) {
+    QuantGemmKernel<F, kTiles, kWarps, true, false><<<grid, kThreads, 0, stream>>>(a);
+  } else if (split) {
+    QuantGemmKernel<F, kTiles, kWarps, false, true><<<grid, kThreads, 0, stream>>>(a);
   } else {
-    constexpr int kThreads = kWarps * 32;
-    if (swiglu && split) {
-      QuantGemmKernel<F, kTiles, kWarps, true, true><<<grid, kThreads, 0, stream>>>(a);
-    } else if (swiglu) {
-      QuantGemmKernel<F, kTiles, kWarps, true, false><<<grid, kThreads, 0, stream>>>(a);
-    } else if (split) {
-      QuantGemmKernel<F, kTiles, kWarps, false, true><<<grid, kThreads, 0, stream>>>(a);
-    } else {
-      QuantGemmKernel<F, kTiles, kWarps, false, false><<<grid, kThreads, 0, stream>>>(a);
-    }
+    QuantGemmKernel<F, kTiles, kWarps, false, false><<<grid, kThreads, 0, stream>>>(a);
   }
 }
 
@@ -436,8 +425,12 @@ Status Launch(const QuantGemmArgs& a, cudaStream_t stream) {
                   static_cast<unsigned>(std::max(1, a.k_splits)));
   const bool split = a.x_lo != nullptr;
   const int64_t blocks = int64_t{grid.x} * grid.y * grid.z;
-  if (WarpsFor(kTiles, blocks, SmCount()) == kMostWarps) {
-    LaunchWith<F, kTiles, kMostWarps>(grid, swiglu, split, a, stream);
+  if constexpr (kTiles <= 2) {  // only decode tiles take kMostWarps (WarpsFor)
+    if (WarpsFor(kTiles, blocks, SmCount()) == kMostWarps) {
+      LaunchWith<F, kTiles, kMostWarps>(grid, swiglu, split, a, stream);
+    } else {
+      LaunchWith<F, kTiles, 4>(grid, swiglu, split, a, stream);
+    }
   } else {
     LaunchWith<F, kTiles, 4>(grid, swiglu, split, a, stream);
   }

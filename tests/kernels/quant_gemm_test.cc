@@ -102,6 +102,18 @@ double SwiGlu(double g, double u, double limit) {
   return g / (1 + std::exp(-g)) * u;
 }
 
+// A dense product of w by the first `tokens` rows of x (row stride ldx) into rows of ldo.
+QuantGemmArgs DenseArgs(const Weight& w, const Activations& x, int64_t tokens, int64_t ldx,
+                        int64_t ldo) {
+  QuantGemmArgs a;
+  a.single = w.matrix();
+  a.tokens = tokens;
+  a.x = x.device->get();
+  a.ldx = ldx;
+  a.ldo = ldo;
+  return a;
+}
+
 const QuantFormat kFormats[] = {QuantFormat::kBf16, QuantFormat::kE4M3B32, QuantFormat::kE2M1B32};
 
 TEST(QuantGemmTest, DenseMatchesDecodedProductAtEveryTileSize) {
@@ -115,13 +127,8 @@ TEST(QuantGemmTest, DenseMatchesDecodedProductAtEveryTileSize) {
         const Activations x(tokens, k, 12);
         const std::vector<float> init = Random(size_t(tokens) * n, 13);
         DeviceArray<float> out(init);
-        QuantGemmArgs a;
-        a.single = w.matrix();
-        a.tokens = tokens;
-        a.x = x.device->get();
+        QuantGemmArgs a = DenseArgs(w, x, tokens, k, n);
         a.x_lo = split ? x.lo->get() : nullptr;
-        a.ldx = k;
-        a.ldo = n;
         a.out = out.get();
         a.accumulate = accumulate;
         DeviceArray<float> parts(size_t(3) * tokens * n);
@@ -156,12 +163,7 @@ TEST(QuantGemmTest, DeepKAndSplitsOfEveryEpilogue) {
           const Activations x(tokens, k, 42);
           const int outs = swiglu ? n / 2 : n;
           DeviceArray<float> out(size_t(tokens) * outs), parts(size_t(splits) * tokens * n);
-          QuantGemmArgs a;
-          a.single = w.matrix();
-          a.tokens = tokens;
-          a.x = x.device->get();
-          a.ldx = k;
-          a.ldo = outs;
+          QuantGemmArgs a = DenseArgs(w, x, tokens, k, outs);
           a.out = out.get();
           a.k_splits = splits;
           a.split_out = parts.get();
@@ -199,13 +201,8 @@ TEST(QuantGemmTest, GroupedRowsReadTheirOwnColumns) {
     for (int64_t tokens : {3, 40}) {
       const Activations x(tokens, groups * k, 22);
       DeviceArray<float> out(size_t(tokens) * groups * rows);
-      QuantGemmArgs a;
-      a.single = w.matrix();
-      a.tokens = tokens;
-      a.x = x.device->get();
-      a.ldx = groups * k;
+      QuantGemmArgs a = DenseArgs(w, x, tokens, groups * k, groups * rows);
       a.group_rows = rows;
-      a.ldo = groups * rows;
       a.out = out.get();
       SPARK_ASSERT_OK(QuantGemm(a, nullptr));
       std::vector<double> want(size_t(tokens) * groups * rows);
@@ -226,12 +223,7 @@ TEST(QuantGemmTest, SwiGluEpilogueWritesBf16) {
     const int64_t tokens = 7;
     const Activations x(tokens, k, 32);
     DeviceArray<__nv_bfloat16> act(size_t(tokens) * inter);
-    QuantGemmArgs a;
-    a.single = w.matrix();
-    a.tokens = tokens;
-    a.x = x.device->get();
-    a.ldx = k;
-    a.ldo = inter;
+    QuantGemmArgs a = DenseArgs(w, x, tokens, k, inter);
     a.epilogue = QuantGemmArgs::Epilogue::kSwiGlu;
     a.limit = 0.05f;  // small enough that both clamps fire on these values
     a.out_bf16 = act.get();

@@ -11,6 +11,7 @@
 #include "engine/backend/cuda/cuda_backend.h"
 #include "kernels/cuda_check.h"
 #include "kernels/launch_settings.h"
+#include "tests/engine/backend/cuda_device_test.h"
 #include "tests/kernels/gpu_test_util.h"
 
 namespace spark::engine::backend::cuda {
@@ -86,16 +87,9 @@ struct Layer {
   }
 };
 
-class CudaResidualTest : public ::testing::Test {
+class CudaResidualTest : public CudaDeviceTest {
  protected:
-  void SetUp() override {
-    if (kernels::CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
-    auto b = CudaBackend::Create({});
-    ASSERT_TRUE(b.ok()) << b.status().message();
-    gpu_ = std::move(*b);
-  }
   cpu::CpuBackend cpu_{2};
-  std::unique_ptr<CudaBackend> gpu_;
 };
 
 // The same, for each Linear weight type.
