@@ -15,6 +15,10 @@ std::string Join(const std::vector<std::string>& parts, std::string_view sep);
 bool StartsWith(std::string_view text, std::string_view prefix);
 bool EndsWith(std::string_view text, std::string_view suffix);
 
+// At most `max_bytes` of UTF-8 `text`, cut before a character rather than inside one (a cut
+// character is not valid UTF-8, and JSON writers refuse it).
+std::string_view Utf8Prefix(std::string_view text, size_t max_bytes);
+
 // Edit distance between a and b, counting an adjacent transposition as one edit.
 size_t EditDistance(std::string_view a, std::string_view b);
 

@@ -5,16 +5,13 @@
 #include <random>
 #include <thread>
 
+#include "base/strings.h"
 #include "sparkctl/serving/corpus.h"
 
 namespace spark::serving {
 std::string ClipText(const std::string& s, size_t n) {
   std::string out = s;
-  if (out.size() > n) {
-    // Back to the first byte of a UTF-8 sequence: a cut inside one is not valid text.
-    while (n > 0 && (static_cast<unsigned char>(out[n]) & 0xC0) == 0x80) --n;
-    out = out.substr(0, n) + "...";
-  }
+  if (out.size() > n) out = std::string(Utf8Prefix(out, n)) + "...";
   for (char& c : out) {
     if (c == '\n' || c == '\r' || c == '\t') c = ' ';
   }
@@ -104,7 +101,7 @@ struct Runner {
     Result<JsonReply> m = GetJson(e, "/v1/models");
     r.latency_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (!m.ok() || m->status != 200) {
-      r.detail = m.ok() ? "HTTP " + std::to_string(m->status) + ": " + m->raw.substr(0, 200)
+      r.detail = m.ok() ? "HTTP " + std::to_string(m->status) + ": " + std::string(Utf8Prefix(m->raw, 200))
                         : m.status().message();
       return Add(r);
     }

@@ -50,13 +50,13 @@ double CharsPerToken(const Endpoint& e, bool* can_tokenize) {
     return static_cast<double>(sample.size()) / static_cast<double>(ids->size());
   }
   *can_tokenize = false;
-  Result<JsonReply> c = PostJson(
-      e, "/v1/completions",
-      {{"model", e.model}, {"prompt", sample.substr(0, 4000)}, {"max_tokens", 1}},
-      std::chrono::seconds(120));
+  const std::string head = CorpusText(0, 4000);
+  Result<JsonReply> c =
+      PostJson(e, "/v1/completions", {{"model", e.model}, {"prompt", head}, {"max_tokens", 1}},
+               std::chrono::seconds(120));
   if (c.ok() && c->status == 200 && c->body.is_object() && c->body.contains("usage")) {
     const int n = c->body["usage"].value("prompt_tokens", 0);
-    if (n > 0) return 4000.0 / n;
+    if (n > 0) return static_cast<double>(head.size()) / n;
   }
   return 4.0;
 }

@@ -26,9 +26,15 @@ std::string_view Corpus() {
 
 std::string CorpusText(size_t offset, size_t chars) {
   const std::string_view c = Corpus();
+  // The corpus is UTF-8 with a few multi-byte characters; a piece that starts or ends inside one
+  // is not valid UTF-8, which JSON request bodies refuse.
+  const auto inside_char = [&c](size_t i) {
+    return i < c.size() && (static_cast<unsigned char>(c[i]) & 0xC0) == 0x80;
+  };
   std::string out;
   out.reserve(chars + 64);
   size_t at = offset % c.size();
+  while (inside_char(at)) at = (at + 1) % c.size();
   while (out.size() < chars) {
     const size_t n = std::min(chars - out.size(), c.size() - at);
     out.append(c.substr(at, n));
@@ -37,6 +43,7 @@ std::string CorpusText(size_t offset, size_t chars) {
   while (at != 0 && at < c.size() && c[at] != ' ' && c[at] != '\n' && out.size() < chars + 32) {
     out += c[at++];
   }
+  while (inside_char(at)) out += c[at++];
   return out;
 }
 

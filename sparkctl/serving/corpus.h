@@ -12,7 +12,8 @@ namespace spark::serving {
 // The whole text (about 200 KB).
 std::string_view Corpus();
 
-// `chars` characters of the corpus starting at `offset` (wrapping around), cut at a word end.
+// About `chars` bytes of the corpus from `offset` (wrapping around), cut at a word end; it starts
+// and ends on whole UTF-8 characters whatever the offset.
 std::string CorpusText(size_t offset, size_t chars);
 
 // SHA-256 of the corpus, for result identity.

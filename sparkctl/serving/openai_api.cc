@@ -1,5 +1,7 @@
 #include "sparkctl/serving/openai_api.h"
 
+#include "base/strings.h"
+
 namespace spark::serving {
 namespace {
 
@@ -16,7 +18,7 @@ std::string ErrorMessage(const json& body, const std::string& raw) {
   if (body.is_object() && body.contains("error") && body["error"].is_object()) {
     return body["error"].value("message", raw);
   }
-  return raw.substr(0, 500);
+  return std::string(Utf8Prefix(raw, 500));
 }
 
 // One `data:` payload of the stream.
@@ -158,7 +160,8 @@ Result<StreamResult> Stream(const Endpoint& e, const std::string& path, json bod
         at = nl + 1;
       }
     }
-    error_body.append(piece.substr(0, std::min<size_t>(piece.size(), 4096)));
+    // Kept for a refusal's message, which is short: the first 4 KiB is plenty.
+    if (error_body.size() < 4096) error_body.append(piece.substr(0, 4096 - error_body.size()));
   };
   r.start = StreamResult::Clock::now();
   SPARK_ASSIGN_OR_RETURN(HttpReply reply, HttpCall(e.url, o));

@@ -74,6 +74,16 @@ TEST(StringsTest, FormatNumberWritesNumbersAsPeopleDo) {
   EXPECT_EQ(FormatNumber(1e-9), "1e-09");
 }
 
+TEST(StringsTest, Utf8PrefixCutsBeforeACharacter) {
+  const std::string text = "a\xC2\xB7" "b\xE2\x82\xAC";  // a, middle dot, b, euro sign
+  EXPECT_EQ(Utf8Prefix(text, 100), text);
+  EXPECT_EQ(Utf8Prefix(text, 1), "a");
+  EXPECT_EQ(Utf8Prefix(text, 2), "a");
+  EXPECT_EQ(Utf8Prefix(text, 3), "a\xC2\xB7");
+  EXPECT_EQ(Utf8Prefix(text, 6), "a\xC2\xB7" "b");
+  EXPECT_EQ(Utf8Prefix(text, 0), "");
+}
+
 TEST(StringsTest, SplitTrimJoin) {
   EXPECT_EQ(Split("a,,b", ','), (std::vector<std::string>{"a", "", "b"}));
   EXPECT_EQ(Split("a,,b", ',', true), (std::vector<std::string>{"a", "b"}));
