@@ -141,6 +141,7 @@ cli::RankOptions MakeRankOptions(const GenerateOptions& o, int rank, int64_t num
   r.block_size = o.block_size;
   r.max_batched_tokens = o.max_batched_tokens;
   r.speculative_tokens = o.speculative.enabled() ? o.speculative.num_speculative_tokens : 0;
+  r.load_draft = o.speculative.needs_draft_model();
   r.test_exit_rank = o.test_exit_rank;
   return r;
 }

@@ -47,7 +47,7 @@ nlohmann::ordered_json Info() {
           {"chat_formats", List(tokenizer::ChatFormatNames(), str)},
           // Methods `serve --speculative-method` runs, for every model family (dspark is
           // refused: not built yet).
-          {"speculative_methods", {"ngram"}},
+          {"speculative_methods", {"ngram", "dspark"}},
           {"environment",
            {{"variables", List(config::EnvironmentNames(), str)},
             {"prefixes", List(config::LibraryEnvironmentPrefixes(), str)}}}};

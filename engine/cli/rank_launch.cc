@@ -47,6 +47,12 @@ class ExitingRunner : public runtime::ModelRunner {
   ExitingRunner(runtime::ModelRunner* inner, int after) : inner_(inner), left_(after) {}
   int vocab_size() const override { return inner_->vocab_size(); }
   std::string WhyNoSpeculation() const override { return inner_->WhyNoSpeculation(); }
+  bool has_draft_model() const override { return inner_->has_draft_model(); }
+  Result<std::vector<int32_t>> DraftTokens(int32_t anchor, int32_t position,
+                                           std::span<const int32_t> block_table,
+                                           int count) override {
+    return inner_->DraftTokens(anchor, position, block_table, count);
+  }
   Result<std::vector<float>> Run(const runtime::StepPlan& plan) override {
     if (left_-- <= 0) std::_Exit(3);
     return inner_->Run(plan);
@@ -80,6 +86,12 @@ class HeartbeatAwareRunner : public runtime::ModelRunner {
       : inner_(inner), status_(status), delay_(delay) {}
   int vocab_size() const override { return inner_->vocab_size(); }
   std::string WhyNoSpeculation() const override { return inner_->WhyNoSpeculation(); }
+  bool has_draft_model() const override { return inner_->has_draft_model(); }
+  Result<std::vector<int32_t>> DraftTokens(int32_t anchor, int32_t position,
+                                           std::span<const int32_t> block_table,
+                                           int count) override {
+    return inner_->DraftTokens(anchor, position, block_table, count);
+  }
   Result<std::vector<float>> Run(const runtime::StepPlan& plan) override {
     if (status_) status_->Touch();
     if (plan.entries.empty()) return std::vector<float>();
@@ -154,6 +166,12 @@ class RankSession::GroupRunner : public runtime::ModelRunner {
 
   int vocab_size() const override { return inner_->vocab_size(); }
   std::string WhyNoSpeculation() const override { return inner_->WhyNoSpeculation(); }
+  bool has_draft_model() const override { return inner_->has_draft_model(); }
+  Result<std::vector<int32_t>> DraftTokens(int32_t anchor, int32_t position,
+                                           std::span<const int32_t> block_table,
+                                           int count) override {
+    return inner_->DraftTokens(anchor, position, block_table, count);
+  }
   runtime::DecodeStepCounts decode_steps() const override {
     std::lock_guard lock(mu_);
     return inner_->decode_steps();
@@ -226,6 +244,12 @@ class RankSession::ProgressRunner : public runtime::ModelRunner {
       : inner_(inner), status_(status), delay_(delay) {}
   int vocab_size() const override { return inner_->vocab_size(); }
   std::string WhyNoSpeculation() const override { return inner_->WhyNoSpeculation(); }
+  bool has_draft_model() const override { return inner_->has_draft_model(); }
+  Result<std::vector<int32_t>> DraftTokens(int32_t anchor, int32_t position,
+                                           std::span<const int32_t> block_table,
+                                           int count) override {
+    return inner_->DraftTokens(anchor, position, block_table, count);
+  }
   runtime::DecodeStepCounts decode_steps() const override { return inner_->decode_steps(); }
   Result<std::vector<float>> Run(const runtime::StepPlan& plan) override {
     return RunCounted(*inner_, plan, status_, delay_);
@@ -511,6 +535,7 @@ Result<std::unique_ptr<RankSession>> StartRank(const RankOptions& options) {
   mo.weight_dtype = weight_dtype;
   mo.kv_dtype = choice.kv;
   mo.tokenizer_dir = options.tokenizer_dir;
+  mo.load_draft = options.load_draft;
   if (status && memory.ok()) {
     status->Set(RankPhase::kLoading, "reading weights from " + options.model_dir).IgnoreError();
     mo.on_progress = [status](double fraction) { status->SetProgress(fraction); };
@@ -591,6 +616,7 @@ Result<StartupCheck> RankSession::PlanMemory(const ComputeChoice& choice, const 
   r.cuda_graphs = choice.cuda_graphs;
   r.tp = options_.tp;
   r.moe = options_.moe_sharding;
+  r.draft = options_.load_draft;
   r.block_size = static_cast<int>(shape[1]);
   if (shape[2] > 0) {
     r.kv_memory_fraction = static_cast<double>(shape[2]) / 1e6;

@@ -102,6 +102,7 @@ struct RankOptions {
   int max_num_seqs = 64;
   int max_batched_tokens = 2048;
   int speculative_tokens = 0;  // rank 0's --num-speculative-tokens (0: no drafts)
+  bool load_draft = false;     // --speculative-method dspark: load the checkpoint's draft stack
   bool chunked_prefill = true;  // rank 0's: false with --no-chunked-prefill
   int ranks_on_host = 1;
   runtime::HostMemory* host_memory = nullptr;

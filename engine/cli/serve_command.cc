@@ -271,6 +271,7 @@ cli::RankOptions MakeRankOptions(const ServeOptions& o, int rank, int port, int6
   r.max_num_seqs = o.max_num_seqs;
   r.max_batched_tokens = StepTokens(o, r.max_model_len);
   r.speculative_tokens = o.speculative.enabled() ? o.speculative.num_speculative_tokens : 0;
+  r.load_draft = o.speculative.needs_draft_model();
   r.chunked_prefill = !o.no_chunked_prefill;
   r.ranks_on_host = RanksPerNode(o);
   if (Result<config::Environment> env = config::ReadEnvironment(); env.ok()) {

@@ -25,7 +25,7 @@ Status ValidateSpeculativeFlags(const runtime::SpeculativeOptions& o) {
     if (o.num_speculative_tokens != 0) {
       return InvalidArgumentError("--num-speculative-tokens " +
                                   std::to_string(o.num_speculative_tokens) +
-                                  " needs --speculative-method ngram");
+                                  " needs --speculative-method ngram or dspark");
     }
     return Status::Ok();
   }
@@ -37,15 +37,19 @@ Status ValidateSpeculativeFlags(const runtime::SpeculativeOptions& o) {
 Status ValidateSpeculativeFlags(const runtime::SpeculativeOptions& o,
                                 const std::string& model_dir) {
   Status s = ValidateSpeculativeFlags(o);
-  if (s.ok() || s.code() != StatusCode::kUnimplemented || model_dir.empty()) return s;
+  const bool ask_checkpoint = s.code() == StatusCode::kUnimplemented ||
+                              (s.ok() && o.needs_draft_model());
+  if (!ask_checkpoint || model_dir.empty()) return s;
   Result<core::ModelConfig> config = model::LoadModelConfig(model_dir);
   if (!config.ok()) return s;
   const std::string has = model::dsv41::DescribeDspark(*config);
   const bool has_layers = has.rfind("checkpoint has no ", 0) != 0;
-  return UnimplementedError("--speculative-method " + o.method + ": speculative method '" +
-                            o.method + "' is not implemented yet: " + has +
-                            (has_layers ? "; spark-engine does not run them yet" : "") +
-                            "; use method ngram (prompt lookup, every model) or none");
+  if (s.ok()) {
+    if (has_layers) return s;
+    return FailedPreconditionError("--speculative-method dspark: " + has +
+                                   "; use method ngram (prompt lookup, every model) or none");
+  }
+  return Status(s.code(), s.message() + " (" + has + ")");
 }
 
 std::vector<std::string> SpeculativeArgv(const runtime::SpeculativeOptions& o) {

@@ -147,7 +147,7 @@ Result<RankPlan> PlanRank(const core::ModelConfig& config, const ModelFamily& fa
   RankPlan plan;
   plan.tp = r.tp;
   plan.max_position_embeddings = config.max_position_embeddings;
-  const MemoryQuery query{{0, r.tp}, r.moe, r.weight_dtype, r.kv_dtype};
+  const MemoryQuery query{{0, r.tp}, r.moe, r.weight_dtype, r.kv_dtype, r.draft};
   SPARK_ASSIGN_OR_RETURN(MemoryFootprint footprint, Footprint(config, family, r, query, &plan));
   plan.kv_bytes_per_token = footprint.kv_bytes_per_token;
   plan.kv_bytes_per_sequence = footprint.kv_bytes_per_sequence;

@@ -49,6 +49,8 @@ struct PlanRequest {
   // Draft tokens a sequence may verify a step (speculative decoding): each brings back a logits
   // row of its own. 0: no drafts.
   int speculative_tokens = 0;
+  // The checkpoint's draft model is held too (speculative method dspark).
+  bool draft = false;
   // Prompt scoring (prompt_logprobs) brings back a row per prompt token: with chunked prefill at
   // most max_scored_tokens a step (runtime::SchedulerOptions), without it a whole prompt.
   bool chunked_prefill = true;

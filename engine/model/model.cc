@@ -26,6 +26,11 @@ Result<std::unique_ptr<Model>> LoadModel(const std::string& dir, backend::Backen
   return family->load(dir, std::move(config), backend, comm, options);
 }
 
+Status Model::DraftTokens(int32_t, int32_t, std::span<const int32_t>, int, PagedKvCache&,
+                          std::vector<int32_t>*) {
+  return UnimplementedError(config().model_type + " has no draft model loaded");
+}
+
 Status Model::ForwardArgMax(const ForwardBatch& batch, PagedKvCache& cache,
                             std::vector<int32_t>* ids) {
   std::vector<float> logits;

@@ -11,6 +11,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,9 @@ struct ModelOptions {
   // Where the checkpoint's tokenizer lives when the model needs it to load (DeepSeek-V4.1's
   // Engram derives its compressed token map from it). Default (empty): the model directory.
   std::string tokenizer_dir;
+  // Also load the checkpoint's own draft model (DeepSeek-V4.1's DSpark stack, mtp.*) for
+  // speculative decoding (Model::DraftTokens). A family without one refuses it at load.
+  bool load_draft = false;
 };
 
 class Model {
@@ -97,6 +101,14 @@ class Model {
   virtual std::string WhyNoSpeculation() const {
     return "this model family keeps state beyond the paged KV cache that has no rollback yet";
   }
+  // The model's own drafter (loaded with ModelOptions::load_draft): `count` tokens that may
+  // follow `anchor`, the sequence's token at `position` that no forward has run yet (every
+  // earlier position has). `block_table` must cover positions up to position + count - 1: the
+  // drafter writes state at those slots, which the next forward overwrites. Unimplemented
+  // without a draft model.
+  virtual bool has_draft_model() const { return false; }
+  virtual Status DraftTokens(int32_t anchor, int32_t position, std::span<const int32_t> block_table,
+                             int count, PagedKvCache& cache, std::vector<int32_t>* drafts);
 
  protected:
   // LaunchArgMax's checks: at most kMaxLaunched steps, and for ids_from_last one token per

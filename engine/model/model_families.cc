@@ -119,6 +119,10 @@ Status CheckSupported(const ModelFamily& family, const std::string& backend_name
                                 " weights only (weight type " + dtype_name(options.weight_dtype) +
                                 " asked); set --weight-dtype to one of them");
   }
+  if (options.load_draft && family.draft_method.empty()) {
+    return UnimplementedError(what + " checkpoints carry no draft model of their own (the dspark "
+                              "method is DeepSeek-V4.1's); use speculative method ngram");
+  }
   if (!has(family.kv_dtypes, options.kv_dtype)) {
     return InvalidArgumentError(what + " keeps an " + or_list(family.kv_dtypes, dtype_name) +
                                 " KV cache only (" + dtype_name(options.kv_dtype) +

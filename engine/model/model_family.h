@@ -29,6 +29,8 @@ struct MemoryQuery {
   MoeSharding moe = MoeSharding::kInsideExperts;
   backend::DType weight_dtype = backend::DType::kF32;
   backend::DType kv_dtype = backend::DType::kF32;
+  // The checkpoint's own draft model is loaded too (ModelOptions::load_draft).
+  bool draft = false;
 };
 
 struct MemoryFootprint {
@@ -85,6 +87,9 @@ struct ModelFamily {
   std::string_view chat_format;
   std::string_view reasoning_parser;
   std::string_view tool_parser;
+  // The speculative method of the checkpoint's own draft model (ModelOptions::load_draft), or
+  // empty: DeepSeek-V4.1's "dspark".
+  std::string_view draft_method;
 };
 
 // Every family this build knows, in a fixed order.

@@ -1,25 +1,25 @@
 #include "engine/runtime/drafter.h"
 
+#include "engine/runtime/model_drafter.h"
 #include "engine/runtime/ngram_drafter.h"
 
 namespace spark::engine::runtime {
 
 Status SpeculativeOptions::Validate() const {
   if (method == "none") return Status::Ok();
-  if (method == "dspark" || method == "mtp") {
+  if (method == "mtp") {
     return UnimplementedError(
-        "speculative method '" + method +
-        "' is not implemented yet (the DeepSeek-V4.1 draft layers, mtp.*, are not run); use "
-        "method ngram (prompt lookup, every model) or none");
+        "speculative method 'mtp' is not implemented (DeepSeek-V4.1's mtp.* layers are DSpark "
+        "stages: use method dspark); use dspark, ngram (prompt lookup, every model) or none");
   }
-  if (method != "ngram") {
+  if (method != "ngram" && method != "dspark") {
     return InvalidArgumentError("speculative method '" + method +
-                                "' is not one of none, ngram (dspark is not implemented yet)");
+                                "' is not one of none, ngram, dspark");
   }
   if (num_speculative_tokens < 1 || num_speculative_tokens > 16) {
     return InvalidArgumentError("num_speculative_tokens " +
-                                std::to_string(num_speculative_tokens) +
-                                " out of range: ngram needs 1..16 draft tokens a step");
+                                std::to_string(num_speculative_tokens) + " out of range: " +
+                                method + " needs 1..16 draft tokens a step");
   }
   if (prompt_lookup_min < 1) {
     return InvalidArgumentError("prompt_lookup_min " + std::to_string(prompt_lookup_min) +
@@ -33,9 +33,18 @@ Status SpeculativeOptions::Validate() const {
   return Status::Ok();
 }
 
-Result<std::unique_ptr<Drafter>> MakeDrafter(const SpeculativeOptions& options) {
+Result<std::unique_ptr<Drafter>> MakeDrafter(const SpeculativeOptions& options,
+                                             ModelRunner* runner) {
   SPARK_RETURN_IF_ERROR(options.Validate());
   if (!options.enabled()) return InvalidArgumentError("speculative decoding is off (method none)");
+  if (options.method == "dspark") {
+    if (runner == nullptr || !runner->has_draft_model()) {
+      return FailedPreconditionError(
+          "speculative method dspark needs the checkpoint's DSpark draft stack loaded (a "
+          "DeepSeek-V4.1 checkpoint with mtp.* layers, on one rank); use ngram");
+    }
+    return std::unique_ptr<Drafter>(new ModelDrafter(runner, options.num_speculative_tokens));
+  }
   return std::unique_ptr<Drafter>(
       new NgramDrafter(options.prompt_lookup_min, options.prompt_lookup_max));
 }

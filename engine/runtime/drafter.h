@@ -16,11 +16,13 @@
 #include <vector>
 
 #include "base/status.h"
+#include "engine/runtime/sequence.h"
 
 namespace spark::engine::runtime {
 
 struct SpeculativeOptions {
-  // "none", "ngram" (prompt lookup); "dspark" is refused (not implemented yet).
+  // "none", "ngram" (prompt lookup, every model), "dspark" (the checkpoint's own DSpark draft
+  // stack: DeepSeek-V4.1 on one rank).
   std::string method = "none";
   // Draft tokens proposed per sequence and step (1..16 with a method).
   int num_speculative_tokens = 0;
@@ -30,8 +32,10 @@ struct SpeculativeOptions {
   int prompt_lookup_min = 1;
 
   bool enabled() const { return method != "none"; }
-  // InvalidArgument naming the field and the fix; for dspark, Unimplemented saying what works.
+  // InvalidArgument naming the field and the fix; for mtp, Unimplemented saying what works.
   Status Validate() const;
+  // Whether the model must load its own draft model (ModelOptions::load_draft).
+  bool needs_draft_model() const { return method == "dspark"; }
 };
 
 class Drafter {
@@ -40,9 +44,25 @@ class Drafter {
   // Up to `max_tokens` tokens that may follow `tokens` (a sequence's prompt and output so far);
   // empty when it has no guess.
   virtual std::vector<int32_t> Propose(std::span<const int32_t> tokens, int max_tokens) = 0;
+
+  // A model drafter writes state at the KV slots of the positions it drafts from: the tokens
+  // past the sequence's last one whose blocks the scheduler must hold before ProposeFor (0 for
+  // drafters that read tokens only).
+  virtual int block_tokens() const { return 0; }
+  // Propose with the sequence's KV state. Its block table covers block_tokens() positions from
+  // its last token on.
+  virtual std::vector<int32_t> ProposeFor(const Sequence& seq, int max_tokens) {
+    return Propose(seq.token_ids(), max_tokens);
+  }
+  // The first error a proposal met (a model drafter's forward); the engine fails the step.
+  virtual Status status() const { return Status::Ok(); }
 };
 
-// The drafter of `options` (enabled()), or its Validate error.
-Result<std::unique_ptr<Drafter>> MakeDrafter(const SpeculativeOptions& options);
+class ModelRunner;
+
+// The drafter of `options` (enabled()), or its Validate error; dspark drafts with `runner`'s
+// draft model (FailedPrecondition when it has none).
+Result<std::unique_ptr<Drafter>> MakeDrafter(const SpeculativeOptions& options,
+                                             ModelRunner* runner = nullptr);
 
 }  // namespace spark::engine::runtime

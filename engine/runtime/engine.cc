@@ -16,7 +16,7 @@ Result<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options, Mod
   }
   std::unique_ptr<Drafter> drafter;
   if (options.speculative.enabled()) {
-    SPARK_ASSIGN_OR_RETURN(drafter, MakeDrafter(options.speculative));
+    SPARK_ASSIGN_OR_RETURN(drafter, MakeDrafter(options.speculative, runner));
     if (const std::string why = runner->WhyNoSpeculation(); !why.empty()) {
       return FailedPreconditionError("speculative method " + options.speculative.method +
                                      ": " + why + "; run without speculative decoding");
@@ -127,6 +127,9 @@ Result<std::vector<TokenOutput>> Engine::Step() {
   std::vector<TokenOutput> outputs;
   ApplyMemoryGuard(&outputs);
   SchedulerOutput out = scheduler_.Schedule();
+  // A model drafter's failed forward leaves its sequence without a draft this step; the
+  // engine stops rather than serve on with a drafter that errs.
+  if (drafter_ != nullptr) SPARK_RETURN_IF_ERROR(drafter_->status());
   stalled_ = out.plan.entries.empty() && out.out_of_memory.empty() && outputs.empty() &&
              scheduler_.HasWork();
   for (Sequence* seq : out.out_of_memory) {

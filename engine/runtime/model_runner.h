@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <map>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,17 @@ class ModelRunner {
   // when it can: it must return a logits row for each draft, and the model must keep no state
   // that rejected drafts would leave behind.
   virtual std::string WhyNoSpeculation() const { return "this model runner runs no draft tokens"; }
+
+  // The model's own drafter (Model::DraftTokens): `count` tokens that may follow `anchor`, the
+  // token at `position` no step has run yet, with the sequence's blocks covering positions up
+  // to position + count - 1. Only on rank 0, between steps. Unimplemented without one.
+  virtual bool has_draft_model() const { return false; }
+  virtual Result<std::vector<int32_t>> DraftTokens(int32_t anchor, int32_t position,
+                                                   std::span<const int32_t> block_table,
+                                                   int count) {
+    (void)anchor, (void)position, (void)block_table, (void)count;
+    return UnimplementedError("this model runner has no draft model");
+  }
 
   // Runs the plan. Returns plan.num_logits_rows() rows of vocab_size() logits, row-major, in the
   // order of the entries that have needs_logits; for a kRunArgMax plan (only sent to runners

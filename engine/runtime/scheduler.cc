@@ -77,7 +77,7 @@ bool Scheduler::MakeRoom(size_t index, int n, SchedulerOutput* out) {
   return true;
 }
 
-std::vector<int32_t> Scheduler::Draft(const Sequence& seq, int budget) const {
+std::vector<int32_t> Scheduler::Draft(Sequence& seq, int budget) {
   if (drafter_ == nullptr || seq.num_uncomputed_tokens() != 1 || seq.num_output_tokens() < 1) {
     return {};
   }
@@ -87,7 +87,17 @@ std::vector<int32_t> Scheduler::Draft(const Sequence& seq, int budget) const {
                              seq.params().max_tokens - seq.num_output_tokens() - 1,
                              options_.max_model_len - seq.num_tokens() - 1});
   if (room < 1) return {};
-  std::vector<int32_t> draft = drafter_->Propose(seq.token_ids(), room);
+  if (const int block = drafter_->block_tokens(); block > 0) {
+    // A model drafter writes its block's state at those positions' slots: hold the blocks
+    // first (plain free ones, as for any draft), and give back what the kept draft leaves.
+    const int held = std::max(block, 1 + room);
+    if (!blocks_->CanAppendWithoutEviction(seq, held)) return {};
+    blocks_->Append(seq, held).IgnoreError();  // checked just above
+    std::vector<int32_t> draft = drafter_->ProposeFor(seq, room);
+    blocks_->TrimTo(seq, seq.num_computed_tokens() + 1 + static_cast<int>(draft.size()));
+    return draft;
+  }
+  std::vector<int32_t> draft = drafter_->ProposeFor(seq, room);
   if (draft.size() > static_cast<size_t>(room)) draft.resize(room);
   // The drafts' blocks must come from plain free blocks: taking a cached one would evict it,
   // a change a rejected draft must not leave behind.

@@ -95,7 +95,7 @@ class Scheduler {
   // The drafter's tokens for running sequence `seq` in this step (it decodes; at most
   // budget - 1 and what max_tokens / max_model_len leave; none when their blocks would evict
   // cached ones). Empty without a drafter.
-  std::vector<int32_t> Draft(const Sequence& seq, int budget) const;
+  std::vector<int32_t> Draft(Sequence& seq, int budget);
   void Preempt(Sequence* seq);
   // Tokens to run for `seq` this step within `budget` (scored prompts: what is left of
   // max_scored_tokens this step, maybe 0).

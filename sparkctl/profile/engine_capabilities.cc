@@ -193,8 +193,8 @@ void ValidateAgainstEngine(const Profile& p, const EngineCapabilities& engine,
                       Join(kept) + "); use one of those, or auto (the engine's choice)");
     }
   }
-  // mtp and dspark are refused by Validate already; a method it accepts must be in this engine.
-  if (e.speculative.method == "ngram" &&
+  // mtp is refused by Validate already; a method it accepts must be in this engine.
+  if ((e.speculative.method == "ngram" || e.speculative.method == "dspark") &&
       !Contains(engine.speculative_methods, e.speculative.method)) {
     errors->Add("engine.speculative.method",
                 "speculative decoding with '" + e.speculative.method + "' is not implemented in " +

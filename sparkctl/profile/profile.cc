@@ -138,19 +138,23 @@ void ValidateEngine(const EngineSpec& e, const TopologySpec& t, FieldErrors* err
   const std::vector<std::string> methods = {"none", "ngram", "mtp", "dspark"};
   if (std::find(methods.begin(), methods.end(), sp.method) == methods.end()) {
     errors->Add("engine.speculative.method", "'" + sp.method +
-                                                 "' is not a method (none, ngram; mtp and dspark "
-                                                 "are not implemented yet)" +
+                                                 "' is not a method (none, ngram, dspark; mtp "
+                                                 "is not implemented)" +
                                                  DidYouMean(sp.method, methods));
-  } else if (sp.method == "mtp" || sp.method == "dspark") {
+  } else if (sp.method == "mtp") {
     errors->Add("engine.speculative.method",
-                "'" + sp.method +
-                    "' is not implemented yet (spark-engine does not run the checkpoint's draft "
-                    "layers); use method: ngram (prompt lookup, any model) or none");
-  } else if (sp.method == "ngram") {
+                "'mtp' is not implemented (DeepSeek-V4.1's mtp.* layers are DSpark stages); use "
+                "method: dspark, ngram (prompt lookup, any model) or none");
+  } else if (sp.method == "ngram" || sp.method == "dspark") {
     if (sp.num_speculative_tokens < 1 || sp.num_speculative_tokens > 16) {
       errors->Add("engine.speculative.num_speculative_tokens",
-                  std::to_string(sp.num_speculative_tokens) +
-                      " is out of range: ngram needs 1..16 draft tokens a step");
+                  std::to_string(sp.num_speculative_tokens) + " is out of range: " + sp.method +
+                      " needs 1..16 draft tokens a step");
+    }
+    if (sp.method == "dspark" && e.tp > 1) {
+      errors->Add("engine.speculative.method",
+                  "dspark runs its draft stack on one rank and is not implemented at engine.tp " +
+                      std::to_string(e.tp) + " yet; set engine.tp: 1, or method: ngram");
     }
     const int lo = sp.prompt_lookup_min.value_or(1), hi = sp.prompt_lookup_max.value_or(4);
     if (lo < 1) {
@@ -165,7 +169,7 @@ void ValidateEngine(const EngineSpec& e, const TopologySpec& t, FieldErrors* err
   if (sp.method == "none") {
     if (sp.num_speculative_tokens != 0) {
       errors->Add("engine.speculative.num_speculative_tokens",
-                  "set without a method; set method: ngram or remove it");
+                  "set without a method; set method: ngram or dspark, or remove it");
     }
   }
   if (sp.method != "ngram" && (sp.prompt_lookup_max || sp.prompt_lookup_min)) {

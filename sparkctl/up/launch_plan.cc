@@ -184,11 +184,19 @@ Result<LaunchPlan> PlanLaunch(const profile::Profile& profile, const netplan::Cl
                                 std::to_string(profile.engine.tp) +
                                 " must equal topology.nodes (one rank per node, one GPU each)");
   }
-  // Only ngram runs; Validate and `profile check` refuse the rest by name too.
-  if (profile.engine.speculative.method != "none" && profile.engine.speculative.method != "ngram") {
+  // ngram runs at any size, dspark on one rank; Validate and `profile check` refuse the rest by
+  // name too.
+  const std::string& method = profile.engine.speculative.method;
+  if (method != "none" && method != "ngram" && method != "dspark") {
     return InvalidArgumentError("profile " + profile.source_file + ": engine.speculative.method " +
-                                profile.engine.speculative.method +
-                                ": not implemented yet in spark-engine; use method: ngram "
+                                method + ": not implemented in spark-engine; use method: dspark, "
+                                "ngram (prompt lookup) or none");
+  }
+  if (method == "dspark" && profile.engine.tp > 1) {
+    return InvalidArgumentError("profile " + profile.source_file +
+                                ": engine.speculative.method dspark: not implemented yet at "
+                                "engine.tp " + std::to_string(profile.engine.tp) +
+                                " (the draft stack runs on one rank); use method: ngram "
                                 "(prompt lookup) or none");
   }
   LaunchPlan plan;

@@ -144,8 +144,9 @@ Status Loader::CheckAllUsed() const {
 }
 
 Status Loader::Missing(const std::string& canonical) const {
-  return NotFoundError(src_.dir() + ": tensor '" + canonical + "' is missing (also tried " +
-                       Join(naming_.candidates(canonical)) + ")");
+  const std::string others = Join(naming_.candidates(canonical));
+  return NotFoundError(src_.dir() + ": tensor '" + canonical + "' is missing" +
+                       (others.empty() ? "" : " (also tried " + others + ")"));
 }
 
 Status Loader::ShapeError(const RawTensor& t, const std::vector<int64_t>& shape) {

@@ -96,5 +96,8 @@ Status LoadAttentionCore(Loader& ld, const std::string& p, const core::ModelConf
 // rank's routed experts (per-expert or transformers' fused tensors) of `layer`.
 Status LoadMoe(Loader& ld, const TensorSource& src, int layer, const core::ModelConfig& c,
                const ShardRanges& r, LayerWeights* l);
+// LoadMoe under prefix `p` ("mtp.0."); `layer` names transformers' fused expert tensors.
+Status LoadMoeAt(Loader& ld, const TensorSource& src, const std::string& p, int layer,
+                 const core::ModelConfig& c, const ShardRanges& r, LayerWeights* l);
 
 }  // namespace spark::engine::model::dsv4

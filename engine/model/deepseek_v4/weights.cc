@@ -136,7 +136,11 @@ Status LoadFusedExperts(Loader& ld, const TensorSource& src, int layer, const co
 
 Status LoadMoe(Loader& ld, const TensorSource& src, int layer, const core::ModelConfig& c,
                const ShardRanges& r, LayerWeights* l) {
-  const std::string p = "layers." + std::to_string(layer) + ".";
+  return LoadMoeAt(ld, src, "layers." + std::to_string(layer) + ".", layer, c, r, l);
+}
+
+Status LoadMoeAt(Loader& ld, const TensorSource& src, const std::string& p, int layer,
+                 const core::ModelConfig& c, const ShardRanges& r, LayerWeights* l) {
   const int64_t hidden = c.hidden_size, inter = c.moe.intermediate_size, e = c.moe.num_experts;
   SPARK_ASSIGN_OR_RETURN(l->ffn_norm, ld.Float(p + "ffn_norm.weight", {hidden}));
   SPARK_ASSIGN_OR_RETURN(l->router, ld.Matrix(p + "ffn.gate.weight", {e, hidden}));

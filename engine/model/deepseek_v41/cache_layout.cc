@@ -5,14 +5,19 @@
 
 namespace spark::engine::model::dsv41 {
 
-CacheLayout::CacheLayout(const core::ModelConfig& c) {
+CacheLayout::CacheLayout(const core::ModelConfig& c, int draft_layers) {
   const core::DeepseekV41Settings& s = c.dsv41;
   const int d = c.head_dim, di = c.dsv4.index_head_dim;
-  std::vector<std::vector<Field*>> in_v(c.num_layers);
-  layers_.resize(c.num_layers);
-  for (int i = 0; i < c.num_layers; ++i) {
+  const int total = c.num_layers + draft_layers;
+  std::vector<std::vector<Field*>> in_v(total);
+  layers_.resize(total);
+  for (int i = 0; i < total; ++i) {
     LayerRecord& r = layers_[i];
     std::vector<std::pair<Field*, int>> fields = {{&r.window, d}};
+    if (i >= c.num_layers) {  // a DSpark draft layer: its window keys only
+      kv_width_ = std::max(kv_width_, dsv4::PackFields(std::move(fields), &in_v[i]));
+      continue;
+    }
     if (s.IsKvSource(i)) {
       if (s.compress_ratios[i] > 1) {
         fields.emplace_back(&r.comp_kv, d);

@@ -11,6 +11,7 @@
 //   index_key  [dI]  KV sources: the indexer key of that entry, FP4 fake-quantised
 //   token      [1]   layer 0 when the model has Engram: the token's compressed id (the n-gram
 //                    history; exact as a float below 2^24)
+// and, with DSpark drafting, a window [D] per draft layer after the backbone's layers.
 // Layers that reuse a source's compressed KV or top-k keep only their window. The candidate
 // blocks and top-k selections are recomputed each step from these (they depend only on the
 // cached keys and the step's queries). The fields of a layer are spread over the cache's K and
@@ -36,7 +37,11 @@ struct LayerRecord {
 
 class CacheLayout {
  public:
-  explicit CacheLayout(const core::ModelConfig& config);
+  // With `draft_layers`, records num_layers .. num_layers + draft_layers - 1 hold the DSpark
+  // draft layers' window keys (dspark.h): the context keys the target's forward writes and the
+  // draft block's own.
+  explicit CacheLayout(const core::ModelConfig& config, int draft_layers = 0);
+  int num_layers() const { return static_cast<int>(layers_.size()); }
 
   int kv_width() const { return kv_width_; }
   const LayerRecord& layer(int i) const { return layers_[i]; }

@@ -10,14 +10,14 @@ DeepseekV41Model::DeepseekV41Model(core::ModelConfig config,
                                    std::unique_ptr<dsv4::TensorSource> source, Weights weights,
                                    std::unique_ptr<EngramHashing> hashing,
                                    std::vector<int32_t> token_map, backend::Backend& backend,
-                                   comm::Communicator* comm)
+                                   comm::Communicator* comm, std::optional<DraftWeights> draft)
     : config_(std::move(config)),
       source_(std::move(source)),
       hashing_(std::move(hashing)),
       backend_(backend),
       ops_(backend.deepseek_ops()),
       comm_(comm),
-      layout_(config_) {
+      layout_(config_, draft ? config_.dsv41.num_nextn_predict_layers : 0) {
   if (ops_ == nullptr) {
     ready_ = FailedPreconditionError("deepseek_v41 needs a backend with the DeepSeek ops; '" +
                                      backend.name() + "' has none");
@@ -44,15 +44,21 @@ DeepseekV41Model::DeepseekV41Model(core::ModelConfig config,
     engram_ = std::make_unique<Engram>(config_, w_, *hashing_, std::move(token_map), layout_,
                                        backend_, *ops_);
   }
+  if (draft) {
+    dspark_ = std::make_unique<DSpark>(config_, std::move(*draft), layout_, w_.base, stream0_,
+                                       backend_, *ops_);
+    ready_ = dspark_->status();
+  }
 }
 
 KvCacheSpec DeepseekV41Model::kv_cache_spec() const {
-  return {config_.num_layers, layout_.kv_width()};
+  return {layout_.num_layers(), layout_.kv_width()};
 }
 
 Status DeepseekV41Model::Check(const ForwardBatch& batch, const PagedKvCache& cache) const {
   SPARK_RETURN_IF_ERROR(ready_);
-  return dsv4::CheckStep(batch, cache, config_.num_layers, layout_.kv_width(), config_.vocab_size);
+  return dsv4::CheckStep(batch, cache, layout_.num_layers(), layout_.kv_width(),
+                         config_.vocab_size);
 }
 
 Status DeepseekV41Model::Forward(const ForwardBatch& batch, PagedKvCache& cache,
@@ -75,10 +81,27 @@ Status DeepseekV41Model::Forward(const ForwardBatch& batch, PagedKvCache& cache,
   ops_->HcExpand(ws.block_out.data(), n, streams, hidden, ws.streams.data());
   // Every token's first pre: the one-hot row (an embedding lookup: nothing uploaded in a step).
   backend_.Embedding(stream0_.data(), 0, 1, streams, std::vector<int32_t>(n, 0), ws.pre_prev.data());
+  if (dspark_ != nullptr) SPARK_RETURN_IF_ERROR(dspark_->BeginStep(n));
   for (int layer = 0; layer < config_.num_layers; ++layer) {
+    if (dspark_ != nullptr) {
+      if (const int k = dspark_->CaptureIndex(layer); k >= 0) dspark_->Capture(k, ws);
+    }
     SPARK_RETURN_IF_ERROR(Layer(layer, batch, plan, cache, lookback, ws));
   }
+  if (dspark_ != nullptr) dspark_->StoreContext(batch, cache);
   return Logits(Head(batch, ws), ws, logits);
+}
+
+Status DeepseekV41Model::DraftTokens(int32_t anchor, int32_t position,
+                                     std::span<const int32_t> block_table, int count,
+                                     PagedKvCache& cache, std::vector<int32_t>* drafts) {
+  SPARK_RETURN_IF_ERROR(ready_);
+  if (dspark_ == nullptr) return Model::DraftTokens(anchor, position, block_table, count, cache, drafts);
+  if (cache.spec().num_layers != layout_.num_layers()) {
+    return InvalidArgumentError("DSpark: the KV cache holds " + std::to_string(cache.spec().num_layers) +
+                                " layers, the model " + std::to_string(layout_.num_layers()));
+  }
+  return dspark_->Draft(anchor, position, block_table, count, cache, drafts);
 }
 
 // One block with the one-site lag: the attention input collapses with the previous site's pre,

@@ -17,14 +17,16 @@
 // Thread-safety: one thread at a time (see Model).
 #pragma once
 
-#include <string>
 #include <memory>
+#include <optional>
+#include <string>
 
 #include "engine/backend/deepseek_ops.h"
 #include "engine/model/deepseek_v4/moe.h"
 #include "engine/model/deepseek_v41/attention.h"
 #include "engine/model/deepseek_v41/backend_weights.h"
 #include "engine/model/deepseek_v41/cache_layout.h"
+#include "engine/model/deepseek_v41/dspark.h"
 #include "engine/model/deepseek_v41/engram.h"
 #include "engine/model/deepseek_v41/engram_hash.h"
 #include "engine/model/deepseek_v41/step_plan.h"
@@ -43,7 +45,7 @@ class DeepseekV41Model : public Model {
   DeepseekV41Model(core::ModelConfig config, std::unique_ptr<dsv4::TensorSource> source,
                    Weights weights, std::unique_ptr<EngramHashing> hashing,
                    std::vector<int32_t> token_map, backend::Backend& backend,
-                   comm::Communicator* comm);
+                   comm::Communicator* comm, std::optional<DraftWeights> draft = std::nullopt);
 
   const core::ModelConfig& config() const override { return config_; }
   KvCacheSpec kv_cache_spec() const override;
@@ -52,6 +54,10 @@ class DeepseekV41Model : public Model {
   // are recomputed each step (cache_layout.h), so shortening a sequence drops what rejected
   // drafts wrote: drafts may be verified.
   std::string WhyNoSpeculation() const override { return ""; }
+  // DSpark (dspark.h), when loaded with its draft weights.
+  bool has_draft_model() const override { return dspark_ != nullptr; }
+  Status DraftTokens(int32_t anchor, int32_t position, std::span<const int32_t> block_table,
+                     int count, PagedKvCache& cache, std::vector<int32_t>* drafts) override;
   // Model::Forward's errors, plus InvalidArgument for a position that is not its sequence's
   // context_len - query_len + i or a token outside the Engram token map.
   Status Forward(const ForwardBatch& batch, PagedKvCache& cache,
@@ -83,6 +89,7 @@ class DeepseekV41Model : public Model {
   std::unique_ptr<dsv4::Moe> moe_;
   std::unique_ptr<Engram> engram_;
   backend::Buffer stream0_;  // [N]: one-hot on stream 0, the pre of the site before layer 0
+  std::unique_ptr<DSpark> dspark_;  // null without draft weights
 };
 
 }  // namespace spark::engine::model::dsv41

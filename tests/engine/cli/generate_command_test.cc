@@ -247,35 +247,41 @@ TEST(GenerateTest, NgramSpeculationGivesTheSameTokens) {
   }
 }
 
-// dspark is refused by name, with what the checkpoint holds and what works instead, and so is
-// a count without a method.
+// dspark needs a checkpoint with DSpark draft layers (the refusal says what it holds and what
+// works instead), their tensors must all be there, mtp is refused by name, and so is a count
+// without a method.
 TEST(GenerateTest, SpeculationItCannotRunIsRefused) {
   RunResult r = RunEngine("generate --model " + kFixtures +
                           "qwen3-tiny --prompt-ids 5,17 --speculative-method dspark "
                           "--num-speculative-tokens 3");
   EXPECT_EQ(r.exit_code, 2) << r.err;
-  EXPECT_NE(r.err.find("--speculative-method dspark: speculative method 'dspark' is not "
-                       "implemented yet"),
+  EXPECT_NE(r.err.find("--speculative-method dspark: checkpoint has no DSpark draft layers "
+                       "(model type qwen3; DSpark is DeepSeek-V4.1's); use method ngram"),
             std::string::npos)
       << r.err;
-  EXPECT_NE(r.err.find("use method ngram"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("checkpoint has no DSpark draft layers (model type qwen3"),
-            std::string::npos)
-      << r.err;
-  // A V4.1 checkpoint: the refusal says what its draft stack is.
+  // The base V4.1 fixture declares 3 draft layers but ships none of their tensors.
   r = RunEngine("generate --model " + kFixtures +
-                "deepseek-v41-tiny --prompt-ids 5,17 --speculative-method dspark "
+                "deepseek-v41-tiny --prompt-ids 5,17 --print-ids --speculative-method dspark "
+                "--num-speculative-tokens 4");
+  EXPECT_NE(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("tensor 'mtp.0.hc_attn_fn' is missing"), std::string::npos) << r.err;
+  r = RunEngine("generate --model " + kFixtures +
+                "deepseek-v41-tiny --prompt-ids 5,17 --speculative-method mtp "
                 "--num-speculative-tokens 5");
   EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("speculative method 'mtp' is not implemented (DeepSeek-V4.1's mtp.* layers "
+                       "are DSpark stages: use method dspark)"),
+            std::string::npos)
+      << r.err;
   EXPECT_NE(r.err.find("checkpoint has 3 DSpark draft layers (mtp.0..2: block 5, noise token "
                        "127, Markov rank 256, 128 experts top 3, reading backbone layers 0, 2, "
-                       "4); spark-engine does not run them yet; use method ngram"),
+                       "4)"),
             std::string::npos)
       << r.err;
   r = RunEngine("generate --model " + kFixtures +
                 "qwen3-tiny --prompt-ids 5,17 --num-speculative-tokens 3");
   EXPECT_EQ(r.exit_code, 2) << r.err;
-  EXPECT_NE(r.err.find("--num-speculative-tokens 3 needs --speculative-method ngram"),
+  EXPECT_NE(r.err.find("--num-speculative-tokens 3 needs --speculative-method ngram or dspark"),
             std::string::npos)
       << r.err;
 }

@@ -43,6 +43,25 @@ class ScriptedDrafter : public Drafter {
   int proposed_ = 0;
 };
 
+// A model drafter as the scheduler meets one (ModelDrafter): before it proposes, the sequence
+// must hold the blocks of `block` positions from its last token on, where the drafter writes
+// its block's state; counts proposals that found them missing.
+class BlockDrafter : public ScriptedDrafter {
+ public:
+  BlockDrafter(int block, bool always_wrong) : ScriptedDrafter(always_wrong), block_(block) {}
+  int block_tokens() const override { return block_; }
+  std::vector<int32_t> ProposeFor(const Sequence& seq, int max_tokens) override {
+    const int64_t covered = static_cast<int64_t>(seq.block_table().size()) * kBlockSize;
+    if (covered < seq.num_tokens() - 1 + block_) ++uncovered_;
+    return Propose(seq.token_ids(), std::min(max_tokens, block_));
+  }
+  int uncovered() const { return uncovered_; }
+
+ private:
+  const int block_;
+  int uncovered_ = 0;
+};
+
 EngineOptions Options(bool prefix_caching, bool chunked, int budget, int num_blocks, int k) {
   EngineOptions o;
   o.scheduler.enable_chunked_prefill = chunked;
@@ -145,18 +164,29 @@ TEST(NgramDrafterTest, ProposesWhatFollowedTheLongestMatch) {
             (std::vector<int32_t>{3, 3}));
 }
 
-TEST(SpeculativeOptionsTest, DsparkIsRefusedByNameWithWhatWorks) {
+TEST(SpeculativeOptionsTest, MtpIsRefusedByNameAndDsparkNeedsADraftModel) {
   SpeculativeOptions o;
-  o.method = "dspark";
+  o.method = "mtp";
   o.num_speculative_tokens = 3;
-  const Status s = o.Validate();
+  Status s = o.Validate();
   EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
-  EXPECT_NE(s.message().find("'dspark' is not implemented yet"), std::string::npos) << s.message();
-  EXPECT_NE(s.message().find("use method ngram"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("'mtp' is not implemented"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("use method dspark"), std::string::npos) << s.message();
   FakeModelRunner runner(kVocab, 16, kBlockSize);
   EngineOptions eo = Options(true, true, 32, 16, 0);
   eo.speculative = o;
   EXPECT_EQ(Engine::Create(eo, &runner).status().code(), StatusCode::kUnimplemented);
+  // dspark is a valid method; a runner without a draft model cannot run it.
+  eo.speculative.method = "dspark";
+  EXPECT_TRUE(eo.speculative.Validate().ok());
+  EXPECT_TRUE(eo.speculative.needs_draft_model());
+  s = Engine::Create(eo, &runner).status();
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(s.message().find("needs the checkpoint's DSpark draft stack"), std::string::npos)
+      << s.message();
+  eo.speculative.num_speculative_tokens = 17;
+  EXPECT_EQ(eo.speculative.Validate().message(),
+            "num_speculative_tokens 17 out of range: dspark needs 1..16 draft tokens a step");
 }
 
 TEST(SpeculativeOptionsTest, NgramFieldsAreCheckedPrecisely) {
@@ -241,6 +271,20 @@ TEST_P(SpeculativeGreedyTest, ScriptedDraftsGiveTheGreedyTokens) {
   EXPECT_TRUE(mixed);
 }
 
+// A model drafter's blocks: held for its whole block before it proposes (a block longer than
+// the step's room, so some are given back at once), and the output is still the greedy one.
+TEST_P(SpeculativeGreedyTest, ModelDrafterGetsItsBlocksAndGivesTheGreedyTokens) {
+  const GreedyCase& c = GetParam();
+  FakeModelRunner runner(kVocab, c.num_blocks, kBlockSize);
+  BlockDrafter drafter(c.k + 2, false);
+  const Outcome run =
+      RunAll(Options(c.prefix_caching, c.chunked, c.budget, c.num_blocks, c.k), &runner, &drafter);
+  ExpectReference(run, 20);
+  EXPECT_GT(drafter.proposed(), 0);
+  EXPECT_EQ(drafter.uncovered(), 0);
+  EXPECT_GT(run.stats.spec_accepted_tokens, 0u);
+}
+
 // The engine's own n-gram drafter on the repetitive workload.
 TEST_P(SpeculativeGreedyTest, NgramDraftsGiveTheGreedyTokens) {
   const GreedyCase& c = GetParam();
@@ -264,14 +308,13 @@ INSTANTIATE_TEST_SUITE_P(
 // Drafts that are always wrong: step by step, every sequence's tokens, computed count, block
 // table size, the free and cached block counts and the KV read back are those of an engine
 // that never drafted: rollback leaves nothing behind.
-TEST(SpeculativeEngineTest, RejectedDraftsLeaveTheStateOfARunWithoutThem) {
+void ExpectNoTraceOfRejectedDrafts(ScriptedDrafter& wrong) {
   // Budget and blocks to spare, so drafts change no other sequence's chunk or admission.
   constexpr int kBlocks = 160, kBudget = 256;
   FakeModelRunner plain_runner(kVocab, kBlocks, kBlockSize);
   FakeModelRunner spec_runner(kVocab, kBlocks, kBlockSize);
   auto plain = Engine::Create(Options(true, true, kBudget, kBlocks, 0), &plain_runner).value();
   auto spec = Engine::Create(Options(true, true, kBudget, kBlocks, 4), &spec_runner).value();
-  ScriptedDrafter wrong(true);
   spec->SetDrafter(&wrong);
   SamplingParams greedy;
   greedy.temperature = 0.0f;
@@ -316,6 +359,19 @@ TEST(SpeculativeEngineTest, RejectedDraftsLeaveTheStateOfARunWithoutThem) {
   EXPECT_GT(wrong.proposed(), 10);
   EXPECT_EQ(spec->stats().spec_accepted_tokens, 0u);
   EXPECT_GT(spec->stats().spec_draft_tokens, 0u);
+}
+
+TEST(SpeculativeEngineTest, RejectedDraftsLeaveTheStateOfARunWithoutThem) {
+  ScriptedDrafter wrong(true);
+  ExpectNoTraceOfRejectedDrafts(wrong);
+}
+
+// A model drafter holds blocks for a 7-token block before each proposal: what the 4 drafts
+// do not keep goes back at once, so the free and cached blocks are still a plain run's.
+TEST(SpeculativeEngineTest, ModelDrafterBlocksLeaveTheStateOfARunWithoutThem) {
+  BlockDrafter wrong(7, true);
+  ExpectNoTraceOfRejectedDrafts(wrong);
+  EXPECT_EQ(wrong.uncovered(), 0);
 }
 
 // Drafts travel with the plan: workers run exactly rank 0's plans (drafts included) and hold

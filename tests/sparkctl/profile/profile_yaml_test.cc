@@ -147,14 +147,18 @@ std::vector<BadCase> BadCases() {
       {"LimitsBelowOne", g + "  limits:\n    max_requests_per_peer: 0\n",
        "api.limits.max_requests_per_peer: must be >= 1"},
       {"LimitsUnknownKey", g + "  limits:\n    max_peers: 3\n", "api.limits.max_peers: unknown key"},
-      {"SpeculativeDsparkRefused",
+      {"SpeculativeMtpRefused",
+       Replace(g, "  tp: 4\n", "  tp: 4\n  speculative:\n    method: mtp\n    num_speculative_tokens: 3\n"),
+       "p.yaml:13:5: engine.speculative.method: 'mtp' is not implemented (DeepSeek-V4.1's mtp.* "
+       "layers are DSpark stages); use method: dspark, ngram (prompt lookup, any model) or none"},
+      {"SpeculativeDsparkNeedsOneRank",
        Replace(g, "  tp: 4\n", "  tp: 4\n  speculative:\n    method: dspark\n    num_speculative_tokens: 3\n"),
-       "p.yaml:13:5: engine.speculative.method: 'dspark' is not implemented yet (spark-engine does "
-       "not run the checkpoint's draft layers); use method: ngram (prompt lookup, any model) or none"},
+       "p.yaml:13:5: engine.speculative.method: dspark runs its draft stack on one rank and is not "
+       "implemented at engine.tp 4 yet; set engine.tp: 1, or method: ngram"},
       {"SpeculativeUnknownMethod",
        Replace(g, "  tp: 4\n", "  tp: 4\n  speculative:\n    method: ngarm\n    num_speculative_tokens: 3\n"),
-       "engine.speculative.method: 'ngarm' is not a method (none, ngram; mtp and dspark are not "
-       "implemented yet) (did you mean 'ngram'?)"},
+       "engine.speculative.method: 'ngarm' is not a method (none, ngram, dspark; mtp is not "
+       "implemented) (did you mean 'ngram'?)"},
       {"SpeculativeTooManyTokens",
        Replace(g, "  tp: 4\n", "  tp: 4\n  speculative:\n    method: ngram\n    num_speculative_tokens: 17\n"),
        "engine.speculative.num_speculative_tokens: 17 is out of range: ngram needs 1..16 draft "

@@ -162,10 +162,18 @@ TEST(LaunchPlanTest, KvCacheTypesGoToTheEngineWhichRefusesWhatItLacks) {
 
 TEST(LaunchPlanTest, SpeculativeDecodingIsRefusedByName) {
   profile::Profile p = DemoProfile();
-  p.engine.speculative = {.method = "dspark", .num_speculative_tokens = 4};
+  p.engine.speculative = {.method = "mtp", .num_speculative_tokens = 4};
   auto plan = PlanLaunch(p, Ring(), {});
   ASSERT_FALSE(plan.ok());
-  EXPECT_NE(plan.status().message().find("engine.speculative.method dspark: not implemented yet"),
+  EXPECT_NE(plan.status().message().find("engine.speculative.method mtp: not implemented"),
+            std::string::npos)
+      << plan.status().message();
+  // dspark runs on one rank only: at tp 4 it is refused by name.
+  p.engine.speculative = {.method = "dspark", .num_speculative_tokens = 4};
+  plan = PlanLaunch(p, Ring(), {});
+  ASSERT_FALSE(plan.ok());
+  EXPECT_NE(plan.status().message().find(
+                "engine.speculative.method dspark: not implemented yet at engine.tp 4"),
             std::string::npos)
       << plan.status().message();
   EXPECT_NE(plan.status().message().find("use method: ngram"), std::string::npos)

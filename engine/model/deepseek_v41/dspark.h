@@ -1,0 +1,94 @@
+// DSpark drafting for DeepSeek-V4.1 (docs/speculative.md, "DSpark"): the checkpoint's draft
+// stack (dspark_weights.h) proposes a block of tokens after the token the target just produced.
+//
+// Context: every target forward captures, for each of its tokens, the mean over the residual
+// streams entering each dspark_target_layer_ids layer (before that layer's Engram), combines
+// them into main_x = main_norm(main_proj [a_1 ; a_2 ; ...]) and writes each draft layer's
+// window key of the token (wkv -> kv_norm -> RoPE -> FP8, as a target window key, from main_x
+// with no attn_norm) at the token's slot in that draft layer's cache record. The draft layers
+// never run over the context; only their key projection does.
+// Block: one forward of the draft stack over N tokens at positions q0 .. q0 + N - 1, the anchor
+// (the target's latest token, q0 its position) then N - 1 noise tokens (dspark_noise_token_id).
+// Each draft layer is a V4.1 block without Engram whose attention is non-causal inside the
+// block: every block token sees the sliding_window context keys before q0 and all N block keys
+// (which the block writes at its own slots; a later target forward overwrites them with context
+// keys). The streams collapse with the last FFN site's pre, the draft norm and the target's
+// lm_head give base logits U_i for the token after position q0 + i; then left to right,
+// prev = anchor: d_i = argmax(U_i + markov_head markov_embed[prev]), prev = d_i.
+// Every piece of draft state is a per-token key at a KV slot, so rejected tokens need no
+// rollback. One rank only (the draft stack is not sharded yet).
+// Thread-safety: one call at a time (the model's thread).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "engine/backend/backend.h"
+#include "engine/backend/deepseek_ops.h"
+#include "engine/core/model_config.h"
+#include "engine/model/deepseek_v4/backend_weights.h"
+#include "engine/model/deepseek_v4/moe.h"
+#include "engine/model/deepseek_v41/cache_layout.h"
+#include "engine/model/deepseek_v41/dspark_weights.h"
+#include "engine/model/deepseek_v41/workspace.h"
+#include "engine/model/forward_batch.h"
+#include "engine/model/kv_cache.h"
+
+namespace spark::engine::model::dsv41 {
+
+class DSpark {
+ public:
+  // Uploads `host`. `target` (embedding, lm_head, RoPE tables) and `stream0` (the one-hot pre
+  // before a first layer) must outlive this object. status() holds an upload error.
+  DSpark(const core::ModelConfig& config, DraftWeights host, const CacheLayout& layout,
+         const dsv4::BackendWeights& target, const backend::Buffer& stream0,
+         backend::Backend& backend, backend::DeepseekOps& ops);
+
+  const Status& status() const { return status_; }
+  int block_size() const { return config_.dsv41.dspark_block_size; }
+
+  // Index of backbone `layer` in dspark_target_layer_ids, or -1.
+  int CaptureIndex(int layer) const;
+  // Starts a target forward of `tokens` tokens: room for its captures.
+  Status BeginStep(int64_t tokens);
+  // Capture `k` of the step: the mean over ws.streams of every token (ws.pre is overwritten:
+  // call it before a layer, whose attention site sets ws.pre anew).
+  void Capture(int k, Workspace& ws);
+  // The draft layers' context keys of the step's tokens, from its captures.
+  void StoreContext(const ForwardBatch& batch, PagedKvCache& cache);
+
+  // Drafts `count` tokens (1 .. 16) after `anchor` at `position`: the block table must cover
+  // positions up to position + count - 1 and the context keys of every position before
+  // `position` must be stored. InvalidArgument for a block table too short or a token outside
+  // the vocabulary.
+  Status Draft(int32_t anchor, int32_t position, std::span<const int32_t> block_table,
+               int count, PagedKvCache& cache, std::vector<int32_t>* drafts);
+
+ private:
+  void Attention(int layer, std::span<const int32_t> positions, std::span<const int64_t> slots,
+                 std::span<const backend::AttentionSequence> sequences, int window,
+                 PagedKvCache& cache, Workspace& ws) const;
+  void Mix(const dsv4::HcBuffers& hc, backend::Buffer* pre, Workspace& ws) const;
+  void Collapse(const backend::Buffer& pre, const backend::Buffer& norm, Workspace& ws) const;
+
+  const core::ModelConfig config_;  // the draft blocks' (DraftConfig)
+  const CacheLayout& layout_;
+  const dsv4::BackendWeights& target_;
+  const backend::Buffer& stream0_;
+  backend::Backend& backend_;
+  backend::DeepseekOps& ops_;
+  Status status_;
+  dsv4::BackendWeights stack_;
+  std::vector<backend::Buffer> main_proj_;
+  backend::Buffer main_norm_, norm_, markov_embed_, markov_head_, mean_pre_;
+  backend::Buffer markov_row_, markov_bias_;  // [rank], [vocab]
+  std::unique_ptr<dsv4::Moe> moe_;
+  std::vector<int> group_in_;
+  int64_t step_tokens_ = 0;
+  std::vector<backend::Buffer> captures_;  // per target layer id [tokens, hidden]
+  backend::Buffer main_x_, scratch_;
+};
+
+}  // namespace spark::engine::model::dsv41
