@@ -62,6 +62,7 @@ struct MemoryCase {
   int tp;
   MoeSharding moe;
   DType weights;
+  bool draft = false;  // the DSpark stack too (ModelOptions::load_draft)
 };
 
 class ModelMemoryTest : public testing::TestWithParam<MemoryCase> {};
@@ -78,7 +79,8 @@ TEST_P(ModelMemoryTest, AccountingEqualsWhatLoadingAllocates) {
   options.shard = {0, c.tp};
   options.moe_sharding = c.moe;
   options.weight_dtype = c.weights;
-  auto memory = family->memory(*config, {options.shard, c.moe, c.weights, DType::kF32});
+  options.load_draft = c.draft;
+  auto memory = family->memory(*config, {options.shard, c.moe, c.weights, DType::kF32, c.draft});
   ASSERT_TRUE(memory.ok()) << memory.status().message();
   backend::cpu::CpuBackend backend(1);
   auto group = comm::CreateLocalGroup(c.tp);
@@ -104,7 +106,9 @@ INSTANTIATE_TEST_SUITE_P(
                     MemoryCase{"deepseek-v4-tiny", 1, MoeSharding::kByExpert, DType::kF32},
                     MemoryCase{"deepseek-v4-tiny", 2, MoeSharding::kInsideExperts, DType::kF32},
                     MemoryCase{"deepseek-v41-tiny", 1, MoeSharding::kByExpert, DType::kF32},
-                    MemoryCase{"deepseek-v41-tiny", 2, MoeSharding::kInsideExperts, DType::kF32}));
+                    MemoryCase{"deepseek-v41-tiny", 2, MoeSharding::kInsideExperts, DType::kF32},
+                    MemoryCase{"deepseek-v41-tiny/dspark", 1, MoeSharding::kByExpert, DType::kF32,
+                               true}));
 
 }  // namespace
 }  // namespace spark::engine::model

@@ -1,0 +1,151 @@
+// DSpark drafting (DeepSeek-V4.1's draft stack, engine/model/deepseek_v41/dspark.h) on the CPU
+// backend over the tiny fixture with a random draft stack
+// (tests/fixtures/models/deepseek-v41-tiny/dspark, scripts/fixtures/make_dspark_fixture.py):
+// the drafts of every decode step equal the reference's, also when the prompt's blocks come from
+// the prefix cache and when the prompt is prefilled in chunks; greedy output with DSpark equals
+// greedy output without it (two rounds of prompts: chunked prefill, prefix-cache hits, a batch of
+// drafted and undrafted sequences).
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "engine/runtime/model_drafter.h"
+#include "tests/engine/model/speculative_test_util.h"
+
+namespace spark::engine::model {
+namespace {
+
+using namespace speculative_testing;
+using fixture_testing::Load;
+
+constexpr char kFixture[] = "deepseek-v41-tiny/dspark";
+
+ModelOptions WithDraft() {
+  ModelOptions o;
+  o.load_draft = true;
+  return o;
+}
+
+runtime::EngineOptions DsparkOptions(int k, int budget) {
+  runtime::EngineOptions o = Options(k, /*argmax_plans=*/false);
+  o.scheduler.max_num_batched_tokens = budget;
+  o.speculative.method = "dspark";
+  return o;
+}
+
+// Records what the engine's model drafter proposes: (sequence's last position, its token) ->
+// the draft.
+class RecordingDrafter : public runtime::Drafter {
+ public:
+  RecordingDrafter(runtime::ModelRunner* runner, int block) : inner_(runner, block) {}
+  std::vector<int32_t> Propose(std::span<const int32_t>, int) override { return {}; }
+  int block_tokens() const override { return inner_.block_tokens(); }
+  std::vector<int32_t> ProposeFor(const runtime::Sequence& seq, int max_tokens) override {
+    // The whole block, as the reference drafts it; the engine gets what fits its room.
+    std::vector<int32_t> all = inner_.ProposeFor(seq, inner_.block_tokens());
+    drafts[{seq.num_tokens() - 1, seq.token_ids().back()}] = all;
+    if (all.size() > static_cast<size_t>(max_tokens)) all.resize(max_tokens);
+    return all;
+  }
+  Status status() const override { return inner_.status(); }
+
+  std::map<std::pair<int, int32_t>, std::vector<int32_t>> drafts;
+
+ private:
+  runtime::ModelDrafter inner_;
+};
+
+nlohmann::json Expected() {
+  std::ifstream f(fixture_testing::FixtureDir(kFixture) + "/expected_dspark.json");
+  EXPECT_TRUE(f.good()) << "no expected_dspark.json in " << kFixture;
+  return f.good() ? nlohmann::json::parse(f) : nlohmann::json();
+}
+
+// Runs each expected case greedily with DSpark drafting, twice (the second time the prompt's
+// full blocks come from the prefix cache), and checks every draft the engine made, and the
+// greedy tokens, against the reference.
+void ExpectReferenceDrafts(int budget) {
+  const nlohmann::json expected = Expected();
+  ASSERT_EQ(expected.value("schema", ""), "spark-dspark-fixture/v1");
+  const int block = expected["block_size"].get<int>();
+  auto rank = Load(kFixture, nullptr, WithDraft());
+  ASSERT_NE(rank, nullptr);
+  ASSERT_TRUE(rank->runner->has_draft_model());
+  auto engine = runtime::Engine::Create(DsparkOptions(block, budget), rank->runner.get());
+  ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+  RecordingDrafter recorder(rank->runner.get(), block);
+  (*engine)->SetDrafter(&recorder);
+  uint64_t id = 0;
+  int checked = 0;
+  for (const nlohmann::json& c : expected["cases"]) {
+    const auto prompt = c["prompt"].get<std::vector<int32_t>>();
+    const auto greedy = c["greedy"].get<std::vector<int32_t>>();
+    std::map<int, nlohmann::json> steps;
+    for (const nlohmann::json& s : c["steps"]) steps[s["q0"].get<int>()] = s;
+    for (int round = 0; round < 2; ++round) {
+      recorder.drafts.clear();
+      runtime::SamplingParams params;
+      params.temperature = 0.0f;
+      params.max_tokens = static_cast<int>(greedy.size());
+      params.ignore_eos = true;
+      ASSERT_TRUE((*engine)->AddRequest(id, prompt, params).ok());
+      std::vector<int32_t> out;
+      while ((*engine)->HasUnfinished()) {
+        auto step = (*engine)->Step();
+        ASSERT_TRUE(step.ok()) << step.status().ToString();
+        for (const runtime::TokenOutput& t : *step) {
+          if (t.has_token) out.push_back(t.token);
+        }
+      }
+      ++id;
+      EXPECT_EQ(out, greedy) << "round " << round;
+      EXPECT_FALSE(recorder.drafts.empty());
+      for (const auto& [at, drafts] : recorder.drafts) {
+        const auto it = steps.find(at.first);
+        ASSERT_NE(it, steps.end()) << "a draft at position " << at.first << " the reference lacks";
+        EXPECT_EQ(at.second, it->second["anchor"].get<int32_t>()) << "position " << at.first;
+        EXPECT_EQ(drafts, it->second["drafts"].get<std::vector<int32_t>>())
+            << "round " << round << ", anchor at position " << at.first;
+        ++checked;
+      }
+    }
+  }
+  EXPECT_GT((*engine)->stats().prefix_hits, 0u) << "the second rounds hit the prefix cache";
+  EXPECT_GE(checked, 20);
+}
+
+TEST(DsparkTest, DraftsAreTheReferences) { ExpectReferenceDrafts(256); }
+
+TEST(DsparkTest, DraftsAreTheReferencesAfterChunkedPrefill) { ExpectReferenceDrafts(5); }
+
+TEST(DsparkTest, GreedyWithDsparkIsGreedyWithout) {
+  auto plain_rank = Load(kFixture);
+  ASSERT_NE(plain_rank, nullptr);
+  EXPECT_FALSE(plain_rank->runner->has_draft_model()) << "loaded only when asked";
+  const RunResult plain = Generate(plain_rank->runner.get(), Options(0, false), nullptr);
+  auto rank = Load(kFixture, nullptr, WithDraft());
+  ASSERT_NE(rank, nullptr);
+  const RunResult spec = Generate(rank->runner.get(), DsparkOptions(4, 16), nullptr);
+  EXPECT_EQ(spec.tokens, plain.tokens);
+  EXPECT_GT(spec.stats.spec_drafts, 0u);
+  EXPECT_GT(spec.stats.prefix_hits, 0u);
+}
+
+TEST(DsparkTest, TheDraftNeedsItsBlocksAndAStack) {
+  auto rank = Load(kFixture, nullptr, WithDraft());
+  ASSERT_NE(rank, nullptr);
+  // A block table too short for the block is refused, not read past.
+  const std::vector<int32_t> table = {0};
+  const auto r = rank->runner->DraftTokens(5, 2, table, 4);
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status().ToString();
+  // Without load_draft the model has none.
+  auto plain = Load(kFixture);
+  ASSERT_NE(plain, nullptr);
+  EXPECT_EQ(plain->runner->DraftTokens(5, 2, std::vector<int32_t>{0, 1}, 4).status().code(),
+            StatusCode::kUnimplemented);
+}
+
+}  // namespace
+}  // namespace spark::engine::model
