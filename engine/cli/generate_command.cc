@@ -94,7 +94,12 @@ std::vector<std::string> RankArgv(const GenerateOptions& o, int rank, int port, 
   if (o.test_exit_rank >= 0) {
     a.insert(a.end(), {"--test-exit-rank", std::to_string(o.test_exit_rank)});
   }
-  if (rank != 0) return a;  // Workers get the KV shape from rank 0 and need no prompt.
+  // Every rank holds its shard of a draft model (dspark); only rank 0 drafts otherwise.
+  const std::vector<std::string> spec = cli::SpeculativeArgv(o.speculative);
+  if (rank != 0) {  // Workers get the KV shape from rank 0 and need no prompt.
+    if (o.speculative.needs_draft_model()) a.insert(a.end(), spec.begin(), spec.end());
+    return a;
+  }
   if (!o.prompt.empty()) a.insert(a.end(), {"--prompt", o.prompt});
   if (!o.prompt_ids.empty()) a.insert(a.end(), {"--prompt-ids", o.prompt_ids});
   a.insert(a.end(), {"--max-tokens", std::to_string(o.max_tokens), "--temperature",
@@ -105,7 +110,6 @@ std::vector<std::string> RankArgv(const GenerateOptions& o, int rank, int port, 
   if (o.print_stats) a.push_back("--print-stats");
   if (o.ignore_eos) a.push_back("--ignore-eos");
   if (o.no_prefix_caching) a.push_back("--no-prefix-caching");
-  const std::vector<std::string> spec = cli::SpeculativeArgv(o.speculative);
   a.insert(a.end(), spec.begin(), spec.end());
   return a;
 }

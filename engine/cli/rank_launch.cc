@@ -167,10 +167,16 @@ class RankSession::GroupRunner : public runtime::ModelRunner {
   int vocab_size() const override { return inner_->vocab_size(); }
   std::string WhyNoSpeculation() const override { return inner_->WhyNoSpeculation(); }
   bool has_draft_model() const override { return inner_->has_draft_model(); }
+  // A draft runs on every rank (a draft command, plan_broadcast.h): under the heartbeat's lock.
   Result<std::vector<int32_t>> DraftTokens(int32_t anchor, int32_t position,
                                            std::span<const int32_t> block_table,
                                            int count) override {
-    return inner_->DraftTokens(anchor, position, block_table, count);
+    std::lock_guard lock(mu_);
+    if (!broken_.ok()) return broken_;
+    Result<std::vector<int32_t>> out = inner_->DraftTokens(anchor, position, block_table, count);
+    last_sent_ = std::chrono::steady_clock::now();
+    if (!out.ok()) return Broke(out.status());
+    return out;
   }
   runtime::DecodeStepCounts decode_steps() const override {
     std::lock_guard lock(mu_);

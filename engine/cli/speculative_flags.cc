@@ -54,6 +54,10 @@ Status ValidateSpeculativeFlags(const runtime::SpeculativeOptions& o,
 
 std::vector<std::string> SpeculativeArgv(const runtime::SpeculativeOptions& o) {
   if (!o.enabled()) return {};
+  if (o.method != "ngram") {
+    return {"--speculative-method", o.method, "--num-speculative-tokens",
+            std::to_string(o.num_speculative_tokens)};
+  }
   return {"--speculative-method", o.method,
           "--num-speculative-tokens", std::to_string(o.num_speculative_tokens),
           "--prompt-lookup-max", std::to_string(o.prompt_lookup_max),

@@ -41,7 +41,7 @@ Result<std::unique_ptr<Drafter>> MakeDrafter(const SpeculativeOptions& options,
     if (runner == nullptr || !runner->has_draft_model()) {
       return FailedPreconditionError(
           "speculative method dspark needs the checkpoint's DSpark draft stack loaded (a "
-          "DeepSeek-V4.1 checkpoint with mtp.* layers, on one rank); use ngram");
+          "DeepSeek-V4.1 checkpoint with mtp.* layers); use ngram");
     }
     return std::unique_ptr<Drafter>(new ModelDrafter(runner, options.num_speculative_tokens));
   }

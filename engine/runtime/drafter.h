@@ -22,7 +22,7 @@ namespace spark::engine::runtime {
 
 struct SpeculativeOptions {
   // "none", "ngram" (prompt lookup, every model), "dspark" (the checkpoint's own DSpark draft
-  // stack: DeepSeek-V4.1 on one rank).
+  // stack: DeepSeek-V4.1).
   std::string method = "none";
   // Draft tokens proposed per sequence and step (1..16 with a method).
   int num_speculative_tokens = 0;

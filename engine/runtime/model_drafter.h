@@ -2,7 +2,8 @@
 // DSpark stack). Each proposal is one draft block of `block` tokens from the sequence's last
 // token, which no step has run yet, at its position; the block writes state at the slots of
 // those positions, so the scheduler holds their blocks first (block_tokens()). The draft is cut
-// to what the step has room for. On rank 0 only; the runner's other ranks never draft.
+// to what the step has room for. Rank 0's engine drafts; under tensor parallelism its runner
+// has the workers draft in lockstep (BroadcastingModelRunner).
 // Thread-safety: the engine thread only.
 #pragma once
 

@@ -39,7 +39,8 @@ class ModelRunner {
 
   // The model's own drafter (Model::DraftTokens): `count` tokens that may follow `anchor`, the
   // token at `position` no step has run yet, with the sequence's blocks covering positions up
-  // to position + count - 1. Only on rank 0, between steps. Unimplemented without one.
+  // to position + count - 1. Called between steps (on rank 0 by its engine, on workers by
+  // RunWorkerLoop for a draft plan). Unimplemented without one.
   virtual bool has_draft_model() const { return false; }
   virtual Result<std::vector<int32_t>> DraftTokens(int32_t anchor, int32_t position,
                                                    std::span<const int32_t> block_table,

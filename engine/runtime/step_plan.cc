@@ -62,7 +62,8 @@ class Reader {
   size_t pos_ = 0;
 };
 
-Status ReadEntry(Reader& r, StepPlanEntry* e) {
+// A draft command's entry carries its block size as num_draft_tokens (one token, no logits).
+Status ReadEntry(Reader& r, bool draft_command, StepPlanEntry* e) {
   uint32_t num_tokens = 0, num_blocks = 0;
   uint8_t flags = 0;
   SPARK_RETURN_IF_ERROR(r.Get(&e->seq_id));
@@ -82,7 +83,9 @@ Status ReadEntry(Reader& r, StepPlanEntry* e) {
   if ((flags & kFlagDrafts) != 0) {
     uint32_t drafts = 0;
     SPARK_RETURN_IF_ERROR(r.Get(&drafts));
-    if (drafts == 0 || drafts >= num_tokens || !e->needs_logits) {
+    const bool bad = draft_command ? drafts > 16 || num_tokens != 1
+                                   : drafts >= num_tokens || !e->needs_logits;
+    if (drafts == 0 || bad) {
       return DataLossError("step plan: sequence " + std::to_string(e->seq_id) + " has " +
                            std::to_string(drafts) + " draft tokens in " +
                            std::to_string(num_tokens) + " tokens");
@@ -137,7 +140,7 @@ Result<StepPlan> StepPlan::Deserialize(const std::vector<uint8_t>& bytes) {
   SPARK_RETURN_IF_ERROR(r.Get(&magic));
   if (magic != kMagic) return DataLossError("not a step plan (bad magic)");
   SPARK_RETURN_IF_ERROR(r.Get(&command));
-  if (command > static_cast<uint8_t>(StepCommand::kMemoryPoll)) {
+  if (command > static_cast<uint8_t>(StepCommand::kDraft)) {
     return DataLossError("step plan: unknown command " + std::to_string(command));
   }
   plan.command = static_cast<StepCommand>(command);
@@ -146,7 +149,8 @@ Result<StepPlan> StepPlan::Deserialize(const std::vector<uint8_t>& bytes) {
   // Each entry takes at least 21 bytes: bounds a corrupt count before reserving.
   if (num_entries > bytes.size() / 21) return DataLossError("step plan: entry count too large");
   plan.entries.resize(num_entries);
-  for (StepPlanEntry& e : plan.entries) SPARK_RETURN_IF_ERROR(ReadEntry(r, &e));
+  const bool draft = plan.command == StepCommand::kDraft;
+  for (StepPlanEntry& e : plan.entries) SPARK_RETURN_IF_ERROR(ReadEntry(r, draft, &e));
   if (!r.done()) {
     return DataLossError("step plan: " + std::to_string(bytes.size() - r.pos()) +
                          " trailing bytes");

@@ -22,6 +22,10 @@ enum class StepCommand : uint8_t {
   // No entries: every rank reads its node's available memory and the ranks all-gather it (the
   // memory guard's reading of the group, plan_broadcast.h).
   kMemoryPoll = 3,
+  // One entry: every rank runs its model's draft model (ModelRunner::DraftTokens) for the
+  // entry's one token (the anchor) at start_pos over its block table, drafting
+  // num_draft_tokens tokens; rank 0 keeps the drafts.
+  kDraft = 4,
 };
 
 struct StepPlanEntry {

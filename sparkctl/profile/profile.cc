@@ -151,11 +151,6 @@ void ValidateEngine(const EngineSpec& e, const TopologySpec& t, FieldErrors* err
                   std::to_string(sp.num_speculative_tokens) + " is out of range: " + sp.method +
                       " needs 1..16 draft tokens a step");
     }
-    if (sp.method == "dspark" && e.tp > 1) {
-      errors->Add("engine.speculative.method",
-                  "dspark runs its draft stack on one rank and is not implemented at engine.tp " +
-                      std::to_string(e.tp) + " yet; set engine.tp: 1, or method: ngram");
-    }
     const int lo = sp.prompt_lookup_min.value_or(1), hi = sp.prompt_lookup_max.value_or(4);
     if (lo < 1) {
       errors->Add("engine.speculative.prompt_lookup_min",

@@ -80,6 +80,9 @@ std::vector<std::string> EngineArgv(const profile::Profile& p, const LaunchOptio
                        std::to_string(e.speculative.prompt_lookup_max.value_or(4)),
                        "--prompt-lookup-min",
                        std::to_string(e.speculative.prompt_lookup_min.value_or(1))});
+  } else if (e.speculative.method == "dspark") {
+    a.insert(a.end(), {"--speculative-method", e.speculative.method, "--num-speculative-tokens",
+                       std::to_string(e.speculative.num_speculative_tokens)});
   }
   if (!e.reasoning_parser.empty()) a.insert(a.end(), {"--reasoning-parser", e.reasoning_parser});
   if (!e.tool_parser.empty()) a.insert(a.end(), {"--tool-parser", e.tool_parser});
@@ -184,20 +187,12 @@ Result<LaunchPlan> PlanLaunch(const profile::Profile& profile, const netplan::Cl
                                 std::to_string(profile.engine.tp) +
                                 " must equal topology.nodes (one rank per node, one GPU each)");
   }
-  // ngram runs at any size, dspark on one rank; Validate and `profile check` refuse the rest by
-  // name too.
+  // ngram and dspark run; Validate and `profile check` refuse the rest by name too.
   const std::string& method = profile.engine.speculative.method;
   if (method != "none" && method != "ngram" && method != "dspark") {
     return InvalidArgumentError("profile " + profile.source_file + ": engine.speculative.method " +
                                 method + ": not implemented in spark-engine; use method: dspark, "
                                 "ngram (prompt lookup) or none");
-  }
-  if (method == "dspark" && profile.engine.tp > 1) {
-    return InvalidArgumentError("profile " + profile.source_file +
-                                ": engine.speculative.method dspark: not implemented yet at "
-                                "engine.tp " + std::to_string(profile.engine.tp) +
-                                " (the draft stack runs on one rank); use method: ngram "
-                                "(prompt lookup) or none");
   }
   LaunchPlan plan;
   plan.cluster = SafeName(cluster.name);

@@ -43,13 +43,8 @@ Result<std::unique_ptr<Model>> LoadDeepseekV41(const std::string& dir, core::Mod
                                                       options.moe_sharding, {}, types));
   std::optional<DraftWeights> draft;
   if (options.load_draft) {
-    if (options.shard.size > 1) {
-      return UnimplementedError(
-          dir + ": DSpark drafting at tensor-parallel size " + std::to_string(options.shard.size) +
-          " is not implemented yet (the draft stack runs on one rank); use tensor-parallel size "
-          "1, or speculative method ngram");
-    }
-    SPARK_ASSIGN_OR_RETURN(draft, LoadDraftWeights(*source, config, types));
+    SPARK_ASSIGN_OR_RETURN(
+        draft, LoadDraftWeights(*source, config, types, options.shard, options.moe_sharding));
   }
   return std::unique_ptr<Model>(new DeepseekV41Model(std::move(config), std::move(source),
                                                      std::move(weights), std::move(hashing),
@@ -61,18 +56,19 @@ Result<std::unique_ptr<Model>> LoadDeepseekV41(const std::string& dir, core::Mod
 
 namespace {
 
-// Elements DSpark holds on its rank (dspark.h): the draft stack (dspark_weights.h; the
-// confidence head is not kept), its RoPE tables and unit norm, the 1/N pre, and the Markov
-// loop's row and bias.
-int64_t DraftFloats(const core::ModelConfig& c) {
+// Elements DSpark holds on its rank (dspark.h): the draft stack sharded by `r`
+// (dspark_weights.h; the confidence head is not kept), its RoPE tables and unit norm, the 1/N
+// pre, and the Markov loop's row and bias.
+int64_t DraftFloats(const core::ModelConfig& c, const dsv4::ShardRanges& r) {
   const core::DeepseekV4Settings& d = c.dsv4;
   const core::DeepseekV41Settings& s = c.dsv41;
   const int64_t hidden = c.hidden_size, hd = c.head_dim, ql = d.q_lora_rank, n = c.residual_streams;
-  const int64_t heads = c.num_heads, e = s.dspark_n_routed_experts, inter = c.moe.intermediate_size;
+  const int64_t heads = r.heads.size, e = s.dspark_n_routed_experts;
   int64_t stage = 2 * ((n + 2) * n * (n * hidden + 1) + 3) + 2 * hidden;  // mHC, norms
   stage += ql * hidden + ql + heads * hd * ql + hd * hidden + hd + heads;  // q, kv, sinks
-  stage += d.o_lora_rank * heads * hd + hidden * d.o_groups * d.o_lora_rank;  // wo_a, wo_b
-  stage += e * hidden + e + (e + 1) * 3 * inter * hidden;  // router, experts, shared expert
+  stage += d.o_lora_rank * heads * hd + hidden * r.groups.size * d.o_lora_rank;  // wo_a, wo_b
+  stage += e * hidden + e;                                                     // router
+  stage += r.experts.size * 3 * r.expert_channels.size * hidden + 3 * r.shared_channels.size * hidden;
   const auto targets = static_cast<int64_t>(s.dspark_target_layer_ids.size());
   const int64_t vocab = c.vocab_size, rank = s.dspark_markov_rank;
   return s.num_nextn_predict_layers * stage + targets * hidden * hidden + 2 * hidden +
@@ -125,7 +121,8 @@ Result<MemoryFootprint> DeepseekV41Memory(const core::ModelConfig& c, const Memo
     const int bytes = q.weight_dtype == backend::DType::kF32    ? 4
                       : q.weight_dtype == backend::DType::kBF16 ? 2
                                                                 : 1;
-    f.weight_bytes += bytes * DraftFloats(c);
+    SPARK_ASSIGN_OR_RETURN(dsv4::ShardRanges dr, dsv4::PlanShard(DraftConfig(c), q.shard, q.moe));
+    f.weight_bytes += bytes * DraftFloats(c, dr);
   }
   f.kv_bytes_per_token =
       int64_t{2} * (c.num_layers + draft_layers) * CacheLayout(c, draft_layers).kv_width() * 4;

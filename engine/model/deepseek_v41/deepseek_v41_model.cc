@@ -46,7 +46,7 @@ DeepseekV41Model::DeepseekV41Model(core::ModelConfig config,
   }
   if (draft) {
     dspark_ = std::make_unique<DSpark>(config_, std::move(*draft), layout_, w_.base, stream0_,
-                                       backend_, *ops_);
+                                       backend_, *ops_, comm_);
     ready_ = dspark_->status();
   }
 }

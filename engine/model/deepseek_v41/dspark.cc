@@ -11,13 +11,14 @@ using backend::FakeQuantFormat;
 
 DSpark::DSpark(const core::ModelConfig& config, DraftWeights host, const CacheLayout& layout,
                const dsv4::BackendWeights& target, const backend::Buffer& stream0,
-               backend::Backend& backend, backend::DeepseekOps& ops)
+               backend::Backend& backend, backend::DeepseekOps& ops, comm::Communicator* comm)
     : config_(DraftConfig(config)),
       layout_(layout),
       target_(target),
       stream0_(stream0),
       backend_(backend),
-      ops_(ops) {
+      ops_(ops),
+      comm_(comm) {
   const dsv4::WeightTypes types = host.stack.types;
   Result<dsv4::BackendWeights> stack = dsv4::UploadWeights(std::move(host.stack), config_, backend);
   if (!stack.ok()) {
@@ -58,8 +59,15 @@ DSpark::DSpark(const core::ModelConfig& config, DraftWeights host, const CacheLa
   vec(dsv4::Vec(config_.vocab_size, 0.0f), &markov_bias_);
   if (!status_.ok()) return;
   moe_ = std::make_unique<dsv4::Moe>(config_, stack_, backend_, ops_);
-  const int per_group = config_.num_heads / config_.dsv4.o_groups;
-  group_in_.assign(config_.dsv4.o_groups, per_group * config_.head_dim);
+  const dsv4::ShardRanges& r = stack_.ranges;
+  for (int64_t g = 0; g < r.groups.size; ++g) {
+    group_in_.push_back(static_cast<int>(r.GroupHeads(g).size) * config_.head_dim);
+  }
+}
+
+Status DSpark::AllReduce(backend::Buffer& data, int64_t count) {
+  if (comm_ == nullptr || comm_->world_size() == 1) return Status::Ok();
+  return comm_->AllReduceSum(data.data(), static_cast<size_t>(count));
 }
 
 int DSpark::CaptureIndex(int layer) const {
@@ -152,6 +160,7 @@ Status DSpark::Draft(int32_t anchor, int32_t position, std::span<const int32_t> 
   const dsv4::ShardRanges& r = target_.ranges;
   backend_.Embedding(target_.embed.data(), r.vocab.begin, r.vocab.size, hidden, ids,
                      ws.block_out.data());
+  SPARK_RETURN_IF_ERROR(AllReduce(ws.block_out, int64_t{count} * hidden));
   ops_.HcExpand(ws.block_out.data(), count, n, hidden, ws.streams.data());
   backend_.Embedding(stream0_.data(), 0, 1, n, std::vector<int32_t>(count, 0), ws.pre_prev.data());
   for (size_t j = 0; j < stack_.layers.size(); ++j) {
@@ -160,6 +169,7 @@ Status DSpark::Draft(int32_t anchor, int32_t position, std::span<const int32_t> 
     Collapse(ws.pre_prev, l.attn_norm, ws);
     Attention(static_cast<int>(j), positions, slots, rows,
               config_.dsv4.sliding_window + count, cache, ws);
+    SPARK_RETURN_IF_ERROR(AllReduce(ws.block_out, int64_t{count} * hidden));
     ops_.HcPost(ws.streams.data(), ws.block_out.data(), ws.post.data(), ws.comb.data(), count, n,
                 hidden);
     Mix(l.hc_ffn, &ws.pre_prev, ws);
@@ -167,6 +177,7 @@ Status DSpark::Draft(int32_t anchor, int32_t position, std::span<const int32_t> 
     moe_->Forward(static_cast<int>(j), ids,
                   {ws.block_in.data(), ws.block_out.data(), ws.router.data(),
                    ws.expert_ids.data(), ws.expert_weights.data(), count});
+    SPARK_RETURN_IF_ERROR(AllReduce(ws.block_out, int64_t{count} * hidden));
     ops_.HcPost(ws.streams.data(), ws.block_out.data(), ws.post.data(), ws.comb.data(), count, n,
                 hidden);
   }
@@ -175,7 +186,7 @@ Status DSpark::Draft(int32_t anchor, int32_t position, std::span<const int32_t> 
                    ws.block_in.data());
   std::vector<float> logits;
   SPARK_RETURN_IF_ERROR(
-      dsv4::VocabParallelLogits(backend_, nullptr, target_, config_, ws.block_in, count, &logits));
+      dsv4::VocabParallelLogits(backend_, comm_, target_, config_, ws.block_in, count, &logits));
   // The Markov head, left to right: each draft biases the next position's logits.
   const int rank = config_.dsv41.dspark_markov_rank;
   std::vector<float> bias(vocab);
@@ -210,7 +221,8 @@ void DSpark::Attention(int layer, std::span<const int32_t> positions,
                        PagedKvCache& cache, Workspace& ws) const {
   const dsv4::LayerBuffers& l = stack_.layers[layer];
   const int64_t t = ws.tokens;
-  const int hidden = config_.hidden_size, hd = config_.head_dim, heads = config_.num_heads;
+  const int hidden = config_.hidden_size, hd = config_.head_dim;
+  const int heads = static_cast<int>(stack_.ranges.heads.size);
   const int ql = config_.dsv4.q_lora_rank;
   const backend::RopeTable rope = target_.main_rope();
   backend_.Linear(ws.block_in.data(), t, hidden, l.wq_a.weight(), ql, ws.qr.data());

@@ -16,7 +16,10 @@
 // lm_head give base logits U_i for the token after position q0 + i; then left to right,
 // prev = anchor: d_i = argmax(U_i + markov_head markov_embed[prev]), prev = d_i.
 // Every piece of draft state is a per-token key at a KV slot, so rejected tokens need no
-// rollback. One rank only (the draft stack is not sharded yet).
+// rollback. Under tensor parallelism every rank drafts in lockstep (a draft command,
+// runtime/plan_broadcast.h) with the stack sharded as the backbone: the embedding, attention
+// and MoE end in all-reduces, the logits are all-gathered, and the replicated Markov loop gives
+// every rank the same drafts.
 // Thread-safety: one call at a time (the model's thread).
 #pragma once
 
@@ -25,6 +28,7 @@
 #include <span>
 #include <vector>
 
+#include "comm/communicator.h"
 #include "engine/backend/backend.h"
 #include "engine/backend/deepseek_ops.h"
 #include "engine/core/model_config.h"
@@ -44,7 +48,7 @@ class DSpark {
   // before a first layer) must outlive this object. status() holds an upload error.
   DSpark(const core::ModelConfig& config, DraftWeights host, const CacheLayout& layout,
          const dsv4::BackendWeights& target, const backend::Buffer& stream0,
-         backend::Backend& backend, backend::DeepseekOps& ops);
+         backend::Backend& backend, backend::DeepseekOps& ops, comm::Communicator* comm);
 
   const Status& status() const { return status_; }
   int block_size() const { return config_.dsv41.dspark_block_size; }
@@ -71,6 +75,7 @@ class DSpark {
                  std::span<const backend::AttentionSequence> sequences, int window,
                  PagedKvCache& cache, Workspace& ws) const;
   void Mix(const dsv4::HcBuffers& hc, backend::Buffer* pre, Workspace& ws) const;
+  Status AllReduce(backend::Buffer& data, int64_t count);
   void Collapse(const backend::Buffer& pre, const backend::Buffer& norm, Workspace& ws) const;
 
   const core::ModelConfig config_;  // the draft blocks' (DraftConfig)
@@ -79,6 +84,7 @@ class DSpark {
   const backend::Buffer& stream0_;
   backend::Backend& backend_;
   backend::DeepseekOps& ops_;
+  comm::Communicator* comm_;  // null on one rank
   Status status_;
   dsv4::BackendWeights stack_;
   std::vector<backend::Buffer> main_proj_;

@@ -23,6 +23,7 @@ core::ModelConfig DraftConfig(const core::ModelConfig& config) {
 
 Result<DraftWeights> LoadDraftWeights(const dsv4::TensorSource& source,
                                       const core::ModelConfig& config, dsv4::WeightTypes types,
+                                      const TpShard& shard, MoeSharding moe,
                                       dsv4::ReadObserver on_read) {
   const core::DeepseekV41Settings& s = config.dsv41;
   const int stages = s.num_nextn_predict_layers;
@@ -35,7 +36,7 @@ Result<DraftWeights> LoadDraftWeights(const dsv4::TensorSource& source,
   dsv4::Loader ld(source, std::move(on_read), {SameName, NotDraft}, types);
   DraftWeights w;
   w.stack.types = types;
-  SPARK_ASSIGN_OR_RETURN(w.stack.ranges, dsv4::PlanShard(c, {}, MoeSharding::kByExpert));
+  SPARK_ASSIGN_OR_RETURN(w.stack.ranges, dsv4::PlanShard(c, shard, moe));
   const int64_t hidden = c.hidden_size, n = c.residual_streams;
   w.stack.layers.resize(stages);
   for (int j = 0; j < stages; ++j) {

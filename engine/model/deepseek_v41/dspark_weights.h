@@ -5,7 +5,9 @@
 // top dspark_num_experts_per_tok, router bias, no hash routing); in stage 0 the context combiner
 // main_proj [hidden, hidden x targets] and main_norm; in the last stage the head norm, the
 // Markov factors markov_head.embed / markov_head.head [vocab, rank] and the optional
-// confidence_head.proj [1, hidden + rank]. Embedding and lm_head are the target's.
+// confidence_head.proj [1, hidden + rank]. Embedding and lm_head are the target's. Under tensor
+// parallelism the blocks are sharded as the backbone's (heads, output groups, experts or expert
+// channels, shared-expert channels); the combiner, norms and heads are replicated.
 // Thread-safety: plain values; read-only after loading.
 #pragma once
 
@@ -35,6 +37,8 @@ core::ModelConfig DraftConfig(const core::ModelConfig& config);
 // checkpoint declares no draft layers.
 Result<DraftWeights> LoadDraftWeights(const dsv4::TensorSource& source,
                                       const core::ModelConfig& config, dsv4::WeightTypes types,
+                                      const TpShard& shard = {},
+                                      MoeSharding moe = MoeSharding::kByExpert,
                                       dsv4::ReadObserver on_read = {});
 
 }  // namespace spark::engine::model::dsv41

@@ -248,33 +248,31 @@ TEST(GenerateTest, NgramSpeculationGivesTheSameTokens) {
 }
 
 // DSpark with the checkpoint's draft stack (the dspark fixture: the base V4.1 model plus a
-// random stack): the real binary gives transformers' greedy ids with drafts on every step,
-// through chunked prefill and prefix-cache hits; at --tp 2 it is refused by name.
+// random stack): the real binary, at --tp 1 and 2 (ranks as processes drafting in lockstep),
+// gives transformers' greedy ids with drafts on every step, through chunked prefill and
+// prefix-cache hits.
 TEST(GenerateTest, DsparkSpeculationGivesTheSameTokens) {
   const Fixture f = LoadFixture("deepseek-v41-tiny");
-  const std::string common = "generate --model " + kFixtures + "deepseek-v41-tiny/dspark " +
-                             PromptArg(f) + " --max-tokens " +
-                             std::to_string(f.greedy.front().size()) +
-                             " --temperature 0 --print-ids --print-stats --comm-timeout 30 "
-                             "--block-size 4 --max-batched-tokens 8 --speculative-method dspark "
-                             "--num-speculative-tokens 4";
-  RunResult r = RunEngine(common + " --repeat 2 --threads 1");
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  const std::vector<std::string> lines = Lines(r.out);
-  ASSERT_EQ(lines.size(), 2 * f.prompts.size() + 1) << r.out;
-  for (size_t i = 0; i + 1 < lines.size(); ++i) {
-    EXPECT_EQ(nlohmann::json::parse(lines[i]).get<std::vector<int>>(),
-              f.greedy[i % f.prompts.size()])
-        << "request " << i;
+  for (int tp : {1, 2}) {
+    const RunResult r = RunEngine(
+        "generate --model " + kFixtures + "deepseek-v41-tiny/dspark " + PromptArg(f) +
+        " --max-tokens " + std::to_string(f.greedy.front().size()) +
+        " --temperature 0 --print-ids --print-stats --comm-timeout 30 --block-size 4 "
+        "--max-batched-tokens 8 --repeat 2 --speculative-method dspark "
+        "--num-speculative-tokens 4 --tp " + std::to_string(tp) + " --threads " +
+        std::to_string(tp));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const std::vector<std::string> lines = Lines(r.out);
+    ASSERT_EQ(lines.size(), 2 * f.prompts.size() + 1) << r.out;
+    for (size_t i = 0; i + 1 < lines.size(); ++i) {
+      EXPECT_EQ(nlohmann::json::parse(lines[i]).get<std::vector<int>>(),
+                f.greedy[i % f.prompts.size()])
+          << "tp " << tp << " request " << i;
+    }
+    const nlohmann::json stats = nlohmann::json::parse(lines.back());
+    EXPECT_GT(stats["prefix_hits"].get<int>(), 0) << stats;
+    EXPECT_GT(stats["spec_decode_num_drafts"].get<int>(), 0) << stats;
   }
-  const nlohmann::json stats = nlohmann::json::parse(lines.back());
-  EXPECT_GT(stats["prefix_hits"].get<int>(), 0) << stats;
-  EXPECT_GT(stats["spec_decode_num_drafts"].get<int>(), 0) << stats;
-  r = RunEngine(common + " --tp 2 --threads 2");
-  EXPECT_NE(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.err.find("DSpark drafting at tensor-parallel size 2 is not implemented yet"),
-            std::string::npos)
-      << r.err;
 }
 
 // dspark needs a checkpoint with DSpark draft layers (the refusal says what it holds and what

@@ -11,7 +11,10 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include <thread>
+
 #include "engine/runtime/model_drafter.h"
+#include "engine/runtime/plan_broadcast.h"
 #include "tests/engine/model/speculative_test_util.h"
 
 namespace spark::engine::model {
@@ -63,19 +66,17 @@ nlohmann::json Expected() {
   return f.good() ? nlohmann::json::parse(f) : nlohmann::json();
 }
 
-// Runs each expected case greedily with DSpark drafting, twice (the second time the prompt's
-// full blocks come from the prefix cache), and checks every draft the engine made, and the
-// greedy tokens, against the reference.
-void ExpectReferenceDrafts(int budget) {
+// Runs each expected case greedily with DSpark drafting on `runner`, twice (the second time the
+// prompt's full blocks come from the prefix cache), and checks every draft the engine made, and
+// the greedy tokens, against the reference.
+void ExpectReferenceDrafts(runtime::ModelRunner* runner, int budget) {
   const nlohmann::json expected = Expected();
   ASSERT_EQ(expected.value("schema", ""), "spark-dspark-fixture/v1");
   const int block = expected["block_size"].get<int>();
-  auto rank = Load(kFixture, nullptr, WithDraft());
-  ASSERT_NE(rank, nullptr);
-  ASSERT_TRUE(rank->runner->has_draft_model());
-  auto engine = runtime::Engine::Create(DsparkOptions(block, budget), rank->runner.get());
+  ASSERT_TRUE(runner->has_draft_model());
+  auto engine = runtime::Engine::Create(DsparkOptions(block, budget), runner);
   ASSERT_TRUE(engine.ok()) << engine.status().ToString();
-  RecordingDrafter recorder(rank->runner.get(), block);
+  RecordingDrafter recorder(runner, block);
   (*engine)->SetDrafter(&recorder);
   uint64_t id = 0;
   int checked = 0;
@@ -116,9 +117,38 @@ void ExpectReferenceDrafts(int budget) {
   EXPECT_GE(checked, 20);
 }
 
-TEST(DsparkTest, DraftsAreTheReferences) { ExpectReferenceDrafts(256); }
+TEST(DsparkTest, DraftsAreTheReferences) {
+  auto rank = Load(kFixture, nullptr, WithDraft());
+  ASSERT_NE(rank, nullptr);
+  ExpectReferenceDrafts(rank->runner.get(), 256);
+}
 
-TEST(DsparkTest, DraftsAreTheReferencesAfterChunkedPrefill) { ExpectReferenceDrafts(5); }
+TEST(DsparkTest, DraftsAreTheReferencesAfterChunkedPrefill) {
+  auto rank = Load(kFixture, nullptr, WithDraft());
+  ASSERT_NE(rank, nullptr);
+  ExpectReferenceDrafts(rank->runner.get(), 5);
+}
+
+// Two ranks in threads, the stack sharded by heads, groups and experts: rank 0 sends a draft
+// command per draft, the worker drafts in lockstep, and rank 0's drafts are the reference's.
+TEST(DsparkTest, TensorParallelDraftsAreTheReferences) {
+  auto group = comm::CreateLocalGroup(2, std::chrono::seconds(20));
+  std::unique_ptr<fixture_testing::OneRank> ranks[2];
+  for (int r = 0; r < 2; ++r) {
+    ModelOptions o = WithDraft();
+    o.shard = {r, 2};
+    o.moe_sharding = MoeSharding::kByExpert;
+    ranks[r] = Load(kFixture, group[r].get(), o);
+    ASSERT_NE(ranks[r], nullptr);
+  }
+  Status worker;
+  std::thread t([&] { worker = runtime::RunWorkerLoop(*group[1], *ranks[1]->runner); });
+  runtime::BroadcastingModelRunner rank0(group[0].get(), ranks[0]->runner.get());
+  ExpectReferenceDrafts(&rank0, 256);
+  EXPECT_TRUE(rank0.Shutdown().ok());
+  t.join();
+  EXPECT_TRUE(worker.ok()) << worker.ToString();
+}
 
 TEST(DsparkTest, GreedyWithDsparkIsGreedyWithout) {
   auto plain_rank = Load(kFixture);

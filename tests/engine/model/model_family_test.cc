@@ -108,7 +108,9 @@ INSTANTIATE_TEST_SUITE_P(
                     MemoryCase{"deepseek-v41-tiny", 1, MoeSharding::kByExpert, DType::kF32},
                     MemoryCase{"deepseek-v41-tiny", 2, MoeSharding::kInsideExperts, DType::kF32},
                     MemoryCase{"deepseek-v41-tiny/dspark", 1, MoeSharding::kByExpert, DType::kF32,
-                               true}));
+                               true},
+                    MemoryCase{"deepseek-v41-tiny/dspark", 2, MoeSharding::kInsideExperts,
+                               DType::kF32, true}));
 
 }  // namespace
 }  // namespace spark::engine::model

@@ -41,13 +41,36 @@ TEST(StepPlanTest, ArgMaxCommandRoundTripsAndUnknownCommandsAreDataLoss) {
   ASSERT_TRUE(back.ok());
   EXPECT_EQ(*back, plan);
   std::vector<uint8_t> bytes = plan.Serialize();
-  bytes[4] = 4;  // the command byte, after the 4-byte magic
+  bytes[4] = 5;  // the command byte, after the 4-byte magic
   EXPECT_EQ(StepPlan::Deserialize(bytes).status().code(), StatusCode::kDataLoss);
   StepPlan poll;
   poll.command = StepCommand::kMemoryPoll;
   auto poll_back = StepPlan::Deserialize(poll.Serialize());
   ASSERT_TRUE(poll_back.ok());
   EXPECT_EQ(poll_back->command, StepCommand::kMemoryPoll);
+}
+
+// A draft command: the anchor as its one token, the block size as num_draft_tokens, no logits.
+TEST(StepPlanTest, DraftCommandRoundTripsAndIsChecked) {
+  StepPlan plan;
+  plan.command = StepCommand::kDraft;
+  StepPlanEntry& e = plan.entries.emplace_back();
+  e.token_ids = {42};
+  e.start_pos = 17;
+  e.block_table = {3, 9, 4, 8, 1};
+  e.num_draft_tokens = 5;
+  auto back = StepPlan::Deserialize(plan.Serialize());
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(*back, plan);
+  plan.entries[0].num_draft_tokens = 17;  // beyond 16
+  EXPECT_EQ(StepPlan::Deserialize(plan.Serialize()).status().code(), StatusCode::kDataLoss);
+  plan.entries[0].num_draft_tokens = 5;
+  plan.entries[0].token_ids = {42, 43};  // one anchor only
+  EXPECT_EQ(StepPlan::Deserialize(plan.Serialize()).status().code(), StatusCode::kDataLoss);
+  // In a run plan the same entry is malformed: drafts need logits and a token before them.
+  plan.command = StepCommand::kRun;
+  plan.entries[0].token_ids = {42};
+  EXPECT_EQ(StepPlan::Deserialize(plan.Serialize()).status().code(), StatusCode::kDataLoss);
 }
 
 TEST(StepPlanTest, EveryTruncationIsDataLoss) {

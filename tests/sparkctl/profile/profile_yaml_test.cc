@@ -151,10 +151,10 @@ std::vector<BadCase> BadCases() {
        Replace(g, "  tp: 4\n", "  tp: 4\n  speculative:\n    method: mtp\n    num_speculative_tokens: 3\n"),
        "p.yaml:13:5: engine.speculative.method: 'mtp' is not implemented (DeepSeek-V4.1's mtp.* "
        "layers are DSpark stages); use method: dspark, ngram (prompt lookup, any model) or none"},
-      {"SpeculativeDsparkNeedsOneRank",
-       Replace(g, "  tp: 4\n", "  tp: 4\n  speculative:\n    method: dspark\n    num_speculative_tokens: 3\n"),
-       "p.yaml:13:5: engine.speculative.method: dspark runs its draft stack on one rank and is not "
-       "implemented at engine.tp 4 yet; set engine.tp: 1, or method: ngram"},
+      {"SpeculativeDsparkTooManyTokens",
+       Replace(g, "  tp: 4\n", "  tp: 4\n  speculative:\n    method: dspark\n    num_speculative_tokens: 20\n"),
+       "engine.speculative.num_speculative_tokens: 20 is out of range: dspark needs 1..16 draft "
+       "tokens a step"},
       {"SpeculativeUnknownMethod",
        Replace(g, "  tp: 4\n", "  tp: 4\n  speculative:\n    method: ngarm\n    num_speculative_tokens: 3\n"),
        "engine.speculative.method: 'ngarm' is not a method (none, ngram, dspark; mtp is not "

@@ -160,7 +160,7 @@ TEST(LaunchPlanTest, KvCacheTypesGoToTheEngineWhichRefusesWhatItLacks) {
   EXPECT_TRUE(Has(plan->ranks[0].argv, "--kv-dtype", "fp8")) << "never dropped on the way";
 }
 
-TEST(LaunchPlanTest, SpeculativeDecodingIsRefusedByName) {
+TEST(LaunchPlanTest, MtpIsRefusedByNameAndDsparkReachesEveryRank) {
   profile::Profile p = DemoProfile();
   p.engine.speculative = {.method = "mtp", .num_speculative_tokens = 4};
   auto plan = PlanLaunch(p, Ring(), {});
@@ -168,16 +168,17 @@ TEST(LaunchPlanTest, SpeculativeDecodingIsRefusedByName) {
   EXPECT_NE(plan.status().message().find("engine.speculative.method mtp: not implemented"),
             std::string::npos)
       << plan.status().message();
-  // dspark runs on one rank only: at tp 4 it is refused by name.
-  p.engine.speculative = {.method = "dspark", .num_speculative_tokens = 4};
+  // dspark reaches every rank (each runs its shard of the draft stack).
+  p.engine.speculative = {.method = "dspark", .num_speculative_tokens = 5};
   plan = PlanLaunch(p, Ring(), {});
-  ASSERT_FALSE(plan.ok());
-  EXPECT_NE(plan.status().message().find(
-                "engine.speculative.method dspark: not implemented yet at engine.tp 4"),
-            std::string::npos)
-      << plan.status().message();
-  EXPECT_NE(plan.status().message().find("use method: ngram"), std::string::npos)
-      << plan.status().message();
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  for (const auto& rank : plan->ranks) {
+    EXPECT_TRUE(Has(rank.argv, "--speculative-method", "dspark"));
+    EXPECT_TRUE(Has(rank.argv, "--num-speculative-tokens", "5"));
+    EXPECT_EQ(std::find(rank.argv.begin(), rank.argv.end(), "--prompt-lookup-max"),
+              rank.argv.end())
+        << "ngram's fields only";
+  }
 }
 
 TEST(LaunchPlanTest, NgramSpeculationReachesEveryRank) {
