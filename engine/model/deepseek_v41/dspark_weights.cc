@@ -49,6 +49,11 @@ Result<DraftWeights> LoadDraftWeights(const dsv4::TensorSource& source,
     SPARK_RETURN_IF_ERROR(dsv4::LoadAttentionCore(ld, p, c, w.stack.ranges, &l));
     SPARK_RETURN_IF_ERROR(
         dsv4::LoadMoeAt(ld, source, p, c.num_layers + j, c, w.stack.ranges, &l));
+    // A vision checkpoint's MoE layers may carry the image-token router bias; draft blocks
+    // never hold image tokens (and this engine serves text), so it is checked and not kept.
+    if (ld.Has(p + "ffn.gate.bias_vl")) {
+      SPARK_RETURN_IF_ERROR(ld.Float(p + "ffn.gate.bias_vl", {int64_t{c.moe.num_experts}}).status());
+    }
   }
   const auto targets = static_cast<int64_t>(s.dspark_target_layer_ids.size());
   SPARK_ASSIGN_OR_RETURN(dsv4::Mat proj, ld.Matrix("mtp.0.main_proj.weight", {hidden, hidden * targets}));

@@ -5,7 +5,8 @@
 // top dspark_num_experts_per_tok, router bias, no hash routing); in stage 0 the context combiner
 // main_proj [hidden, hidden x targets] and main_norm; in the last stage the head norm, the
 // Markov factors markov_head.embed / markov_head.head [vocab, rank] and the optional
-// confidence_head.proj [1, hidden + rank]. Embedding and lm_head are the target's. Under tensor
+// confidence_head.proj [1, hidden + rank]; a stage's ffn.gate.bias_vl (image tokens), when
+// present, is checked and not kept. Embedding and lm_head are the target's. Under tensor
 // parallelism the blocks are sharded as the backbone's (heads, output groups, experts or expert
 // channels, shared-expert channels); the combiner, norms and heads are replicated.
 // Thread-safety: plain values; read-only after loading.

@@ -7,14 +7,22 @@
 // drafted and undrafted sequences).
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 
 #include <thread>
 
+#include "engine/model/deepseek_v4/tensor_source.h"
+#include "engine/model/deepseek_v41/dspark_weights.h"
+#include "engine/model/model_family.h"
 #include "engine/runtime/model_drafter.h"
 #include "engine/runtime/plan_broadcast.h"
+#include "tests/engine/core/safetensors_writer.h"
 #include "tests/engine/model/speculative_test_util.h"
 
 namespace spark::engine::model {
@@ -161,6 +169,59 @@ TEST(DsparkTest, GreedyWithDsparkIsGreedyWithout) {
   EXPECT_EQ(spec.tokens, plain.tokens);
   EXPECT_GT(spec.stats.spec_drafts, 0u);
   EXPECT_GT(spec.stats.prefix_hits, 0u);
+}
+
+// The dspark fixture's draft tensors, each passed through `edit` (which may rename or drop it
+// by clearing the name), plus `extra`, loaded by the draft loader alone.
+Status LoadEditedDraft(const std::string& tag, const std::function<void(testing::RawTensor&)>& edit,
+                       std::vector<testing::RawTensor> extra = {}) {
+  const std::string fixture = fixture_testing::FixtureDir(kFixture);
+  auto config = LoadModelConfig(fixture);
+  EXPECT_TRUE(config.ok());
+  auto source = dsv4::TensorSource::Open(fixture);
+  EXPECT_TRUE(source.ok());
+  std::vector<testing::RawTensor> tensors;
+  for (const auto& [name, t] : (*source)->tensors()) {
+    if (!name.starts_with("mtp.")) continue;
+    testing::RawTensor copy{name, t.dtype, t.shape, {t.bytes.begin(), t.bytes.end()}};
+    edit(copy);
+    if (!copy.name.empty()) tensors.push_back(std::move(copy));
+  }
+  tensors.insert(tensors.end(), extra.begin(), extra.end());
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("spark_dspark_" + tag + "_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  testing::WriteSafetensors((dir / "model.safetensors").string(), tensors);
+  auto edited = dsv4::TensorSource::Open(dir.string());
+  EXPECT_TRUE(edited.ok()) << edited.status().message();
+  const Status status = dsv41::LoadDraftWeights(**edited, *config, {}).status();
+  std::filesystem::remove_all(dir);
+  return status;
+}
+
+// Every mtp.* tensor is accounted for: a missing one and an unexpected one are named; a vision
+// checkpoint's image-token router bias is accepted with its shape checked.
+TEST(DsparkTest, TheDraftLoaderNamesWhatIsWrong) {
+  EXPECT_TRUE(LoadEditedDraft("ok", [](testing::RawTensor&) {}).ok());
+  const std::vector<float> eight(8, 0.5f);
+  EXPECT_TRUE(LoadEditedDraft("bias_vl", [](testing::RawTensor&) {},
+                              {{"mtp.1.ffn.gate.bias_vl", "F32", {8}, testing::F32Bytes(eight)}})
+                  .ok());
+  Status s = LoadEditedDraft("bias_vl_shape", [](testing::RawTensor&) {},
+                             {{"mtp.1.ffn.gate.bias_vl", "F32", {4},
+                               testing::F32Bytes({0, 0, 0, 0})}});
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+  EXPECT_NE(s.message().find("mtp.1.ffn.gate.bias_vl"), std::string::npos) << s.message();
+  s = LoadEditedDraft("missing", [](testing::RawTensor& t) {
+    if (t.name == "mtp.2.markov_head.head.weight") t.name.clear();
+  });
+  EXPECT_EQ(s.code(), StatusCode::kNotFound) << s.ToString();
+  EXPECT_NE(s.message().find("'mtp.2.markov_head.head.weight' is missing"), std::string::npos)
+      << s.message();
+  s = LoadEditedDraft("extra", [](testing::RawTensor&) {},
+                      {{"mtp.1.attn.wq_c.weight", "F32", {1}, testing::F32Bytes({0})}});
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+  EXPECT_NE(s.message().find("mtp.1.attn.wq_c.weight"), std::string::npos) << s.message();
 }
 
 TEST(DsparkTest, TheDraftNeedsItsBlocksAndAStack) {
