@@ -9,9 +9,9 @@ namespace spark::engine::cli {
 
 void AddSpeculativeFlags(CLI::App* cmd, runtime::SpeculativeOptions* o) {
   cmd->add_option("--speculative-method,--speculative", o->method,
-                  "Speculative decoding: none (default) or ngram (prompt lookup: drafts copied "
-                  "from earlier in the sequence, verified by the model in one step); dspark is "
-                  "not implemented yet");
+                  "Speculative decoding: none (default), ngram (prompt lookup: drafts copied "
+                  "from earlier in the sequence, verified by the model in one step) or dspark "
+                  "(DeepSeek-V4.1's own draft layers, mtp.*; every rank loads its shard)");
   cmd->add_option("--num-speculative-tokens", o->num_speculative_tokens,
                   "Draft tokens per sequence and step, 1..16 (needs --speculative-method)");
   cmd->add_option("--prompt-lookup-max", o->prompt_lookup_max,

@@ -21,6 +21,15 @@ Status SpeculativeOptions::Validate() const {
                                 std::to_string(num_speculative_tokens) + " out of range: " +
                                 method + " needs 1..16 draft tokens a step");
   }
+  // The lookup sizes are ngram's; another method given them would ignore them.
+  if (method != "ngram" &&
+      (prompt_lookup_min != kDefaultLookupMin || prompt_lookup_max != kDefaultLookupMax)) {
+    return InvalidArgumentError(std::string(prompt_lookup_max != kDefaultLookupMax
+                                                ? "prompt_lookup_max"
+                                                : "prompt_lookup_min") +
+                                " applies to speculative method ngram only (method is " + method +
+                                ")");
+  }
   if (prompt_lookup_min < 1) {
     return InvalidArgumentError("prompt_lookup_min " + std::to_string(prompt_lookup_min) +
                                 " must be >= 1 (tokens matched)");

@@ -28,8 +28,9 @@ struct SpeculativeOptions {
   int num_speculative_tokens = 0;
   // ngram: the longest and shortest suffix (in tokens) matched against the sequence's earlier
   // tokens.
-  int prompt_lookup_max = 4;
-  int prompt_lookup_min = 1;
+  static constexpr int kDefaultLookupMax = 4, kDefaultLookupMin = 1;
+  int prompt_lookup_max = kDefaultLookupMax;
+  int prompt_lookup_min = kDefaultLookupMin;
 
   bool enabled() const { return method != "none"; }
   // InvalidArgument naming the field and the fix; for mtp, Unimplemented saying what works.

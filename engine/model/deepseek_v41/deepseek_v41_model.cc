@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "engine/model/deepseek_v4/logits.h"
+#include "engine/model/deepseek_v41/hc_site.h"
 
 namespace spark::engine::model::dsv41 {
 
@@ -113,14 +114,14 @@ Status DeepseekV41Model::Layer(int layer, const ForwardBatch& batch, const StepP
   const int hidden = config_.hidden_size, streams = config_.residual_streams;
   const dsv4::LayerBuffers& l = w_.base.layers[layer];
   if (w_.engram_of_layer[layer] >= 0) engram_->Apply(w_.engram_of_layer[layer], lookback, ws);
-  Mix(l.hc_attn, &ws.pre, ws);
-  Collapse(ws.pre_prev, l.attn_norm, ws);
+  MixSite(*ops_, config_, l.hc_attn, &ws.pre, ws);
+  CollapseNorm(backend_, *ops_, config_, ws.pre_prev, l.attn_norm, ws);
   attention_->Forward(layer, batch, plan, cache, ws);
   SPARK_RETURN_IF_ERROR(AllReduce(ws.block_out, n * hidden));
   ops_->HcPost(ws.streams.data(), ws.block_out.data(), ws.post.data(), ws.comb.data(), n, streams,
                hidden);
-  Mix(l.hc_ffn, &ws.pre_prev, ws);
-  Collapse(ws.pre, l.ffn_norm, ws);
+  MixSite(*ops_, config_, l.hc_ffn, &ws.pre_prev, ws);
+  CollapseNorm(backend_, *ops_, config_, ws.pre, l.ffn_norm, ws);
   moe_->Forward(layer, batch.token_ids,
                 {ws.block_in.data(), ws.block_out.data(), ws.router.data(), ws.expert_ids.data(),
                  ws.expert_weights.data(), n});
@@ -128,30 +129,6 @@ Status DeepseekV41Model::Layer(int layer, const ForwardBatch& batch, const StepP
   ops_->HcPost(ws.streams.data(), ws.block_out.data(), ws.post.data(), ws.comb.data(), n, streams,
                hidden);
   return Status::Ok();
-}
-
-void DeepseekV41Model::Mix(const dsv4::HcBuffers& hc, backend::Buffer* pre, Workspace& ws) {
-  ops_->HcMix({.streams = ws.streams.data(),
-               .tokens = ws.tokens,
-               .n = config_.residual_streams,
-               .hidden = config_.hidden_size,
-               .fn = hc.fn.data(),
-               .base = hc.base.data(),
-               .scale = hc.scale.data(),
-               .norm_eps = config_.rms_norm_eps,
-               .hc_eps = config_.dsv4.hc_eps,
-               .sinkhorn_iters = config_.dsv4.hc_sinkhorn_iters,
-               .pre = pre->data(),
-               .post = ws.post.data(),
-               .comb = ws.comb.data()});
-}
-
-void DeepseekV41Model::Collapse(const backend::Buffer& pre, const backend::Buffer& norm,
-                                Workspace& ws) {
-  const int n = config_.residual_streams, hidden = config_.hidden_size;
-  ops_->HcCollapse(ws.streams.data(), pre.data(), ws.tokens, n, hidden, ws.block_in.data());
-  backend_.RmsNorm(ws.block_in.data(), norm.data(), ws.tokens, hidden, config_.rms_norm_eps,
-                   ws.block_in.data());
 }
 
 int64_t DeepseekV41Model::Head(const ForwardBatch& batch, Workspace& ws) {

@@ -66,10 +66,6 @@ class DeepseekV41Model : public Model {
  private:
   Status Check(const ForwardBatch& batch, const PagedKvCache& cache) const;
   Status AllReduce(backend::Buffer& data, int64_t count);
-  // ws.block_in = norm(collapse(streams, pre)).
-  void Collapse(const backend::Buffer& pre, const backend::Buffer& norm, Workspace& ws);
-  // The mHC weights of a site into *pre, ws.post and ws.comb.
-  void Mix(const dsv4::HcBuffers& hc, backend::Buffer* pre, Workspace& ws);
   Status Layer(int layer, const ForwardBatch& batch, const StepPlan& plan, PagedKvCache& cache,
                std::span<const int64_t> lookback, Workspace& ws);
   // Final collapse and norm of the logit rows into ws.block_in; returns their count.

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "engine/model/deepseek_v4/logits.h"
+#include "engine/model/deepseek_v41/hc_site.h"
 
 namespace spark::engine::model::dsv41 {
 
@@ -88,22 +89,34 @@ Status DSpark::BeginStep(int64_t tokens) {
     if (static_cast<int64_t>(b->size()) >= floats) continue;
     SPARK_ASSIGN_OR_RETURN(*b, backend_.Allocate(floats));
   }
+  // The mean over the streams is a collapse whose pre is 1/n for every token: the one row
+  // embedded for each token, once a step (nothing is uploaded).
+  const int n = config_.residual_streams;
+  if (static_cast<int64_t>(mean_pres_.size()) < tokens * n) {
+    SPARK_ASSIGN_OR_RETURN(mean_pres_, backend_.Allocate(tokens * n));
+  }
+  backend_.Embedding(mean_pre_.data(), 0, 1, n, std::vector<int32_t>(tokens, 0),
+                     mean_pres_.data());
   return Status::Ok();
 }
 
-void DSpark::Capture(int k, Workspace& ws) {
-  const int n = config_.residual_streams;
-  // The mean is a collapse whose pre is 1/n for every token: one embedded row, so nothing is
-  // uploaded per step.
-  backend_.Embedding(mean_pre_.data(), 0, 1, n, std::vector<int32_t>(step_tokens_, 0),
-                     ws.pre.data());
-  ops_.HcCollapse(ws.streams.data(), ws.pre.data(), step_tokens_, n, config_.hidden_size,
-                  captures_[k].data());
+void DSpark::Capture(int k, const Workspace& ws) {
+  ops_.HcCollapse(ws.streams.data(), mean_pres_.data(), step_tokens_, config_.residual_streams,
+                  config_.hidden_size, captures_[k].data());
+}
+
+void DSpark::WindowKeys(const dsv4::LayerBuffers& l, const float* in, int64_t tokens,
+                        std::span<const int32_t> positions, float* keys) const {
+  const int hd = config_.head_dim;
+  backend_.Linear(in, tokens, config_.hidden_size, l.wkv.weight(), hd, keys);
+  backend_.RmsNorm(keys, l.kv_norm.data(), tokens, hd, config_.rms_norm_eps, keys);
+  ops_.Rope(keys, positions, 1, hd, target_.main_rope(), /*inverse=*/false);
+  ops_.FakeQuant({keys, tokens, hd, 32, FakeQuantFormat::kFp8Ue8m0});
 }
 
 void DSpark::StoreContext(const ForwardBatch& batch, PagedKvCache& cache) {
   const int64_t t = step_tokens_;
-  const int hidden = config_.hidden_size, hd = config_.head_dim;
+  const int hidden = config_.hidden_size;
   for (size_t k = 0; k < main_proj_.size(); ++k) {
     float* out = k == 0 ? main_x_.data() : scratch_.data();
     backend_.Linear(captures_[k].data(), t, hidden, main_proj_[k].weight(), hidden, out);
@@ -114,11 +127,7 @@ void DSpark::StoreContext(const ForwardBatch& batch, PagedKvCache& cache) {
   for (size_t j = 0; j < stack_.layers.size(); ++j) {
     const dsv4::LayerBuffers& l = stack_.layers[j];
     const int layer = config_.num_layers + static_cast<int>(j);
-    backend_.Linear(main_x_.data(), t, hidden, l.wkv.weight(), hd, scratch_.data());
-    backend_.RmsNorm(scratch_.data(), l.kv_norm.data(), t, hd, config_.rms_norm_eps,
-                     scratch_.data());
-    ops_.Rope(scratch_.data(), batch.positions, 1, hd, target_.main_rope(), /*inverse=*/false);
-    ops_.FakeQuant({scratch_.data(), t, hd, 32, FakeQuantFormat::kFp8Ue8m0});
+    WindowKeys(l, main_x_.data(), t, batch.positions, scratch_.data());
     ops_.WriteField(scratch_.data(), batch.slots,
                     layout_.Ref(cache, layer, layout_.layer(layer).window));
   }
@@ -155,8 +164,11 @@ Status DSpark::Draft(int32_t anchor, int32_t position, std::span<const int32_t> 
   // block and every block key.
   std::vector<backend::AttentionSequence> rows(count);
   for (int i = 0; i < count; ++i) rows[i] = {i, 1, end, block_table};
-  SPARK_ASSIGN_OR_RETURN(Workspace ws,
-                         AllocateWorkspace(backend_, config_, stack_.ranges, count, 1, 0));
+  if (draft_ws_.tokens != count) {  // a block's size rarely changes: kept between drafts
+    SPARK_ASSIGN_OR_RETURN(draft_ws_,
+                           AllocateWorkspace(backend_, config_, stack_.ranges, count, 1, 0));
+  }
+  Workspace& ws = draft_ws_;
   const dsv4::ShardRanges& r = target_.ranges;
   backend_.Embedding(target_.embed.data(), r.vocab.begin, r.vocab.size, hidden, ids,
                      ws.block_out.data());
@@ -165,15 +177,15 @@ Status DSpark::Draft(int32_t anchor, int32_t position, std::span<const int32_t> 
   backend_.Embedding(stream0_.data(), 0, 1, n, std::vector<int32_t>(count, 0), ws.pre_prev.data());
   for (size_t j = 0; j < stack_.layers.size(); ++j) {
     const dsv4::LayerBuffers& l = stack_.layers[j];
-    Mix(l.hc_attn, &ws.pre, ws);
-    Collapse(ws.pre_prev, l.attn_norm, ws);
+    MixSite(ops_, config_, l.hc_attn, &ws.pre, ws);
+    CollapseNorm(backend_, ops_, config_, ws.pre_prev, l.attn_norm, ws);
     Attention(static_cast<int>(j), positions, slots, rows,
               config_.dsv4.sliding_window + count, cache, ws);
     SPARK_RETURN_IF_ERROR(AllReduce(ws.block_out, int64_t{count} * hidden));
     ops_.HcPost(ws.streams.data(), ws.block_out.data(), ws.post.data(), ws.comb.data(), count, n,
                 hidden);
-    Mix(l.hc_ffn, &ws.pre_prev, ws);
-    Collapse(ws.pre, l.ffn_norm, ws);
+    MixSite(ops_, config_, l.hc_ffn, &ws.pre_prev, ws);
+    CollapseNorm(backend_, ops_, config_, ws.pre, l.ffn_norm, ws);
     moe_->Forward(static_cast<int>(j), ids,
                   {ws.block_in.data(), ws.block_out.data(), ws.router.data(),
                    ws.expert_ids.data(), ws.expert_weights.data(), count});
@@ -229,10 +241,7 @@ void DSpark::Attention(int layer, std::span<const int32_t> positions,
   backend_.RmsNorm(ws.qr.data(), l.q_norm.data(), t, ql, config_.rms_norm_eps, ws.qr.data());
   backend_.Linear(ws.qr.data(), t, ql, l.wq_b.weight(), heads * hd, ws.q.data());
   ops_.Rope(ws.q.data(), positions, heads, hd, rope, /*inverse=*/false);
-  backend_.Linear(ws.block_in.data(), t, hidden, l.wkv.weight(), hd, ws.kv.data());
-  backend_.RmsNorm(ws.kv.data(), l.kv_norm.data(), t, hd, config_.rms_norm_eps, ws.kv.data());
-  ops_.Rope(ws.kv.data(), positions, 1, hd, rope, /*inverse=*/false);
-  ops_.FakeQuant({ws.kv.data(), t, hd, 32, FakeQuantFormat::kFp8Ue8m0});
+  WindowKeys(l, ws.block_in.data(), t, positions, ws.kv.data());
   const int cache_layer = config_.num_layers + layer;
   const backend::CacheField keys =
       layout_.Ref(cache, cache_layer, layout_.layer(cache_layer).window);
@@ -252,30 +261,6 @@ void DSpark::Attention(int layer, std::span<const int32_t> positions,
   ops_.GroupedLinear(ws.o.data(), t, group_in_, l.wo_a.weight(), ol, ws.grouped.data());
   backend_.Linear(ws.grouped.data(), t, static_cast<int>(group_in_.size()) * ol, l.wo_b.weight(),
                   hidden, ws.block_out.data());
-}
-
-void DSpark::Mix(const dsv4::HcBuffers& hc, backend::Buffer* pre, Workspace& ws) const {
-  ops_.HcMix({.streams = ws.streams.data(),
-              .tokens = ws.tokens,
-              .n = config_.residual_streams,
-              .hidden = config_.hidden_size,
-              .fn = hc.fn.data(),
-              .base = hc.base.data(),
-              .scale = hc.scale.data(),
-              .norm_eps = config_.rms_norm_eps,
-              .hc_eps = config_.dsv4.hc_eps,
-              .sinkhorn_iters = config_.dsv4.hc_sinkhorn_iters,
-              .pre = pre->data(),
-              .post = ws.post.data(),
-              .comb = ws.comb.data()});
-}
-
-void DSpark::Collapse(const backend::Buffer& pre, const backend::Buffer& norm,
-                      Workspace& ws) const {
-  const int n = config_.residual_streams, hidden = config_.hidden_size;
-  ops_.HcCollapse(ws.streams.data(), pre.data(), ws.tokens, n, hidden, ws.block_in.data());
-  backend_.RmsNorm(ws.block_in.data(), norm.data(), ws.tokens, hidden, config_.rms_norm_eps,
-                   ws.block_in.data());
 }
 
 }  // namespace spark::engine::model::dsv41

@@ -57,9 +57,8 @@ class DSpark {
   int CaptureIndex(int layer) const;
   // Starts a target forward of `tokens` tokens: room for its captures.
   Status BeginStep(int64_t tokens);
-  // Capture `k` of the step: the mean over ws.streams of every token (ws.pre is overwritten:
-  // call it before a layer, whose attention site sets ws.pre anew).
-  void Capture(int k, Workspace& ws);
+  // Capture `k` of the step: the mean over ws.streams of every token.
+  void Capture(int k, const Workspace& ws);
   // The draft layers' context keys of the step's tokens, from its captures.
   void StoreContext(const ForwardBatch& batch, PagedKvCache& cache);
 
@@ -71,12 +70,13 @@ class DSpark {
                int count, PagedKvCache& cache, std::vector<int32_t>* drafts);
 
  private:
+  // A window key per token (wkv -> kv_norm -> RoPE -> FP8) of draft layer `l` from `in`.
+  void WindowKeys(const dsv4::LayerBuffers& l, const float* in, int64_t tokens,
+                  std::span<const int32_t> positions, float* keys) const;
   void Attention(int layer, std::span<const int32_t> positions, std::span<const int64_t> slots,
                  std::span<const backend::AttentionSequence> sequences, int window,
                  PagedKvCache& cache, Workspace& ws) const;
-  void Mix(const dsv4::HcBuffers& hc, backend::Buffer* pre, Workspace& ws) const;
   Status AllReduce(backend::Buffer& data, int64_t count);
-  void Collapse(const backend::Buffer& pre, const backend::Buffer& norm, Workspace& ws) const;
 
   const core::ModelConfig config_;  // the draft blocks' (DraftConfig)
   const CacheLayout& layout_;
@@ -95,6 +95,8 @@ class DSpark {
   int64_t step_tokens_ = 0;
   std::vector<backend::Buffer> captures_;  // per target layer id [tokens, hidden]
   backend::Buffer main_x_, scratch_;
+  backend::Buffer mean_pres_;  // [tokens, N] of 1/N: the step's capture pre
+  Workspace draft_ws_;         // a draft block's, for its size
 };
 
 }  // namespace spark::engine::model::dsv41

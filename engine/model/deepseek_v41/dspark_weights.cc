@@ -67,8 +67,8 @@ Result<DraftWeights> LoadDraftWeights(const dsv4::TensorSource& source,
   SPARK_ASSIGN_OR_RETURN(w.markov_embed, ld.Float(last + "markov_head.embed.weight", {vocab, rank}));
   SPARK_ASSIGN_OR_RETURN(w.markov_head, ld.Float(last + "markov_head.head.weight", {vocab, rank}));
   if (ld.Has(last + "confidence_head.proj.weight")) {
-    SPARK_ASSIGN_OR_RETURN(w.confidence,
-                           ld.Float(last + "confidence_head.proj.weight", {1, hidden + rank}));
+    SPARK_RETURN_IF_ERROR(
+        ld.Float(last + "confidence_head.proj.weight", {1, hidden + rank}).status());
   }
   SPARK_RETURN_IF_ERROR(ld.CheckAllUsed());
   return w;

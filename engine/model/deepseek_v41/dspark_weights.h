@@ -4,9 +4,9 @@
 // compressor, indexer or Engram) and its own MoE size (dspark_n_routed_experts routed experts,
 // top dspark_num_experts_per_tok, router bias, no hash routing); in stage 0 the context combiner
 // main_proj [hidden, hidden x targets] and main_norm; in the last stage the head norm, the
-// Markov factors markov_head.embed / markov_head.head [vocab, rank] and the optional
-// confidence_head.proj [1, hidden + rank]; a stage's ffn.gate.bias_vl (image tokens), when
-// present, is checked and not kept. Embedding and lm_head are the target's. Under tensor
+// Markov factors markov_head.embed / markov_head.head [vocab, rank]. The optional
+// confidence_head.proj [1, hidden + rank] (used by vLLM only for adaptive verification) and a
+// stage's ffn.gate.bias_vl (image tokens) are checked when present and not kept. Embedding and lm_head are the target's. Under tensor
 // parallelism the blocks are sharded as the backbone's (heads, output groups, experts or expert
 // channels, shared-expert channels); the combiner, norms and heads are replicated.
 // Thread-safety: plain values; read-only after loading.
@@ -27,7 +27,6 @@ struct DraftWeights {
   std::vector<dsv4::Mat> main_proj;    // per target layer id: its [hidden, hidden] columns
   dsv4::Vec main_norm, norm;           // [hidden]
   dsv4::Vec markov_embed, markov_head;  // [vocab, rank] each
-  dsv4::Vec confidence;                // [hidden + rank], empty when the checkpoint has none
 };
 
 // The model config of the draft blocks: the backbone's with the draft MoE size.

@@ -307,6 +307,14 @@ TEST(GenerateTest, SpeculationItCannotRunIsRefused) {
             std::string::npos)
       << r.err;
   r = RunEngine("generate --model " + kFixtures +
+                "deepseek-v41-tiny/dspark --prompt-ids 5,17 --speculative-method dspark "
+                "--num-speculative-tokens 4 --prompt-lookup-min 2");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--speculative-method dspark: prompt_lookup_min applies to speculative "
+                       "method ngram only"),
+            std::string::npos)
+      << r.err;
+  r = RunEngine("generate --model " + kFixtures +
                 "qwen3-tiny --prompt-ids 5,17 --num-speculative-tokens 3");
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find("--num-speculative-tokens 3 needs --speculative-method ngram or dspark"),

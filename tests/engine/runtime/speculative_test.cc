@@ -187,6 +187,11 @@ TEST(SpeculativeOptionsTest, MtpIsRefusedByNameAndDsparkNeedsADraftModel) {
   eo.speculative.num_speculative_tokens = 17;
   EXPECT_EQ(eo.speculative.Validate().message(),
             "num_speculative_tokens 17 out of range: dspark needs 1..16 draft tokens a step");
+  // ngram's lookup sizes are refused by name rather than ignored.
+  eo.speculative.num_speculative_tokens = 4;
+  eo.speculative.prompt_lookup_max = 3;
+  EXPECT_EQ(eo.speculative.Validate().message(),
+            "prompt_lookup_max applies to speculative method ngram only (method is dspark)");
 }
 
 TEST(SpeculativeOptionsTest, NgramFieldsAreCheckedPrecisely) {
@@ -283,6 +288,15 @@ TEST_P(SpeculativeGreedyTest, ModelDrafterGetsItsBlocksAndGivesTheGreedyTokens) 
   EXPECT_GT(drafter.proposed(), 0);
   EXPECT_EQ(drafter.uncovered(), 0);
   EXPECT_GT(run.stats.spec_accepted_tokens, 0u);
+  // Blocks held for the block past the kept draft went back before the step ran: every entry's
+  // table covers exactly its positions.
+  for (const StepPlan& plan : runner.plans()) {
+    for (const StepPlanEntry& e : plan.entries) {
+      const size_t end = e.start_pos + e.token_ids.size();
+      EXPECT_EQ(e.block_table.size(), (end + kBlockSize - 1) / kBlockSize)
+          << "sequence " << e.seq_id << " at " << e.start_pos;
+    }
+  }
 }
 
 // The engine's own n-gram drafter on the repetitive workload.
