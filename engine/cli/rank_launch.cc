@@ -48,10 +48,8 @@ class ExitingRunner : public runtime::ModelRunner {
   int vocab_size() const override { return inner_->vocab_size(); }
   std::string WhyNoSpeculation() const override { return inner_->WhyNoSpeculation(); }
   bool has_draft_model() const override { return inner_->has_draft_model(); }
-  Result<std::vector<int32_t>> DraftTokens(int32_t anchor, int32_t position,
-                                           std::span<const int32_t> block_table,
-                                           int count) override {
-    return inner_->DraftTokens(anchor, position, block_table, count);
+  Result<std::vector<std::vector<int32_t>>> DraftTokens(const runtime::StepPlan& plan) override {
+    return inner_->DraftTokens(plan);
   }
   Result<std::vector<float>> Run(const runtime::StepPlan& plan) override {
     if (left_-- <= 0) std::_Exit(3);
@@ -87,10 +85,8 @@ class HeartbeatAwareRunner : public runtime::ModelRunner {
   int vocab_size() const override { return inner_->vocab_size(); }
   std::string WhyNoSpeculation() const override { return inner_->WhyNoSpeculation(); }
   bool has_draft_model() const override { return inner_->has_draft_model(); }
-  Result<std::vector<int32_t>> DraftTokens(int32_t anchor, int32_t position,
-                                           std::span<const int32_t> block_table,
-                                           int count) override {
-    return inner_->DraftTokens(anchor, position, block_table, count);
+  Result<std::vector<std::vector<int32_t>>> DraftTokens(const runtime::StepPlan& plan) override {
+    return inner_->DraftTokens(plan);
   }
   Result<std::vector<float>> Run(const runtime::StepPlan& plan) override {
     if (status_) status_->Touch();
@@ -168,12 +164,10 @@ class RankSession::GroupRunner : public runtime::ModelRunner {
   std::string WhyNoSpeculation() const override { return inner_->WhyNoSpeculation(); }
   bool has_draft_model() const override { return inner_->has_draft_model(); }
   // A draft runs on every rank (a draft command, plan_broadcast.h): under the heartbeat's lock.
-  Result<std::vector<int32_t>> DraftTokens(int32_t anchor, int32_t position,
-                                           std::span<const int32_t> block_table,
-                                           int count) override {
+  Result<std::vector<std::vector<int32_t>>> DraftTokens(const runtime::StepPlan& plan) override {
     std::lock_guard lock(mu_);
     if (!broken_.ok()) return broken_;
-    Result<std::vector<int32_t>> out = inner_->DraftTokens(anchor, position, block_table, count);
+    Result<std::vector<std::vector<int32_t>>> out = inner_->DraftTokens(plan);
     last_sent_ = std::chrono::steady_clock::now();
     if (!out.ok()) return Broke(out.status());
     return out;
@@ -251,10 +245,8 @@ class RankSession::ProgressRunner : public runtime::ModelRunner {
   int vocab_size() const override { return inner_->vocab_size(); }
   std::string WhyNoSpeculation() const override { return inner_->WhyNoSpeculation(); }
   bool has_draft_model() const override { return inner_->has_draft_model(); }
-  Result<std::vector<int32_t>> DraftTokens(int32_t anchor, int32_t position,
-                                           std::span<const int32_t> block_table,
-                                           int count) override {
-    return inner_->DraftTokens(anchor, position, block_table, count);
+  Result<std::vector<std::vector<int32_t>>> DraftTokens(const runtime::StepPlan& plan) override {
+    return inner_->DraftTokens(plan);
   }
   runtime::DecodeStepCounts decode_steps() const override { return inner_->decode_steps(); }
   Result<std::vector<float>> Run(const runtime::StepPlan& plan) override {

@@ -47,4 +47,15 @@ struct ForwardBatch {
   Status Validate(int block_size, int64_t num_blocks, int vocab_size) const;
 };
 
+// One block of a model's own drafter (Model::DraftTokens): `count` tokens that may follow
+// `anchor`, a sequence's token at `position` that no forward has run yet (every earlier
+// position has). `block_table` covers positions up to position + count - 1: the drafter writes
+// state at those slots, which the sequence's next forward overwrites.
+struct DraftBlock {
+  int32_t anchor = 0;
+  int32_t position = 0;
+  std::span<const int32_t> block_table;
+  int count = 0;
+};
+
 }  // namespace spark::engine::model

@@ -163,8 +163,9 @@ Result<RankPlan> PlanRank(const core::ModelConfig& config, const ModelFamily& fa
   // each prompt token being scored.
   const int64_t scored = r.chunked_prefill ? r.max_scored_tokens : tokens;
   const int64_t rows = int64_t{r.max_num_seqs} * (1 + std::max(0, r.speculative_tokens)) + scored;
-  const StepShape prefill{tokens, std::min<int64_t>(rows, tokens), r.max_model_len, bf16_inputs,
-                          moe_copies};
+  StepShape prefill{tokens, std::min<int64_t>(rows, tokens), r.max_model_len, bf16_inputs,
+                    moe_copies};
+  if (r.draft) prefill.draft_blocks = r.max_num_seqs;  // every running sequence may draft
   SPARK_ASSIGN_OR_RETURN(int64_t step, family.step_memory(config, query, prefill));
   plan.fixed.push_back({"activations", step,
                         "one step of " + std::to_string(tokens) + " tokens (the prefill chunk" +
@@ -173,6 +174,9 @@ Result<RankPlan> PlanRank(const core::ModelConfig& config, const ModelFamily& fa
                             " logits rows (a sequence's own" +
                             (r.speculative_tokens > 0 ? ", its drafts'" : "") +
                             " and scored prompt tokens)" +
+                            (r.draft ? "; the draft model's blocks for " +
+                                           std::to_string(r.max_num_seqs) + " sequences"
+                                     : "") +
                             ")"});
   if (cuda && r.cuda_graphs) {
     const StepShape decode{r.max_num_seqs, r.max_num_seqs, r.max_model_len, bf16_inputs,

@@ -26,8 +26,8 @@ Result<std::unique_ptr<Model>> LoadModel(const std::string& dir, backend::Backen
   return family->load(dir, std::move(config), backend, comm, options);
 }
 
-Status Model::DraftTokens(int32_t, int32_t, std::span<const int32_t>, int, PagedKvCache&,
-                          std::vector<int32_t>*) {
+Status Model::DraftTokens(std::span<const DraftBlock>, PagedKvCache&,
+                          std::vector<std::vector<int32_t>>*) {
   return UnimplementedError(config().model_type + " has no draft model loaded");
 }
 

@@ -101,14 +101,12 @@ class Model {
   virtual std::string WhyNoSpeculation() const {
     return "this model family keeps state beyond the paged KV cache that has no rollback yet";
   }
-  // The model's own drafter (loaded with ModelOptions::load_draft): `count` tokens that may
-  // follow `anchor`, the sequence's token at `position` that no forward has run yet (every
-  // earlier position has). `block_table` must cover positions up to position + count - 1: the
-  // drafter writes state at those slots, which the next forward overwrites. Unimplemented
-  // without a draft model.
+  // The model's own drafter (loaded with ModelOptions::load_draft): drafts[k] holds
+  // blocks[k].count tokens that may follow blocks[k].anchor (forward_batch.h DraftBlock), all
+  // blocks in one forward. Unimplemented without a draft model.
   virtual bool has_draft_model() const { return false; }
-  virtual Status DraftTokens(int32_t anchor, int32_t position, std::span<const int32_t> block_table,
-                             int count, PagedKvCache& cache, std::vector<int32_t>* drafts);
+  virtual Status DraftTokens(std::span<const DraftBlock> blocks, PagedKvCache& cache,
+                             std::vector<std::vector<int32_t>>* drafts);
 
  protected:
   // LaunchArgMax's checks: at most kMaxLaunched steps, and for ids_from_last one token per

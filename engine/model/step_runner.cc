@@ -49,6 +49,26 @@ ForwardBatch ModelStepRunner::MakeBatch(const runtime::StepPlan& plan, int block
   return batch;
 }
 
+Result<std::vector<std::vector<int32_t>>> ModelStepRunner::DraftTokens(
+    const runtime::StepPlan& plan) {
+  if (plan.command != runtime::StepCommand::kDraft) {
+    return InvalidArgumentError("DraftTokens takes a draft plan, not command " +
+                                std::to_string(static_cast<int>(plan.command)));
+  }
+  std::vector<DraftBlock> blocks;
+  for (const runtime::StepPlanEntry& e : plan.entries) {
+    if (e.token_ids.size() != 1) {
+      return InvalidArgumentError("draft plan: sequence " + std::to_string(e.seq_id) + " has " +
+                                  std::to_string(e.token_ids.size()) +
+                                  " tokens; a draft starts from one anchor");
+    }
+    blocks.push_back({e.token_ids[0], e.start_pos, e.block_table, e.num_draft_tokens});
+  }
+  std::vector<std::vector<int32_t>> drafts;
+  SPARK_RETURN_IF_ERROR(model_->DraftTokens(blocks, cache_, &drafts));
+  return drafts;
+}
+
 Result<std::vector<float>> ModelStepRunner::Run(const runtime::StepPlan& plan) {
   if (plan.entries.empty()) return std::vector<float>();
   for (const runtime::StepPlanEntry& e : plan.entries) {

@@ -59,13 +59,8 @@ class ModelStepRunner : public runtime::ModelRunner {
   }
 
   bool has_draft_model() const override { return model_->has_draft_model(); }
-  Result<std::vector<int32_t>> DraftTokens(int32_t anchor, int32_t position,
-                                           std::span<const int32_t> block_table,
-                                           int count) override {
-    std::vector<int32_t> drafts;
-    SPARK_RETURN_IF_ERROR(model_->DraftTokens(anchor, position, block_table, count, cache_, &drafts));
-    return drafts;
-  }
+  // InvalidArgument for a plan that is not a draft plan; the model's errors pass through.
+  Result<std::vector<std::vector<int32_t>>> DraftTokens(const runtime::StepPlan& plan) override;
   // Runs the plan's entries in one forward (kRunArgMax plans through Model::ForwardArgMax, so
   // only ids leave the backend; the backend's error, if an op met one, fails the step).
   // InvalidArgument for an entry without tokens, a

@@ -39,6 +39,12 @@ struct SpeculativeOptions {
   bool needs_draft_model() const { return method == "dspark"; }
 };
 
+// A sequence a step drafts for, and how many draft tokens fit its step.
+struct DraftRequest {
+  const Sequence* seq = nullptr;
+  int max_tokens = 0;
+};
+
 class Drafter {
  public:
   virtual ~Drafter() = default;
@@ -54,6 +60,13 @@ class Drafter {
   // its last token on.
   virtual std::vector<int32_t> ProposeFor(const Sequence& seq, int max_tokens) {
     return Propose(seq.token_ids(), max_tokens);
+  }
+  // ProposeFor of several sequences, in order. A model drafter runs every block in one forward
+  // (the scheduler asks once a step, after it has held each sequence's blocks).
+  virtual std::vector<std::vector<int32_t>> ProposeForAll(std::span<const DraftRequest> requests) {
+    std::vector<std::vector<int32_t>> out;
+    for (const DraftRequest& r : requests) out.push_back(ProposeFor(*r.seq, r.max_tokens));
+    return out;
   }
   // The first error a proposal met (a model drafter's forward); the engine fails the step.
   virtual Status status() const { return Status::Ok(); }

@@ -2,8 +2,9 @@
 // DSpark stack). Each proposal is one draft block of `block` tokens from the sequence's last
 // token, which no step has run yet, at its position; the block writes state at the slots of
 // those positions, so the scheduler holds their blocks first (block_tokens()). The draft is cut
-// to what the step has room for. Rank 0's engine drafts; under tensor parallelism its runner
-// has the workers draft in lockstep (BroadcastingModelRunner).
+// to what the step has room for. A step's sequences draft together: one draft plan, one
+// forward (ProposeForAll). Rank 0's engine drafts; under tensor parallelism its runner has the
+// workers draft in lockstep (BroadcastingModelRunner).
 // Thread-safety: the engine thread only.
 #pragma once
 
@@ -20,6 +21,7 @@ class ModelDrafter : public Drafter {
   std::vector<int32_t> Propose(std::span<const int32_t>, int) override { return {}; }
   int block_tokens() const override { return block_; }
   std::vector<int32_t> ProposeFor(const Sequence& seq, int max_tokens) override;
+  std::vector<std::vector<int32_t>> ProposeForAll(std::span<const DraftRequest> requests) override;
   Status status() const override { return status_; }
 
  private:

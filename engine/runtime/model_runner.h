@@ -37,15 +37,15 @@ class ModelRunner {
   // that rejected drafts would leave behind.
   virtual std::string WhyNoSpeculation() const { return "this model runner runs no draft tokens"; }
 
-  // The model's own drafter (Model::DraftTokens): `count` tokens that may follow `anchor`, the
-  // token at `position` no step has run yet, with the sequence's blocks covering positions up
-  // to position + count - 1. Called between steps (on rank 0 by its engine, on workers by
-  // RunWorkerLoop for a draft plan). Unimplemented without one.
+  // The model's own drafter (Model::DraftTokens) over a kDraft plan (step_plan.h): for each
+  // entry, num_draft_tokens tokens that may follow its one token (the anchor, at start_pos,
+  // which no step has run yet), its block table covering positions up to start_pos +
+  // num_draft_tokens - 1; every entry's block in one forward, the drafts in entry order.
+  // Called between steps (on rank 0 by its engine, on workers by RunWorkerLoop for a draft
+  // plan). Unimplemented without one.
   virtual bool has_draft_model() const { return false; }
-  virtual Result<std::vector<int32_t>> DraftTokens(int32_t anchor, int32_t position,
-                                                   std::span<const int32_t> block_table,
-                                                   int count) {
-    (void)anchor, (void)position, (void)block_table, (void)count;
+  virtual Result<std::vector<std::vector<int32_t>>> DraftTokens(const StepPlan& plan) {
+    (void)plan;
     return UnimplementedError("this model runner has no draft model");
   }
 

@@ -20,17 +20,11 @@ Result<std::vector<float>> BroadcastingModelRunner::Run(const StepPlan& plan) {
   return local_->Run(plan);
 }
 
-Result<std::vector<int32_t>> BroadcastingModelRunner::DraftTokens(
-    int32_t anchor, int32_t position, std::span<const int32_t> block_table, int count) {
-  StepPlan plan;
-  plan.command = StepCommand::kDraft;
-  StepPlanEntry& e = plan.entries.emplace_back();
-  e.token_ids = {anchor};
-  e.start_pos = position;
-  e.block_table.assign(block_table.begin(), block_table.end());
-  e.num_draft_tokens = count;
-  SPARK_RETURN_IF_ERROR(BroadcastPlan(*comm_, &plan));
-  return local_->DraftTokens(anchor, position, block_table, count);
+Result<std::vector<std::vector<int32_t>>> BroadcastingModelRunner::DraftTokens(
+    const StepPlan& plan) {
+  StepPlan copy = plan;
+  SPARK_RETURN_IF_ERROR(BroadcastPlan(*comm_, &copy));
+  return local_->DraftTokens(plan);
 }
 
 Status BroadcastingModelRunner::Shutdown() {
@@ -79,14 +73,7 @@ Status RunWorkerLoop(comm::Communicator& comm, ModelRunner& runner, HostMemory* 
       continue;
     }
     if (plan.command == StepCommand::kDraft) {
-      if (plan.entries.size() != 1 || plan.entries[0].token_ids.size() != 1) {
-        return DataLossError("step plan: a draft command carries one entry of one token");
-      }
-      const StepPlanEntry& e = plan.entries[0];
-      SPARK_RETURN_IF_ERROR(runner
-                                .DraftTokens(e.token_ids[0], e.start_pos, e.block_table,
-                                             e.num_draft_tokens)
-                                .status());
+      SPARK_RETURN_IF_ERROR(runner.DraftTokens(plan).status());
       continue;
     }
     SPARK_RETURN_IF_ERROR(runner.Run(plan).status());

@@ -25,12 +25,10 @@ class BroadcastingModelRunner : public ModelRunner {
   int vocab_size() const override { return local_->vocab_size(); }
   DecodeStepCounts decode_steps() const override { return local_->decode_steps(); }
   std::string WhyNoSpeculation() const override { return local_->WhyNoSpeculation(); }
-  // The model's draft model runs sharded like the model: a draft command goes to the workers
+  // The model's draft model runs sharded like the model: the draft plan goes to the workers
   // (RunWorkerLoop runs the same draft), then rank 0 drafts.
   bool has_draft_model() const override { return local_->has_draft_model(); }
-  Result<std::vector<int32_t>> DraftTokens(int32_t anchor, int32_t position,
-                                           std::span<const int32_t> block_table,
-                                           int count) override;
+  Result<std::vector<std::vector<int32_t>>> DraftTokens(const StepPlan& plan) override;
   Result<std::vector<float>> Run(const StepPlan& plan) override;
   // Tells the workers to leave RunWorkerLoop.
   Status Shutdown();

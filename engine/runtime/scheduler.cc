@@ -41,6 +41,8 @@ SchedulerOutput Scheduler::Schedule() {
 }
 
 int Scheduler::ScheduleRunning(int budget, SchedulerOutput* out) {
+  std::vector<DraftRequest> model_drafts;  // their blocks held; drafted together after the loop
+  std::vector<size_t> drafted;             // the index of each in out->scheduled
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     Sequence* seq = running_[i];
     const int n = ChunkSize(*seq, budget);
@@ -50,12 +52,35 @@ int Scheduler::ScheduleRunning(int budget, SchedulerOutput* out) {
     }
     if (!MakeRoom(i, n, out)) continue;      // running_[i] left; i now points past the end or on.
     if (Scored(*seq)) scored_left_ -= n;
-    std::vector<int32_t> draft = Draft(*seq, budget);
-    const int total = n + static_cast<int>(draft.size());
-    blocks_->Append(*seq, total).IgnoreError();  // MakeRoom and Draft guaranteed the blocks.
+    std::vector<int32_t> draft;
+    int reserved = 0;  // a model draft's tokens, before it is drafted
+    if (drafter_ != nullptr && drafter_->block_tokens() > 0) {
+      reserved = HoldDraftBlocks(*seq, budget);
+      if (reserved > 0) {
+        model_drafts.push_back({seq, reserved});
+        drafted.push_back(out->scheduled.size());
+      }
+    } else {
+      draft = Draft(*seq, budget);
+    }
+    const int total = n + static_cast<int>(draft.size()) + reserved;
+    blocks_->Append(*seq, total).IgnoreError();  // MakeRoom and the drafts guaranteed the blocks.
     out->scheduled.push_back({seq, n, std::move(draft)});
     budget -= total;
     ++i;
+  }
+  if (model_drafts.empty()) return budget;
+  std::vector<std::vector<int32_t>> drafts = drafter_->ProposeForAll(model_drafts);
+  drafts.resize(model_drafts.size());
+  for (size_t k = 0; k < model_drafts.size(); ++k) {
+    ScheduledSequence& s = out->scheduled[drafted[k]];
+    s.draft = std::move(drafts[k]);
+    if (s.draft.size() > static_cast<size_t>(model_drafts[k].max_tokens)) {
+      s.draft.resize(model_drafts[k].max_tokens);
+    }
+    // The block is drafted: give back the blocks the kept draft does not reach, and the budget.
+    blocks_->TrimTo(*s.seq, s.seq->num_computed_tokens() + 1 + static_cast<int>(s.draft.size()));
+    budget += model_drafts[k].max_tokens - static_cast<int>(s.draft.size());
   }
   return budget;
 }
@@ -77,26 +102,32 @@ bool Scheduler::MakeRoom(size_t index, int n, SchedulerOutput* out) {
   return true;
 }
 
-std::vector<int32_t> Scheduler::Draft(Sequence& seq, int budget) {
+int Scheduler::DraftRoom(const Sequence& seq, int budget) const {
   if (drafter_ == nullptr || seq.num_uncomputed_tokens() != 1 || seq.num_output_tokens() < 1) {
-    return {};
+    return 0;
   }
   // Each accepted draft and the target's own token are output tokens: stay within max_tokens
   // and max_model_len, so a full acceptance ends exactly where a run without drafts would.
-  const int room = std::min({num_draft_tokens_, budget - 1,
-                             seq.params().max_tokens - seq.num_output_tokens() - 1,
-                             options_.max_model_len - seq.num_tokens() - 1});
+  return std::max(0, std::min({num_draft_tokens_, budget - 1,
+                               seq.params().max_tokens - seq.num_output_tokens() - 1,
+                               options_.max_model_len - seq.num_tokens() - 1}));
+}
+
+int Scheduler::HoldDraftBlocks(Sequence& seq, int budget) {
+  const int room = DraftRoom(seq, budget);
+  if (room < 1) return 0;
+  // A model drafter writes its block's state at those positions' slots: hold the blocks first
+  // (plain free ones, as for any draft); what the kept draft leaves is given back once drafted.
+  const int block = drafter_->block_tokens();
+  const int held = std::max(block, 1 + room);
+  if (!blocks_->CanAppendWithoutEviction(seq, held)) return 0;
+  blocks_->Append(seq, held).IgnoreError();  // checked just above
+  return std::min(block, room);
+}
+
+std::vector<int32_t> Scheduler::Draft(Sequence& seq, int budget) {
+  const int room = DraftRoom(seq, budget);
   if (room < 1) return {};
-  if (const int block = drafter_->block_tokens(); block > 0) {
-    // A model drafter writes its block's state at those positions' slots: hold the blocks
-    // first (plain free ones, as for any draft), and give back what the kept draft leaves.
-    const int held = std::max(block, 1 + room);
-    if (!blocks_->CanAppendWithoutEviction(seq, held)) return {};
-    blocks_->Append(seq, held).IgnoreError();  // checked just above
-    std::vector<int32_t> draft = drafter_->ProposeFor(seq, room);
-    blocks_->TrimTo(seq, seq.num_computed_tokens() + 1 + static_cast<int>(draft.size()));
-    return draft;
-  }
   std::vector<int32_t> draft = drafter_->ProposeFor(seq, room);
   if (draft.size() > static_cast<size_t>(room)) draft.resize(room);
   // The drafts' blocks must come from plain free blocks: taking a cached one would evict it,

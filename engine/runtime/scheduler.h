@@ -92,10 +92,15 @@ class Scheduler {
   // Makes room for `n` new tokens of running_[index], preempting from the back. False when
   // running_[index] itself was preempted or finished.
   bool MakeRoom(size_t index, int n, SchedulerOutput* out);
-  // The drafter's tokens for running sequence `seq` in this step (it decodes; at most
-  // budget - 1 and what max_tokens / max_model_len leave; none when their blocks would evict
-  // cached ones). Empty without a drafter.
+  // The draft tokens running sequence `seq` may get this step: it decodes; at most budget - 1
+  // and what max_tokens / max_model_len leave. 0 without a drafter.
+  int DraftRoom(const Sequence& seq, int budget) const;
+  // A token-reading drafter's proposal for `seq`, cut to its room and to plain free blocks
+  // (none that would evict cached ones).
   std::vector<int32_t> Draft(Sequence& seq, int budget);
+  // A model drafter's: holds the blocks its block writes and returns the draft tokens the step
+  // reserves for it (0: no draft); ScheduleRunning drafts every held block in one call.
+  int HoldDraftBlocks(Sequence& seq, int budget);
   void Preempt(Sequence* seq);
   // Tokens to run for `seq` this step within `budget` (scored prompts: what is left of
   // max_scored_tokens this step, maybe 0).

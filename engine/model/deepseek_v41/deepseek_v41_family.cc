@@ -72,7 +72,20 @@ int64_t DraftFloats(const core::ModelConfig& c, const dsv4::ShardRanges& r) {
   const auto targets = static_cast<int64_t>(s.dspark_target_layer_ids.size());
   const int64_t vocab = c.vocab_size, rank = s.dspark_markov_rank;
   return s.num_nextn_predict_layers * stage + targets * hidden * hidden + 2 * hidden +
-         2 * vocab * rank + d.rope_head_dim + hd + n + rank + vocab;
+         2 * vocab * rank + d.rope_head_dim + hd + n;
+}
+
+// What DSpark keeps beside a step (dspark.h), grown to the largest so far and then held: the
+// target step's captures, the combined context and a scratch row per token, and the capture
+// pre; the draft forward's workspace for every block the step drafts, and the Markov rows.
+int64_t DraftStepFloats(const core::ModelConfig& c, const dsv4::ShardRanges& draft,
+                        const StepShape& shape) {
+  const core::DeepseekV41Settings& s = c.dsv41;
+  const auto targets = static_cast<int64_t>(s.dspark_target_layer_ids.size());
+  const int64_t context = shape.tokens * ((targets + 2) * c.hidden_size + c.residual_streams);
+  const int64_t rows = shape.draft_blocks * s.dspark_block_size;
+  return context + rows * WorkspaceFloatsPerToken(DraftConfig(c), draft, 1, 0) +
+         shape.draft_blocks * (s.dspark_markov_rank + int64_t{c.vocab_size});
 }
 
 }  // namespace
@@ -143,8 +156,13 @@ Result<int64_t> DeepseekV41StepMemory(const core::ModelConfig& c, const MemoryQu
   const int stride = ratio > 0 ? static_cast<int>(shape.context / ratio) : 0;
   const int columns =
       s.engram_layer_ids.empty() ? 0 : (s.engram_max_ngram_size - 1) * s.engram_n_heads;
-  return 4 * (shape.tokens * WorkspaceFloatsPerToken(c, r, stride, columns) +
-              shape.logit_rows * r.vocab.size);
+  int64_t floats =
+      shape.tokens * WorkspaceFloatsPerToken(c, r, stride, columns) + shape.logit_rows * r.vocab.size;
+  if (q.draft && s.num_nextn_predict_layers > 0) {
+    SPARK_ASSIGN_OR_RETURN(dsv4::ShardRanges dr, dsv4::PlanShard(DraftConfig(c), q.shard, q.moe));
+    floats += DraftStepFloats(c, dr, shape);
+  }
+  return 4 * floats;
 }
 
 Result<MemoryFootprint> DeepseekV41ServingMemory(const core::ModelConfig& c, const MemoryQuery& q) {

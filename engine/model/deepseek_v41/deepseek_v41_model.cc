@@ -93,16 +93,15 @@ Status DeepseekV41Model::Forward(const ForwardBatch& batch, PagedKvCache& cache,
   return Logits(Head(batch, ws), ws, logits);
 }
 
-Status DeepseekV41Model::DraftTokens(int32_t anchor, int32_t position,
-                                     std::span<const int32_t> block_table, int count,
-                                     PagedKvCache& cache, std::vector<int32_t>* drafts) {
+Status DeepseekV41Model::DraftTokens(std::span<const DraftBlock> blocks, PagedKvCache& cache,
+                                     std::vector<std::vector<int32_t>>* drafts) {
   SPARK_RETURN_IF_ERROR(ready_);
-  if (dspark_ == nullptr) return Model::DraftTokens(anchor, position, block_table, count, cache, drafts);
+  if (dspark_ == nullptr) return Model::DraftTokens(blocks, cache, drafts);
   if (cache.spec().num_layers != layout_.num_layers()) {
     return InvalidArgumentError("DSpark: the KV cache holds " + std::to_string(cache.spec().num_layers) +
                                 " layers, the model " + std::to_string(layout_.num_layers()));
   }
-  return dspark_->Draft(anchor, position, block_table, count, cache, drafts);
+  return dspark_->Draft(blocks, cache, drafts);
 }
 
 // One block with the one-site lag: the attention input collapses with the previous site's pre,

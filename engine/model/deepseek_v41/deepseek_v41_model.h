@@ -56,8 +56,8 @@ class DeepseekV41Model : public Model {
   std::string WhyNoSpeculation() const override { return ""; }
   // DSpark (dspark.h), when loaded with its draft weights.
   bool has_draft_model() const override { return dspark_ != nullptr; }
-  Status DraftTokens(int32_t anchor, int32_t position, std::span<const int32_t> block_table,
-                     int count, PagedKvCache& cache, std::vector<int32_t>* drafts) override;
+  Status DraftTokens(std::span<const DraftBlock> blocks, PagedKvCache& cache,
+                     std::vector<std::vector<int32_t>>* drafts) override;
   // Model::Forward's errors, plus InvalidArgument for a position that is not its sequence's
   // context_len - query_len + i or a token outside the Engram token map.
   Status Forward(const ForwardBatch& batch, PagedKvCache& cache,

@@ -56,8 +56,6 @@ DSpark::DSpark(const core::ModelConfig& config, DraftWeights host, const CacheLa
   matrix(head, &markov_head_);
   const int n = config_.residual_streams;
   vec(dsv4::Vec(n, 1.0f / static_cast<float>(n)), &mean_pre_);
-  vec(dsv4::Vec(rank, 0.0f), &markov_row_);
-  vec(dsv4::Vec(config_.vocab_size, 0.0f), &markov_bias_);
   if (!status_.ok()) return;
   moe_ = std::make_unique<dsv4::Moe>(config_, stack_, backend_, ops_);
   const dsv4::ShardRanges& r = stack_.ranges;
@@ -81,18 +79,22 @@ Status DSpark::BeginStep(int64_t tokens) {
   step_tokens_ = tokens;
   const int64_t floats = tokens * config_.hidden_size;
   captures_.resize(main_proj_.size());
+  // Grown to the largest step so far, each old buffer freed before its successor comes.
   for (backend::Buffer& b : captures_) {
     if (static_cast<int64_t>(b.size()) >= floats) continue;
+    b = backend::Buffer();
     SPARK_ASSIGN_OR_RETURN(b, backend_.Allocate(floats));
   }
   for (backend::Buffer* b : {&main_x_, &scratch_}) {
     if (static_cast<int64_t>(b->size()) >= floats) continue;
+    *b = backend::Buffer();
     SPARK_ASSIGN_OR_RETURN(*b, backend_.Allocate(floats));
   }
   // The mean over the streams is a collapse whose pre is 1/n for every token: the one row
   // embedded for each token, once a step (nothing is uploaded).
   const int n = config_.residual_streams;
   if (static_cast<int64_t>(mean_pres_.size()) < tokens * n) {
+    mean_pres_ = backend::Buffer();
     SPARK_ASSIGN_OR_RETURN(mean_pres_, backend_.Allocate(tokens * n));
   }
   backend_.Embedding(mean_pre_.data(), 0, 1, n, std::vector<int32_t>(tokens, 0),
@@ -133,96 +135,169 @@ void DSpark::StoreContext(const ForwardBatch& batch, PagedKvCache& cache) {
   }
 }
 
-Status DSpark::Draft(int32_t anchor, int32_t position, std::span<const int32_t> block_table,
-                     int count, PagedKvCache& cache, std::vector<int32_t>* drafts) {
-  SPARK_RETURN_IF_ERROR(status_);
-  const int vocab = config_.vocab_size, bs = cache.block_size();
-  if (count < 1 || count > 16) {
-    return InvalidArgumentError("DSpark drafts 1..16 tokens a step, not " + std::to_string(count));
+Status DSpark::CheckBlock(const DraftBlock& b, int block_size) const {
+  if (b.count < 1 || b.count > 16) {
+    return InvalidArgumentError("DSpark drafts 1..16 tokens a step, not " + std::to_string(b.count));
   }
-  if (anchor < 0 || anchor >= vocab) {
-    return InvalidArgumentError("DSpark anchor token " + std::to_string(anchor) +
+  if (b.anchor < 0 || b.anchor >= config_.vocab_size) {
+    return InvalidArgumentError("DSpark anchor token " + std::to_string(b.anchor) +
                                 " is outside the vocabulary");
   }
-  const int64_t end = int64_t{position} + count;
-  if (position < 1 || static_cast<int64_t>(block_table.size()) * bs < end) {
-    return InvalidArgumentError("DSpark block at " + std::to_string(position) + ": the block table (" +
-                                std::to_string(block_table.size()) + " blocks of " +
-                                std::to_string(bs) + ") does not cover position " +
-                                std::to_string(end - 1) + ", or there is no context");
+  const int64_t end = int64_t{b.position} + b.count;
+  if (b.position < 1 || static_cast<int64_t>(b.block_table.size()) * block_size < end) {
+    return InvalidArgumentError("DSpark block at " + std::to_string(b.position) +
+                                ": the block table (" + std::to_string(b.block_table.size()) +
+                                " blocks of " + std::to_string(block_size) +
+                                ") does not cover position " + std::to_string(end - 1) +
+                                ", or there is no context");
   }
-  const int n = config_.residual_streams, hidden = config_.hidden_size;
-  std::vector<int32_t> ids(count, config_.dsv41.dspark_noise_token_id), positions(count);
-  std::vector<int64_t> slots(count);
-  ids[0] = anchor;
-  for (int i = 0; i < count; ++i) {
-    positions[i] = position + i;
-    slots[i] = int64_t{block_table[positions[i] / bs]} * bs + positions[i] % bs;
-  }
-  // Each block token is its own "sequence" whose last position is the block's last: a causal
-  // window of sliding_window + count keys then covers exactly the context keys before the
-  // block and every block key.
-  std::vector<backend::AttentionSequence> rows(count);
-  for (int i = 0; i < count; ++i) rows[i] = {i, 1, end, block_table};
-  if (draft_ws_.tokens != count) {  // a block's size rarely changes: kept between drafts
+  return Status::Ok();
+}
+
+Status DSpark::EnsureRows(int64_t tokens, int64_t blocks) {
+  // Kept between drafts (a step's block count varies); the old one goes before the new one comes.
+  if (draft_ws_.tokens < tokens) {
+    draft_ws_ = Workspace();
     SPARK_ASSIGN_OR_RETURN(draft_ws_,
-                           AllocateWorkspace(backend_, config_, stack_.ranges, count, 1, 0));
+                           AllocateWorkspace(backend_, config_, stack_.ranges, tokens, 1, 0));
+  }
+  const int64_t rank = config_.dsv41.dspark_markov_rank, vocab = config_.vocab_size;
+  if (static_cast<int64_t>(markov_rows_.size()) < blocks * rank) {
+    markov_rows_ = backend::Buffer();
+    markov_bias_ = backend::Buffer();
+    SPARK_ASSIGN_OR_RETURN(markov_rows_, backend_.Allocate(blocks * rank));
+    SPARK_ASSIGN_OR_RETURN(markov_bias_, backend_.Allocate(blocks * vocab));
+  }
+  return Status::Ok();
+}
+
+Status DSpark::Draft(std::span<const DraftBlock> blocks, PagedKvCache& cache,
+                     std::vector<std::vector<int32_t>>* drafts) {
+  SPARK_RETURN_IF_ERROR(status_);
+  const int bs = cache.block_size();
+  int64_t t = 0;
+  for (const DraftBlock& b : blocks) {
+    SPARK_RETURN_IF_ERROR(CheckBlock(b, bs));
+    // One attention window serves every row: sliding_window context keys plus the block's.
+    if (b.count != blocks[0].count) {
+      return InvalidArgumentError("DSpark drafts blocks of one size a forward, not " +
+                                  std::to_string(blocks[0].count) + " and " +
+                                  std::to_string(b.count));
+    }
+    t += b.count;
+  }
+  drafts->assign(blocks.size(), {});
+  if (blocks.empty()) return Status::Ok();
+  SPARK_RETURN_IF_ERROR(EnsureRows(t, static_cast<int64_t>(blocks.size())));
+  std::vector<int32_t> ids, positions;
+  std::vector<int64_t> slots;
+  // Each block token is its own "sequence" whose last position is its block's last: a causal
+  // window of sliding_window + count keys then covers exactly the context keys before the
+  // block and every key of its block. Blocks of different sequences share nothing.
+  std::vector<backend::AttentionSequence> rows;
+  for (const DraftBlock& b : blocks) {
+    const int64_t end = int64_t{b.position} + b.count;
+    for (int i = 0; i < b.count; ++i) {
+      const int32_t p = b.position + i;
+      ids.push_back(i == 0 ? b.anchor : config_.dsv41.dspark_noise_token_id);
+      positions.push_back(p);
+      slots.push_back(int64_t{b.block_table[p / bs]} * bs + p % bs);
+      rows.push_back({static_cast<int64_t>(rows.size()), 1, end, b.block_table});
+    }
   }
   Workspace& ws = draft_ws_;
+  const int64_t capacity = ws.tokens;
+  ws.tokens = t;  // the ops below read the row count from here
+  const Status ran = Forward(ids, positions, slots, rows, blocks[0].count, cache, ws);
+  ws.tokens = capacity;
+  SPARK_RETURN_IF_ERROR(ran);
+  std::vector<float> logits;
+  SPARK_RETURN_IF_ERROR(
+      dsv4::VocabParallelLogits(backend_, comm_, target_, config_, ws.block_in, t, &logits));
+  return MarkovDrafts(blocks, logits, drafts);
+}
+
+Status DSpark::Forward(std::span<const int32_t> ids, std::span<const int32_t> positions,
+                       std::span<const int64_t> slots,
+                       std::span<const backend::AttentionSequence> rows, int block_window,
+                       PagedKvCache& cache, Workspace& ws) {
+  const int n = config_.residual_streams, hidden = config_.hidden_size;
+  const int64_t t = ws.tokens;
   const dsv4::ShardRanges& r = target_.ranges;
   backend_.Embedding(target_.embed.data(), r.vocab.begin, r.vocab.size, hidden, ids,
                      ws.block_out.data());
-  SPARK_RETURN_IF_ERROR(AllReduce(ws.block_out, int64_t{count} * hidden));
-  ops_.HcExpand(ws.block_out.data(), count, n, hidden, ws.streams.data());
-  backend_.Embedding(stream0_.data(), 0, 1, n, std::vector<int32_t>(count, 0), ws.pre_prev.data());
+  SPARK_RETURN_IF_ERROR(AllReduce(ws.block_out, t * hidden));
+  ops_.HcExpand(ws.block_out.data(), t, n, hidden, ws.streams.data());
+  backend_.Embedding(stream0_.data(), 0, 1, n, std::vector<int32_t>(t, 0), ws.pre_prev.data());
   for (size_t j = 0; j < stack_.layers.size(); ++j) {
     const dsv4::LayerBuffers& l = stack_.layers[j];
     MixSite(ops_, config_, l.hc_attn, &ws.pre, ws);
     CollapseNorm(backend_, ops_, config_, ws.pre_prev, l.attn_norm, ws);
     Attention(static_cast<int>(j), positions, slots, rows,
-              config_.dsv4.sliding_window + count, cache, ws);
-    SPARK_RETURN_IF_ERROR(AllReduce(ws.block_out, int64_t{count} * hidden));
-    ops_.HcPost(ws.streams.data(), ws.block_out.data(), ws.post.data(), ws.comb.data(), count, n,
+              config_.dsv4.sliding_window + block_window, cache, ws);
+    SPARK_RETURN_IF_ERROR(AllReduce(ws.block_out, t * hidden));
+    ops_.HcPost(ws.streams.data(), ws.block_out.data(), ws.post.data(), ws.comb.data(), t, n,
                 hidden);
     MixSite(ops_, config_, l.hc_ffn, &ws.pre_prev, ws);
     CollapseNorm(backend_, ops_, config_, ws.pre, l.ffn_norm, ws);
     moe_->Forward(static_cast<int>(j), ids,
                   {ws.block_in.data(), ws.block_out.data(), ws.router.data(),
-                   ws.expert_ids.data(), ws.expert_weights.data(), count});
-    SPARK_RETURN_IF_ERROR(AllReduce(ws.block_out, int64_t{count} * hidden));
-    ops_.HcPost(ws.streams.data(), ws.block_out.data(), ws.post.data(), ws.comb.data(), count, n,
+                   ws.expert_ids.data(), ws.expert_weights.data(), t});
+    SPARK_RETURN_IF_ERROR(AllReduce(ws.block_out, t * hidden));
+    ops_.HcPost(ws.streams.data(), ws.block_out.data(), ws.post.data(), ws.comb.data(), t, n,
                 hidden);
   }
-  ops_.HcCollapse(ws.streams.data(), ws.pre_prev.data(), count, n, hidden, ws.block_in.data());
-  backend_.RmsNorm(ws.block_in.data(), norm_.data(), count, hidden, config_.rms_norm_eps,
+  ops_.HcCollapse(ws.streams.data(), ws.pre_prev.data(), t, n, hidden, ws.block_in.data());
+  backend_.RmsNorm(ws.block_in.data(), norm_.data(), t, hidden, config_.rms_norm_eps,
                    ws.block_in.data());
-  std::vector<float> logits;
-  SPARK_RETURN_IF_ERROR(
-      dsv4::VocabParallelLogits(backend_, comm_, target_, config_, ws.block_in, count, &logits));
-  // The Markov head, left to right: each draft biases the next position's logits.
-  const int rank = config_.dsv41.dspark_markov_rank;
-  std::vector<float> bias(vocab);
-  drafts->clear();
-  int32_t prev = anchor;
-  for (int i = 0; i < count; ++i) {
-    backend_.Embedding(markov_embed_.data(), 0, vocab, rank, std::span<const int32_t>(&prev, 1),
-                       markov_row_.data());
-    backend_.Linear(markov_row_.data(), 1, rank, markov_head_.weight(), vocab,
+  return Status::Ok();
+}
+
+// The Markov head, left to right within each block, the blocks side by side: each draft biases
+// its block's next position's logits.
+Status DSpark::MarkovDrafts(std::span<const DraftBlock> blocks, std::span<const float> logits,
+                            std::vector<std::vector<int32_t>>* drafts) {
+  const int vocab = config_.vocab_size, rank = config_.dsv41.dspark_markov_rank;
+  std::vector<int64_t> first_row;  // each block's first logits row
+  int longest = 0;
+  for (int64_t row = 0; const DraftBlock& b : blocks) {
+    first_row.push_back(row);
+    row += b.count;
+    longest = std::max(longest, b.count);
+  }
+  std::vector<float> bias;
+  std::vector<int32_t> prev;
+  std::vector<size_t> active;
+  for (int i = 0; i < longest; ++i) {
+    prev.clear();
+    active.clear();
+    for (size_t k = 0; k < blocks.size(); ++k) {
+      if (blocks[k].count <= i) continue;
+      active.push_back(k);
+      prev.push_back(i == 0 ? blocks[k].anchor : (*drafts)[k].back());
+    }
+    const int64_t m = static_cast<int64_t>(active.size());
+    backend_.Embedding(markov_embed_.data(), 0, vocab, rank, prev, markov_rows_.data());
+    backend_.Linear(markov_rows_.data(), m, rank, markov_head_.weight(), vocab,
                     markov_bias_.data());
+    bias.resize(static_cast<size_t>(m) * vocab);
     backend_.Download(markov_bias_.data(), bias);
     SPARK_RETURN_IF_ERROR(backend_.status());
-    const float* u = logits.data() + static_cast<size_t>(i) * vocab;
-    int best = 0;
-    float best_value = u[0] + bias[0];
-    for (int v = 1; v < vocab; ++v) {
-      const float value = u[v] + bias[v];
-      if (value > best_value) {
-        best = v;
-        best_value = value;
+    for (int64_t a = 0; a < m; ++a) {
+      const size_t k = active[a];
+      const float* u = logits.data() + static_cast<size_t>(first_row[k] + i) * vocab;
+      const float* v = bias.data() + static_cast<size_t>(a) * vocab;
+      int best = 0;
+      float best_value = u[0] + v[0];
+      for (int x = 1; x < vocab; ++x) {
+        const float value = u[x] + v[x];
+        if (value > best_value) {
+          best = x;
+          best_value = value;
+        }
       }
+      (*drafts)[k].push_back(best);
     }
-    drafts->push_back(best);
-    prev = best;
   }
   return Status::Ok();
 }

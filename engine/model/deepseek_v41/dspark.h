@@ -15,6 +15,8 @@
 // keys). The streams collapse with the last FFN site's pre, the draft norm and the target's
 // lm_head give base logits U_i for the token after position q0 + i; then left to right,
 // prev = anchor: d_i = argmax(U_i + markov_head markov_embed[prev]), prev = d_i.
+// A step's blocks (one per drafting sequence) run side by side in one forward: their tokens
+// share the stack's matrix products and MoE, and each attends to its own sequence only.
 // Every piece of draft state is a per-token key at a KV slot, so rejected tokens need no
 // rollback. Under tensor parallelism every rank drafts in lockstep (a draft command,
 // runtime/plan_broadcast.h) with the stack sharded as the backbone: the embedding, attention
@@ -62,17 +64,27 @@ class DSpark {
   // The draft layers' context keys of the step's tokens, from its captures.
   void StoreContext(const ForwardBatch& batch, PagedKvCache& cache);
 
-  // Drafts `count` tokens (1 .. 16) after `anchor` at `position`: the block table must cover
-  // positions up to position + count - 1 and the context keys of every position before
-  // `position` must be stored. InvalidArgument for a block table too short or a token outside
-  // the vocabulary.
-  Status Draft(int32_t anchor, int32_t position, std::span<const int32_t> block_table,
-               int count, PagedKvCache& cache, std::vector<int32_t>* drafts);
+  // Drafts every block (Model::DraftTokens) in one forward of the stack: drafts[k] holds
+  // blocks[k].count (1 .. 16, the same for every block) tokens. Each block table must cover positions up to position +
+  // count - 1 and the context keys of every position before `position` must be stored.
+  // InvalidArgument for a block table too short or a token outside the vocabulary.
+  Status Draft(std::span<const DraftBlock> blocks, PagedKvCache& cache,
+               std::vector<std::vector<int32_t>>* drafts);
 
  private:
   // A window key per token (wkv -> kv_norm -> RoPE -> FP8) of draft layer `l` from `in`.
   void WindowKeys(const dsv4::LayerBuffers& l, const float* in, int64_t tokens,
                   std::span<const int32_t> positions, float* keys) const;
+  Status CheckBlock(const DraftBlock& b, int block_size) const;
+  // The draft workspace for `tokens` rows and the Markov buffers for `blocks` rows.
+  Status EnsureRows(int64_t tokens, int64_t blocks);
+  // The stack over the blocks' tokens (ws.tokens of them) into ws.block_in: the normed hidden
+  // states whose logits are the base logits.
+  Status Forward(std::span<const int32_t> ids, std::span<const int32_t> positions,
+                 std::span<const int64_t> slots, std::span<const backend::AttentionSequence> rows,
+                 int block_window, PagedKvCache& cache, Workspace& ws);
+  Status MarkovDrafts(std::span<const DraftBlock> blocks, std::span<const float> logits,
+                      std::vector<std::vector<int32_t>>* drafts);
   void Attention(int layer, std::span<const int32_t> positions, std::span<const int64_t> slots,
                  std::span<const backend::AttentionSequence> sequences, int window,
                  PagedKvCache& cache, Workspace& ws) const;
@@ -89,14 +101,14 @@ class DSpark {
   dsv4::BackendWeights stack_;
   std::vector<backend::Buffer> main_proj_;
   backend::Buffer main_norm_, norm_, markov_embed_, markov_head_, mean_pre_;
-  backend::Buffer markov_row_, markov_bias_;  // [rank], [vocab]
+  backend::Buffer markov_rows_, markov_bias_;  // [blocks, rank], [blocks, vocab]
   std::unique_ptr<dsv4::Moe> moe_;
   std::vector<int> group_in_;
   int64_t step_tokens_ = 0;
   std::vector<backend::Buffer> captures_;  // per target layer id [tokens, hidden]
   backend::Buffer main_x_, scratch_;
   backend::Buffer mean_pres_;  // [tokens, N] of 1/N: the step's capture pre
-  Workspace draft_ws_;         // a draft block's, for its size
+  Workspace draft_ws_;         // the largest draft's rows so far
 };
 
 }  // namespace spark::engine::model::dsv41

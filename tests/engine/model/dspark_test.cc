@@ -46,23 +46,33 @@ runtime::EngineOptions DsparkOptions(int k, int budget) {
   return o;
 }
 
-// Records what the engine's model drafter proposes: (sequence's last position, its token) ->
-// the draft.
+// Records what the engine's model drafter proposes: (sequence id, its last position) -> the
+// anchor and the whole draft block; and the most blocks one draft forward took.
 class RecordingDrafter : public runtime::Drafter {
  public:
   RecordingDrafter(runtime::ModelRunner* runner, int block) : inner_(runner, block) {}
   std::vector<int32_t> Propose(std::span<const int32_t>, int) override { return {}; }
   int block_tokens() const override { return inner_.block_tokens(); }
-  std::vector<int32_t> ProposeFor(const runtime::Sequence& seq, int max_tokens) override {
-    // The whole block, as the reference drafts it; the engine gets what fits its room.
-    std::vector<int32_t> all = inner_.ProposeFor(seq, inner_.block_tokens());
-    drafts[{seq.num_tokens() - 1, seq.token_ids().back()}] = all;
-    if (all.size() > static_cast<size_t>(max_tokens)) all.resize(max_tokens);
+  std::vector<std::vector<int32_t>> ProposeForAll(
+      std::span<const runtime::DraftRequest> requests) override {
+    // Whole blocks, as the reference drafts them; the engine gets what fits each room.
+    std::vector<runtime::DraftRequest> whole(requests.begin(), requests.end());
+    for (runtime::DraftRequest& r : whole) r.max_tokens = inner_.block_tokens();
+    std::vector<std::vector<int32_t>> all = inner_.ProposeForAll(whole);
+    largest_batch = std::max(largest_batch, requests.size());
+    for (size_t k = 0; k < requests.size(); ++k) {
+      const runtime::Sequence& seq = *requests[k].seq;
+      drafts[{seq.id(), seq.num_tokens() - 1}] = {seq.token_ids().back(), all[k]};
+      if (all[k].size() > static_cast<size_t>(requests[k].max_tokens)) {
+        all[k].resize(requests[k].max_tokens);
+      }
+    }
     return all;
   }
   Status status() const override { return inner_.status(); }
 
-  std::map<std::pair<int, int32_t>, std::vector<int32_t>> drafts;
+  std::map<std::pair<uint64_t, int>, std::pair<int32_t, std::vector<int32_t>>> drafts;
+  size_t largest_batch = 0;
 
  private:
   runtime::ModelDrafter inner_;
@@ -74,10 +84,11 @@ nlohmann::json Expected() {
   return f.good() ? nlohmann::json::parse(f) : nlohmann::json();
 }
 
-// Runs each expected case greedily with DSpark drafting on `runner`, twice (the second time the
-// prompt's full blocks come from the prefix cache), and checks every draft the engine made, and
-// the greedy tokens, against the reference.
-void ExpectReferenceDrafts(runtime::ModelRunner* runner, int budget) {
+// Runs the expected cases greedily with DSpark drafting on `runner`, twice (the second time the
+// prompts' full blocks come from the prefix cache), and checks every draft the engine made, and
+// the greedy tokens, against the reference. One case at a time, or (`together`) all cases in
+// one batch, so a step drafts for several sequences in one forward.
+void ExpectReferenceDrafts(runtime::ModelRunner* runner, int budget, bool together = false) {
   const nlohmann::json expected = Expected();
   ASSERT_EQ(expected.value("schema", ""), "spark-dspark-fixture/v1");
   const int block = expected["block_size"].get<int>();
@@ -86,49 +97,70 @@ void ExpectReferenceDrafts(runtime::ModelRunner* runner, int budget) {
   ASSERT_TRUE(engine.ok()) << engine.status().ToString();
   RecordingDrafter recorder(runner, block);
   (*engine)->SetDrafter(&recorder);
+  const std::vector<nlohmann::json> cases = expected["cases"];
   uint64_t id = 0;
   int checked = 0;
-  for (const nlohmann::json& c : expected["cases"]) {
-    const auto prompt = c["prompt"].get<std::vector<int32_t>>();
-    const auto greedy = c["greedy"].get<std::vector<int32_t>>();
-    std::map<int, nlohmann::json> steps;
-    for (const nlohmann::json& s : c["steps"]) steps[s["q0"].get<int>()] = s;
+  const size_t group = together ? cases.size() : 1;
+  for (size_t first = 0; first < cases.size(); first += group) {
     for (int round = 0; round < 2; ++round) {
       recorder.drafts.clear();
-      runtime::SamplingParams params;
-      params.temperature = 0.0f;
-      params.max_tokens = static_cast<int>(greedy.size());
-      params.ignore_eos = true;
-      ASSERT_TRUE((*engine)->AddRequest(id, prompt, params).ok());
-      std::vector<int32_t> out;
+      std::map<uint64_t, const nlohmann::json*> case_of;
+      for (size_t c = first; c < first + group; ++c) {
+        const auto greedy = cases[c]["greedy"].get<std::vector<int32_t>>();
+        runtime::SamplingParams params;
+        params.temperature = 0.0f;
+        params.max_tokens = static_cast<int>(greedy.size());
+        params.ignore_eos = true;
+        ASSERT_TRUE((*engine)
+                        ->AddRequest(id, cases[c]["prompt"].get<std::vector<int32_t>>(), params)
+                        .ok());
+        case_of[id++] = &cases[c];
+      }
+      std::map<uint64_t, std::vector<int32_t>> out;
       while ((*engine)->HasUnfinished()) {
         auto step = (*engine)->Step();
         ASSERT_TRUE(step.ok()) << step.status().ToString();
         for (const runtime::TokenOutput& t : *step) {
-          if (t.has_token) out.push_back(t.token);
+          if (t.has_token) out[t.seq_id].push_back(t.token);
         }
       }
-      ++id;
-      EXPECT_EQ(out, greedy) << "round " << round;
+      for (const auto& [request, c] : case_of) {
+        EXPECT_EQ(out[request], (*c)["greedy"].get<std::vector<int32_t>>()) << "round " << round;
+      }
       EXPECT_FALSE(recorder.drafts.empty());
-      for (const auto& [at, drafts] : recorder.drafts) {
-        const auto it = steps.find(at.first);
-        ASSERT_NE(it, steps.end()) << "a draft at position " << at.first << " the reference lacks";
-        EXPECT_EQ(at.second, it->second["anchor"].get<int32_t>()) << "position " << at.first;
-        EXPECT_EQ(drafts, it->second["drafts"].get<std::vector<int32_t>>())
-            << "round " << round << ", anchor at position " << at.first;
+      for (const auto& [at, drafted] : recorder.drafts) {
+        const nlohmann::json& c = *case_of.at(at.first);
+        const nlohmann::json* step = nullptr;
+        for (const nlohmann::json& s : c["steps"]) {
+          if (s["q0"].get<int>() == at.second) step = &s;
+        }
+        ASSERT_NE(step, nullptr) << "a draft at position " << at.second << " the reference lacks";
+        EXPECT_EQ(drafted.first, (*step)["anchor"].get<int32_t>()) << "position " << at.second;
+        EXPECT_EQ(drafted.second, (*step)["drafts"].get<std::vector<int32_t>>())
+            << "round " << round << ", anchor at position " << at.second;
         ++checked;
       }
     }
   }
   EXPECT_GT((*engine)->stats().prefix_hits, 0u) << "the second rounds hit the prefix cache";
   EXPECT_GE(checked, 20);
+  if (together) {
+    EXPECT_GT(recorder.largest_batch, 1u) << "no draft forward took two blocks";
+  }
 }
 
 TEST(DsparkTest, DraftsAreTheReferences) {
   auto rank = Load(kFixture, nullptr, WithDraft());
   ASSERT_NE(rank, nullptr);
   ExpectReferenceDrafts(rank->runner.get(), 256);
+}
+
+// All cases in one batch: a step's blocks run in one draft forward, each sequence's drafts
+// still the reference's.
+TEST(DsparkTest, BatchedDraftsAreTheReferences) {
+  auto rank = Load(kFixture, nullptr, WithDraft());
+  ASSERT_NE(rank, nullptr);
+  ExpectReferenceDrafts(rank->runner.get(), 256, /*together=*/true);
 }
 
 TEST(DsparkTest, DraftsAreTheReferencesAfterChunkedPrefill) {
@@ -138,7 +170,8 @@ TEST(DsparkTest, DraftsAreTheReferencesAfterChunkedPrefill) {
 }
 
 // Two ranks in threads, the stack sharded by heads, groups and experts: rank 0 sends a draft
-// command per draft, the worker drafts in lockstep, and rank 0's drafts are the reference's.
+// plan per step (every drafting sequence's block), the worker drafts in lockstep, and rank 0's
+// drafts are the reference's.
 TEST(DsparkTest, TensorParallelDraftsAreTheReferences) {
   auto group = comm::CreateLocalGroup(2, std::chrono::seconds(20));
   std::unique_ptr<fixture_testing::OneRank> ranks[2];
@@ -152,7 +185,7 @@ TEST(DsparkTest, TensorParallelDraftsAreTheReferences) {
   Status worker;
   std::thread t([&] { worker = runtime::RunWorkerLoop(*group[1], *ranks[1]->runner); });
   runtime::BroadcastingModelRunner rank0(group[0].get(), ranks[0]->runner.get());
-  ExpectReferenceDrafts(&rank0, 256);
+  ExpectReferenceDrafts(&rank0, 256, /*together=*/true);
   EXPECT_TRUE(rank0.Shutdown().ok());
   t.join();
   EXPECT_TRUE(worker.ok()) << worker.ToString();
@@ -224,17 +257,40 @@ TEST(DsparkTest, TheDraftLoaderNamesWhatIsWrong) {
   EXPECT_NE(s.message().find("mtp.1.attn.wq_c.weight"), std::string::npos) << s.message();
 }
 
+runtime::StepPlan DraftPlan(std::vector<std::vector<int32_t>> tables, int count) {
+  runtime::StepPlan plan;
+  plan.command = runtime::StepCommand::kDraft;
+  for (size_t k = 0; k < tables.size(); ++k) {
+    runtime::StepPlanEntry& e = plan.entries.emplace_back();
+    e.seq_id = k;
+    e.token_ids = {5};
+    e.start_pos = 2;
+    e.block_table = std::move(tables[k]);
+    e.num_draft_tokens = count;
+  }
+  return plan;
+}
+
 TEST(DsparkTest, TheDraftNeedsItsBlocksAndAStack) {
   auto rank = Load(kFixture, nullptr, WithDraft());
   ASSERT_NE(rank, nullptr);
-  // A block table too short for the block is refused, not read past.
-  const std::vector<int32_t> table = {0};
-  const auto r = rank->runner->DraftTokens(5, 2, table, 4);
+  // A block table too short for the block is refused, not read past, also when it is not the
+  // first block of the plan.
+  auto r = rank->runner->DraftTokens(DraftPlan({{0, 1}, {2}}, 4));
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status().ToString();
+  // Blocks of different sizes share no attention window: refused.
+  runtime::StepPlan mixed = DraftPlan({{0, 1}, {2, 3}}, 4);
+  mixed.entries[1].num_draft_tokens = 3;
+  r = rank->runner->DraftTokens(mixed);
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status().ToString();
+  // Only a draft plan drafts.
+  runtime::StepPlan run = DraftPlan({{0, 1}}, 4);
+  run.command = runtime::StepCommand::kRun;
+  EXPECT_EQ(rank->runner->DraftTokens(run).status().code(), StatusCode::kInvalidArgument);
   // Without load_draft the model has none.
   auto plain = Load(kFixture);
   ASSERT_NE(plain, nullptr);
-  EXPECT_EQ(plain->runner->DraftTokens(5, 2, std::vector<int32_t>{0, 1}, 4).status().code(),
+  EXPECT_EQ(plain->runner->DraftTokens(DraftPlan({{0, 1}}, 4)).status().code(),
             StatusCode::kUnimplemented);
 }
 

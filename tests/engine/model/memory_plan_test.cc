@@ -24,12 +24,16 @@ struct StepCase {
   std::string fixture;
   int tp;
   MoeSharding moe;
+  // The DSpark stack too: each sequence drafts a block before the forward, so the draft's kept
+  // buffers are live during it.
+  bool draft = false;
 };
 
 class StepMemoryTest : public testing::TestWithParam<StepCase> {};
 
 // Two prompts of 9 and 14 tokens in one prefill step: the peak of rank 0's live backend bytes
-// over loading, the cache and the forward is the row's weights + KV cache + step_memory.
+// over loading, the cache and the forward (after a draft block per sequence, with the DSpark
+// stack) is the row's weights + KV cache + step_memory.
 TEST_P(StepMemoryTest, RowEqualsThePeakOfAForward) {
   const StepCase& c = GetParam();
   auto config = LoadModelConfig(FixtureDir(c.fixture));
@@ -48,6 +52,7 @@ TEST_P(StepMemoryTest, RowEqualsThePeakOfAForward) {
     options.shard = {rank, c.tp};
     options.moe_sharding = c.moe;
     options.tokenizer_dir = FixtureDir(c.fixture);
+    options.load_draft = c.draft;
     before[rank] = backend.bytes_in_use();
     auto model =
         LoadModel(FixtureDir(c.fixture), backend, c.tp > 1 ? group[rank].get() : nullptr, options);
@@ -69,6 +74,16 @@ TEST_P(StepMemoryTest, RowEqualsThePeakOfAForward) {
       batch.AddSequence(tokens, 0, {block, block + 1}, kBlockSize);
       block += 2;
     }
+    if (c.draft) {
+      std::vector<DraftBlock> blocks;
+      for (size_t k = 0; k < lengths.size(); ++k) {
+        const std::span<const int32_t> table = batch.sequences[k].block_table;
+        blocks.push_back({7, lengths[k], table, config->dsv41.dspark_block_size});
+      }
+      std::vector<std::vector<int32_t>> drafts;
+      results[rank] = (*model)->DraftTokens(blocks, *cache, &drafts);
+      if (!results[rank].ok()) return;
+    }
     std::vector<float> logits;
     results[rank] = (*model)->Forward(batch, *cache, &logits);
     peak[rank] = backend.peak_bytes_in_use();
@@ -79,12 +94,12 @@ TEST_P(StepMemoryTest, RowEqualsThePeakOfAForward) {
   for (auto& t : threads) t.join();
   for (const Status& s : results) ASSERT_TRUE(s.ok()) << s.message();
 
-  const MemoryQuery query{{0, c.tp}, c.moe, DType::kF32, DType::kF32};
+  const MemoryQuery query{{0, c.tp}, c.moe, DType::kF32, DType::kF32, c.draft};
   auto memory = family->memory(*config, query);
   ASSERT_TRUE(memory.ok()) << memory.status().message();
-  auto step = family->step_memory(*config, query,
-                                  {/*tokens=*/23, /*logit_rows=*/2,
-                                   /*context=*/14});
+  StepShape shape{/*tokens=*/23, /*logit_rows=*/2, /*context=*/14};
+  shape.draft_blocks = c.draft ? 2 : 0;
+  auto step = family->step_memory(*config, query, shape);
   ASSERT_TRUE(step.ok()) << step.status().message();
   EXPECT_EQ(static_cast<int64_t>(peak[0] - before[0]), memory->weight_bytes + kv_bytes[0] + *step);
 }
@@ -97,7 +112,9 @@ INSTANTIATE_TEST_SUITE_P(
                     StepCase{"deepseek-v4-tiny", 1, MoeSharding::kByExpert},
                     StepCase{"deepseek-v4-tiny", 2, MoeSharding::kInsideExperts},
                     StepCase{"deepseek-v41-tiny", 1, MoeSharding::kByExpert},
-                    StepCase{"deepseek-v41-tiny", 2, MoeSharding::kInsideExperts}));
+                    StepCase{"deepseek-v41-tiny", 2, MoeSharding::kInsideExperts},
+                    StepCase{"deepseek-v41-tiny/dspark", 1, MoeSharding::kByExpert, true},
+                    StepCase{"deepseek-v41-tiny/dspark", 2, MoeSharding::kInsideExperts, true}));
 
 // A rank of fixed numbers, so the node arithmetic can be checked by hand.
 RankPlan HandRank() {

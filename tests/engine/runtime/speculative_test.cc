@@ -55,11 +55,21 @@ class BlockDrafter : public ScriptedDrafter {
     if (covered < seq.num_tokens() - 1 + block_) ++uncovered_;
     return Propose(seq.token_ids(), std::min(max_tokens, block_));
   }
+  // Counts the calls and the most sequences one call drafted for.
+  std::vector<std::vector<int32_t>> ProposeForAll(std::span<const DraftRequest> requests) override {
+    ++batches_;
+    largest_batch_ = std::max(largest_batch_, requests.size());
+    return Drafter::ProposeForAll(requests);
+  }
   int uncovered() const { return uncovered_; }
+  int batches() const { return batches_; }
+  size_t largest_batch() const { return largest_batch_; }
 
  private:
   const int block_;
   int uncovered_ = 0;
+  int batches_ = 0;
+  size_t largest_batch_ = 0;
 };
 
 EngineOptions Options(bool prefix_caching, bool chunked, int budget, int num_blocks, int k) {
@@ -277,7 +287,8 @@ TEST_P(SpeculativeGreedyTest, ScriptedDraftsGiveTheGreedyTokens) {
 }
 
 // A model drafter's blocks: held for its whole block before it proposes (a block longer than
-// the step's room, so some are given back at once), and the output is still the greedy one.
+// the step's room, so some are given back at once), every drafting sequence of a step in one
+// call, and the output is still the greedy one.
 TEST_P(SpeculativeGreedyTest, ModelDrafterGetsItsBlocksAndGivesTheGreedyTokens) {
   const GreedyCase& c = GetParam();
   FakeModelRunner runner(kVocab, c.num_blocks, kBlockSize);
@@ -288,6 +299,12 @@ TEST_P(SpeculativeGreedyTest, ModelDrafterGetsItsBlocksAndGivesTheGreedyTokens) 
   EXPECT_GT(drafter.proposed(), 0);
   EXPECT_EQ(drafter.uncovered(), 0);
   EXPECT_GT(run.stats.spec_accepted_tokens, 0u);
+  // A step's sequences draft together: one call a step at most, and with budget for two
+  // drafting sequences some call took several.
+  EXPECT_LE(drafter.batches(), static_cast<int>(runner.plans().size()));
+  if (c.budget >= 2 * (1 + c.k)) {
+    EXPECT_GT(drafter.largest_batch(), 1u);
+  }
   // Blocks held for the block past the kept draft went back before the step ran: every entry's
   // table covers exactly its positions.
   for (const StepPlan& plan : runner.plans()) {
