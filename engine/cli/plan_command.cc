@@ -13,7 +13,9 @@
 #include "base/strings.h"
 #include "engine/cli/compute_choice.h"
 #include "engine/cli/engine_command.h"
+#include "engine/cli/speculative_flags.h"
 #include "engine/cli/startup_memory.h"
+#include "engine/model/deepseek_v41/deepseek_v41_config.h"
 #include "engine/model/memory_plan.h"
 #include "engine/model/model_family.h"
 #include "engine/runtime/host_memory.h"
@@ -37,6 +39,7 @@ struct PlanOptions {
   int max_num_seqs = 64;
   int max_batched_tokens = 2048;
   int num_speculative_tokens = 0;
+  std::string speculative_method;  // "" when not given: drafts of no particular drafter
   bool no_chunked_prefill = false;
   int block_size = 16;
   int64_t num_kv_blocks = 0, kv_tokens = 0;
@@ -150,6 +153,7 @@ model::PlanRequest MakeRequest(const PlanOptions& o, const ComputeChoice& c, int
                              ? std::max<int>(o.max_batched_tokens, static_cast<int>(max_len))
                              : o.max_batched_tokens;
   r.speculative_tokens = o.num_speculative_tokens;
+  r.draft = o.speculative_method == "dspark";
   r.chunked_prefill = !o.no_chunked_prefill;
   r.block_size = o.block_size;
   if (o.kv_memory_fraction > 0) r.kv_memory_fraction = o.kv_memory_fraction;
@@ -205,13 +209,15 @@ ordered_json RankJson(const model::RankPlan& p) {
 void PrintTable(const ordered_json& doc) {
   const auto& s = doc["settings"];
   const int drafts = s["num_speculative_tokens"].get<int>();
-  std::printf("%s (%s) on %s, tp %d: %s tokens x %d running, %d per step%s\n",
+  const bool dspark = s["speculative_method"].get<std::string>() == "dspark";
+  std::printf("%s (%s) on %s, tp %d: %s tokens x %d running, %d per step%s%s\n",
               doc["model"]["source"].get<std::string>().c_str(),
               doc["model"]["family"].get<std::string>().c_str(),
               s["backend"].get<std::string>().c_str(), s["tp"].get<int>(),
               std::to_string(s["max_model_len"].get<int64_t>()).c_str(),
               s["max_num_seqs"].get<int>(), s["max_batched_tokens"].get<int>(),
-              drafts > 0 ? (", " + std::to_string(drafts) + " drafts a sequence").c_str() : "");
+              drafts > 0 ? (", " + std::to_string(drafts) + " drafts a sequence").c_str() : "",
+              dspark ? " (the DSpark stack in weights, kv and activations)" : "");
   const auto& rank = doc["rank"];
   std::printf("%s\n\nper rank                    size   from\n",
               rank["note"].get<std::string>().c_str());
@@ -290,6 +296,12 @@ Status CheckOptions(const PlanOptions& o) {
                                 std::to_string(o.num_speculative_tokens) +
                                 ": want 0 (no drafts) to 16, as serve's");
   }
+  if (!o.speculative_method.empty()) {
+    runtime::SpeculativeOptions spec;
+    spec.method = o.speculative_method;
+    spec.num_speculative_tokens = o.num_speculative_tokens;
+    SPARK_RETURN_IF_ERROR(cli::ValidateSpeculativeFlags(spec));
+  }
   if (o.kv_memory_fraction < 0 || o.kv_memory_fraction > 0.9) {
     return InvalidArgumentError("--kv-memory-fraction must be in (0, 0.9]");
   }
@@ -320,6 +332,8 @@ ordered_json SettingsJson(const PlanOptions& o, const ComputeChoice& c,
                     {"max_num_seqs", o.max_num_seqs},
                     {"max_batched_tokens", r.max_batched_tokens},
                     {"num_speculative_tokens", r.speculative_tokens},
+                    {"speculative_method",
+                     o.speculative_method.empty() ? "none" : o.speculative_method},
                     {"block_size", o.block_size}};
   s["kv_tokens"] = r.kv_tokens ? ordered_json(*r.kv_tokens) : nullptr;
   s["kv_memory_fraction"] = r.kv_memory_fraction ? ordered_json(*r.kv_memory_fraction) : nullptr;
@@ -354,6 +368,13 @@ Result<ordered_json> MakePlan(const PlanOptions& o) {
   SPARK_ASSIGN_OR_RETURN(auto text, ReadConfigText(o));
   SPARK_ASSIGN_OR_RETURN(core::ModelConfig config,
                          model::ParseModelConfig(text.second, text.first));
+  if (o.speculative_method == "dspark") {
+    const std::string has = model::dsv41::DescribeDspark(config);
+    if (has.rfind("checkpoint has no ", 0) == 0) {
+      return FailedPreconditionError(text.first + ": --speculative-method dspark: " + has +
+                                     "; use method ngram (prompt lookup, every model) or none");
+    }
+  }
   const model::ModelFamily* family = model::FindModelFamily(config.model_type);
   SPARK_ASSIGN_OR_RETURN(ComputeChoice choice, Choose(o, text.second, *family));
   const int64_t max_len =
@@ -411,6 +432,10 @@ void RegisterPlanCommand(CLI::App& parent, CommandContext& context) {
   cmd->add_option("--num-speculative-tokens", o->num_speculative_tokens,
                   "Draft tokens a sequence verifies a step (serve's; each brings back a logits "
                   "row; default 0)");
+  cmd->add_option("--speculative-method", o->speculative_method,
+                  "none, ngram or dspark (serve's): dspark counts the checkpoint's DSpark draft "
+                  "stack, its weights, KV records and step buffers; refused for a checkpoint "
+                  "without one");
   cmd->add_flag("--no-chunked-prefill", o->no_chunked_prefill,
                 "A whole prompt in one step (the step is then at least --max-model-len)");
   cmd->add_option("--block-size", o->block_size, "KV block size in tokens (default 16)");

@@ -92,8 +92,8 @@ std::vector<std::string> PlanArgs(const Profile& p, const std::string& checkpoin
     a.insert(a.end(), {"--max-batched-tokens", std::to_string(e.chunked_prefill)});
   }
   if (e.speculative.method != "none" && e.speculative.num_speculative_tokens > 0) {
-    a.insert(a.end(),
-             {"--num-speculative-tokens", std::to_string(e.speculative.num_speculative_tokens)});
+    a.insert(a.end(), {"--speculative-method", e.speculative.method, "--num-speculative-tokens",
+                       std::to_string(e.speculative.num_speculative_tokens)});
   }
   if (e.kv_cache.tokens) a.insert(a.end(), {"--kv-tokens", std::to_string(*e.kv_cache.tokens)});
   if (e.kv_cache.memory_fraction) {

@@ -265,6 +265,44 @@ TEST(MemoryPlanE2eTest, DraftTokensReachThePlan) {
       << refused;
 }
 
+// `plan --speculative-method dspark` counts the checkpoint's draft stack: more weights, KV bytes
+// a token (its window records) and activations (its step buffers) than the same plan with ngram
+// drafts; a checkpoint without one, and mtp, are refused by name.
+TEST(MemoryPlanE2eTest, TheDsparkStackReachesThePlan) {
+  auto plan = [](const std::string& method) {
+    return nlohmann::json::parse(
+        RunEngine({"plan", "--json", "--no-tp-sweep", "--model",
+                   kFixtures + "deepseek-v41-tiny/dspark", "--backend", "cpu", "--max-num-seqs",
+                   "8", "--speculative-method", method, "--num-speculative-tokens", "4"}),
+        nullptr, false);
+  };
+  auto item = [](const nlohmann::json& p, const std::string& name) -> int64_t {
+    for (const auto& i : p["rank"]["items"]) {
+      if (i["name"] == name) return i["bytes"];
+    }
+    return -1;
+  };
+  const nlohmann::json ngram = plan("ngram"), dspark = plan("dspark");
+  ASSERT_TRUE(ngram.is_object() && ngram.contains("rank"));
+  ASSERT_TRUE(dspark.is_object() && dspark.contains("rank"));
+  EXPECT_EQ(dspark["settings"]["speculative_method"], "dspark");
+  EXPECT_GT(item(dspark, "weights"), item(ngram, "weights"));
+  EXPECT_GT(item(dspark, "activations"), item(ngram, "activations"));
+  EXPECT_GT(dspark["rank"]["kv"]["bytes_per_token"].get<int64_t>(),
+            ngram["rank"]["kv"]["bytes_per_token"].get<int64_t>());
+  std::string refused = RunEngine({"plan", "--model", kFixtures + "qwen3-tiny",
+                                   "--speculative-method", "dspark", "--num-speculative-tokens",
+                                   "4"},
+                                  /*and_stderr=*/true);
+  EXPECT_NE(refused.find("--speculative-method dspark: checkpoint has no DSpark draft layers"),
+            std::string::npos)
+      << refused;
+  refused = RunEngine({"plan", "--model", kFixtures + "deepseek-v41-tiny/dspark",
+                       "--speculative-method", "mtp", "--num-speculative-tokens", "4"},
+                      /*and_stderr=*/true);
+  EXPECT_NE(refused.find("--speculative-method mtp"), std::string::npos) << refused;
+}
+
 TEST(MemoryGuardE2eTest, ServeRefusesToStartBelowTheFloor) {
   const fs::path dir = fs::path(testing::TempDir()) / ("memory_guard_" + std::to_string(getpid()));
   fs::create_directories(dir);

@@ -59,6 +59,10 @@ TEST(ProfileMemoryPlanTest, ProfileFieldsBecomeTheEnginesFlags) {
   p.engine.speculative.method = "ngram";
   p.engine.speculative.num_speculative_tokens = 4;
   EXPECT_TRUE(Has(PlanArgs(p, kTiny, {}), "--num-speculative-tokens", "4"));
+  EXPECT_TRUE(Has(PlanArgs(p, kTiny, {}), "--speculative-method", "ngram"));
+  // dspark's draft stack is the engine's to count: the method must reach it.
+  p.engine.speculative.method = "dspark";
+  EXPECT_TRUE(Has(PlanArgs(p, kTiny, {}), "--speculative-method", "dspark"));
 }
 
 TEST(ProfileMemoryPlanTest, TheEnginesPlanFitsABigNodeAndNotASmallOne) {
