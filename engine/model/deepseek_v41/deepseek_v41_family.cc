@@ -57,8 +57,8 @@ Result<std::unique_ptr<Model>> LoadDeepseekV41(const std::string& dir, core::Mod
 namespace {
 
 // Elements DSpark holds on its rank (dspark.h): the draft stack sharded by `r`
-// (dspark_weights.h; the confidence head is not kept), its RoPE tables and unit norm, the 1/N
-// pre, and the Markov loop's row and bias.
+// (dspark_weights.h; the confidence head is not kept), its RoPE tables and unit norm and the 1/N
+// pre.
 int64_t DraftFloats(const core::ModelConfig& c, const dsv4::ShardRanges& r) {
   const core::DeepseekV4Settings& d = c.dsv4;
   const core::DeepseekV41Settings& s = c.dsv41;
@@ -71,21 +71,23 @@ int64_t DraftFloats(const core::ModelConfig& c, const dsv4::ShardRanges& r) {
   stage += r.experts.size * 3 * r.expert_channels.size * hidden + 3 * r.shared_channels.size * hidden;
   const auto targets = static_cast<int64_t>(s.dspark_target_layer_ids.size());
   const int64_t vocab = c.vocab_size, rank = s.dspark_markov_rank;
+  // markov_head is split by vocabulary rows as the lm_head (r.vocab), markov_head.embed is whole.
   return s.num_nextn_predict_layers * stage + targets * hidden * hidden + 2 * hidden +
-         2 * vocab * rank + d.rope_head_dim + hd + n;
+         vocab * rank + r.vocab.size * rank + d.rope_head_dim + hd + n;
 }
 
 // What DSpark keeps beside a step (dspark.h), grown to the largest so far and then held: the
 // target step's captures, the combined context and a scratch row per token, and the capture
-// pre; the draft forward's workspace for every block the step drafts, and the Markov rows.
-int64_t DraftStepFloats(const core::ModelConfig& c, const dsv4::ShardRanges& draft,
-                        const StepShape& shape) {
+// pre; the draft forward's workspace and base logits (this rank's vocabulary slice) for every
+// block the step drafts, and the Markov rows, biased logits and argmax pairs per block.
+int64_t DraftStepFloats(const core::ModelConfig& c, const dsv4::ShardRanges& target,
+                        const dsv4::ShardRanges& draft, const StepShape& shape) {
   const core::DeepseekV41Settings& s = c.dsv41;
   const auto targets = static_cast<int64_t>(s.dspark_target_layer_ids.size());
   const int64_t context = shape.tokens * ((targets + 2) * c.hidden_size + c.residual_streams);
-  const int64_t rows = shape.draft_blocks * s.dspark_block_size;
-  return context + rows * WorkspaceFloatsPerToken(DraftConfig(c), draft, 1, 0) +
-         shape.draft_blocks * (s.dspark_markov_rank + int64_t{c.vocab_size});
+  const int64_t rows = shape.draft_blocks * s.dspark_block_size, local = target.vocab.size;
+  return context + rows * (WorkspaceFloatsPerToken(DraftConfig(c), draft, 1, 0) + local) +
+         shape.draft_blocks * (s.dspark_markov_rank + local + 2);
 }
 
 }  // namespace
@@ -160,7 +162,7 @@ Result<int64_t> DeepseekV41StepMemory(const core::ModelConfig& c, const MemoryQu
       shape.tokens * WorkspaceFloatsPerToken(c, r, stride, columns) + shape.logit_rows * r.vocab.size;
   if (q.draft && s.num_nextn_predict_layers > 0) {
     SPARK_ASSIGN_OR_RETURN(dsv4::ShardRanges dr, dsv4::PlanShard(DraftConfig(c), q.shard, q.moe));
-    floats += DraftStepFloats(c, dr, shape);
+    floats += DraftStepFloats(c, r, dr, shape);
   }
   return 4 * floats;
 }

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 
-#include "engine/model/deepseek_v4/logits.h"
 #include "engine/model/deepseek_v41/hc_site.h"
 
 namespace spark::engine::model::dsv41 {
@@ -51,8 +50,13 @@ DSpark::DSpark(const core::ModelConfig& config, DraftWeights host, const CacheLa
   vec(host.main_norm, &main_norm_);
   vec(host.norm, &norm_);
   vec(host.markov_embed, &markov_embed_);
-  const int rank = config_.dsv41.dspark_markov_rank;
-  dsv4::Mat head = dsv4::Mat::Floats(std::move(host.markov_head), config_.vocab_size, rank);
+  // The head is split by vocabulary rows as the lm_head is; the embedding rows stay whole.
+  const int64_t rank = config_.dsv41.dspark_markov_rank;
+  const Range& v = target.ranges.vocab;
+  dsv4::Mat head = dsv4::Mat::Floats(
+      dsv4::Vec(host.markov_head.begin() + v.begin * rank,
+                host.markov_head.begin() + (v.begin + v.size) * rank),
+      v.size, static_cast<int>(rank));
   matrix(head, &markov_head_);
   const int n = config_.residual_streams;
   vec(dsv4::Vec(n, 1.0f / static_cast<float>(n)), &mean_pre_);
@@ -161,12 +165,18 @@ Status DSpark::EnsureRows(int64_t tokens, int64_t blocks) {
     SPARK_ASSIGN_OR_RETURN(draft_ws_,
                            AllocateWorkspace(backend_, config_, stack_.ranges, tokens, 1, 0));
   }
-  const int64_t rank = config_.dsv41.dspark_markov_rank, vocab = config_.vocab_size;
+  const int64_t rank = config_.dsv41.dspark_markov_rank, local = target_.ranges.vocab.size;
+  if (static_cast<int64_t>(base_logits_.size()) < tokens * local) {
+    base_logits_ = backend::Buffer();
+    SPARK_ASSIGN_OR_RETURN(base_logits_, backend_.Allocate(tokens * local));
+  }
   if (static_cast<int64_t>(markov_rows_.size()) < blocks * rank) {
     markov_rows_ = backend::Buffer();
     markov_bias_ = backend::Buffer();
+    pairs_ = backend::Buffer();
     SPARK_ASSIGN_OR_RETURN(markov_rows_, backend_.Allocate(blocks * rank));
-    SPARK_ASSIGN_OR_RETURN(markov_bias_, backend_.Allocate(blocks * vocab));
+    SPARK_ASSIGN_OR_RETURN(markov_bias_, backend_.Allocate(blocks * local));
+    SPARK_ASSIGN_OR_RETURN(pairs_, backend_.Allocate(blocks * 2));
   }
   return Status::Ok();
 }
@@ -175,7 +185,6 @@ Status DSpark::Draft(std::span<const DraftBlock> blocks, PagedKvCache& cache,
                      std::vector<std::vector<int32_t>>* drafts) {
   SPARK_RETURN_IF_ERROR(status_);
   const int bs = cache.block_size();
-  int64_t t = 0;
   for (const DraftBlock& b : blocks) {
     SPARK_RETURN_IF_ERROR(CheckBlock(b, bs));
     // One attention window serves every row: sliding_window context keys plus the block's.
@@ -184,37 +193,42 @@ Status DSpark::Draft(std::span<const DraftBlock> blocks, PagedKvCache& cache,
                                   std::to_string(blocks[0].count) + " and " +
                                   std::to_string(b.count));
     }
-    t += b.count;
   }
   drafts->assign(blocks.size(), {});
   if (blocks.empty()) return Status::Ok();
-  SPARK_RETURN_IF_ERROR(EnsureRows(t, static_cast<int64_t>(blocks.size())));
-  std::vector<int32_t> ids, positions;
-  std::vector<int64_t> slots;
-  // Each block token is its own "sequence" whose last position is its block's last: a causal
-  // window of sliding_window + count keys then covers exactly the context keys before the
-  // block and every key of its block. Blocks of different sequences share nothing.
-  std::vector<backend::AttentionSequence> rows;
-  for (const DraftBlock& b : blocks) {
-    const int64_t end = int64_t{b.position} + b.count;
-    for (int i = 0; i < b.count; ++i) {
+  const int count = blocks[0].count;
+  const auto num_blocks = static_cast<int64_t>(blocks.size());
+  const int64_t t = num_blocks * count;
+  SPARK_RETURN_IF_ERROR(EnsureRows(t, num_blocks));
+  // Rows position-major (row i * blocks + k is block k's position i), so each Markov step reads
+  // one contiguous run of base logits. Each block token is its own "sequence" whose last
+  // position is its block's last: a causal window of sliding_window + count keys then covers
+  // exactly the context keys before the block and every key of its block.
+  std::vector<int32_t> ids(t), positions(t);
+  std::vector<int64_t> slots(t);
+  std::vector<backend::AttentionSequence> rows(t);
+  for (int i = 0; i < count; ++i) {
+    for (int64_t k = 0; k < num_blocks; ++k) {
+      const DraftBlock& b = blocks[k];
+      const int64_t row = i * num_blocks + k;
       const int32_t p = b.position + i;
-      ids.push_back(i == 0 ? b.anchor : config_.dsv41.dspark_noise_token_id);
-      positions.push_back(p);
-      slots.push_back(int64_t{b.block_table[p / bs]} * bs + p % bs);
-      rows.push_back({static_cast<int64_t>(rows.size()), 1, end, b.block_table});
+      ids[row] = i == 0 ? b.anchor : config_.dsv41.dspark_noise_token_id;
+      positions[row] = p;
+      slots[row] = int64_t{b.block_table[p / bs]} * bs + p % bs;
+      rows[row] = {row, 1, int64_t{b.position} + count, b.block_table};
     }
   }
   Workspace& ws = draft_ws_;
   const int64_t capacity = ws.tokens;
   ws.tokens = t;  // the ops below read the row count from here
-  const Status ran = Forward(ids, positions, slots, rows, blocks[0].count, cache, ws);
+  const Status ran = Forward(ids, positions, slots, rows, count, cache, ws);
   ws.tokens = capacity;
   SPARK_RETURN_IF_ERROR(ran);
-  std::vector<float> logits;
-  SPARK_RETURN_IF_ERROR(
-      dsv4::VocabParallelLogits(backend_, comm_, target_, config_, ws.block_in, t, &logits));
-  return MarkovDrafts(blocks, logits, drafts);
+  // This rank's vocabulary slice of the base logits, kept in backend memory.
+  const dsv4::ShardRanges& r = target_.ranges;
+  backend_.Linear(ws.block_in.data(), t, config_.hidden_size, target_.lm_head().weight(),
+                  static_cast<int>(r.vocab.size), base_logits_.data());
+  return MarkovDrafts(blocks, count, drafts);
 }
 
 Status DSpark::Forward(std::span<const int32_t> ids, std::span<const int32_t> positions,
@@ -253,50 +267,38 @@ Status DSpark::Forward(std::span<const int32_t> ids, std::span<const int32_t> po
   return Status::Ok();
 }
 
-// The Markov head, left to right within each block, the blocks side by side: each draft biases
-// its block's next position's logits.
-Status DSpark::MarkovDrafts(std::span<const DraftBlock> blocks, std::span<const float> logits,
+// The Markov head, left to right, the blocks side by side: each draft biases its block's next
+// position. Every rank adds its vocabulary slice of the bias to its slice of the base logits
+// and takes the slice's argmax; the ranks' (value, id) pairs merge into the same drafts
+// everywhere (ties to the lower id, as one rank's argmax breaks them).
+Status DSpark::MarkovDrafts(std::span<const DraftBlock> blocks, int count,
                             std::vector<std::vector<int32_t>>* drafts) {
   const int vocab = config_.vocab_size, rank = config_.dsv41.dspark_markov_rank;
-  std::vector<int64_t> first_row;  // each block's first logits row
-  int longest = 0;
-  for (int64_t row = 0; const DraftBlock& b : blocks) {
-    first_row.push_back(row);
-    row += b.count;
-    longest = std::max(longest, b.count);
-  }
-  std::vector<float> bias;
-  std::vector<int32_t> prev;
-  std::vector<size_t> active;
-  for (int i = 0; i < longest; ++i) {
-    prev.clear();
-    active.clear();
-    for (size_t k = 0; k < blocks.size(); ++k) {
-      if (blocks[k].count <= i) continue;
-      active.push_back(k);
-      prev.push_back(i == 0 ? blocks[k].anchor : (*drafts)[k].back());
-    }
-    const int64_t m = static_cast<int64_t>(active.size());
+  const Range& v = target_.ranges.vocab;
+  const auto m = static_cast<int64_t>(blocks.size());
+  const int world = comm_ == nullptr ? 1 : comm_->world_size();
+  std::vector<int32_t> prev(m);
+  for (int64_t k = 0; k < m; ++k) prev[k] = blocks[k].anchor;
+  std::vector<float> mine(m * 2), all(world * m * 2);
+  for (int i = 0; i < count; ++i) {
     backend_.Embedding(markov_embed_.data(), 0, vocab, rank, prev, markov_rows_.data());
-    backend_.Linear(markov_rows_.data(), m, rank, markov_head_.weight(), vocab,
-                    markov_bias_.data());
-    bias.resize(static_cast<size_t>(m) * vocab);
-    backend_.Download(markov_bias_.data(), bias);
+    backend_.Linear(markov_rows_.data(), m, rank, markov_head_.weight(),
+                    static_cast<int>(v.size), markov_bias_.data());
+    backend_.Add(markov_bias_.data(), base_logits_.data() + i * m * v.size,
+                 static_cast<size_t>(m * v.size));
+    backend_.ArgMax(markov_bias_.data(), m, static_cast<int>(v.size), v.begin, pairs_.data());
+    backend_.Download(pairs_.data(), mine);
     SPARK_RETURN_IF_ERROR(backend_.status());
-    for (int64_t a = 0; a < m; ++a) {
-      const size_t k = active[a];
-      const float* u = logits.data() + static_cast<size_t>(first_row[k] + i) * vocab;
-      const float* v = bias.data() + static_cast<size_t>(a) * vocab;
-      int best = 0;
-      float best_value = u[0] + v[0];
-      for (int x = 1; x < vocab; ++x) {
-        const float value = u[x] + v[x];
-        if (value > best_value) {
-          best = x;
-          best_value = value;
-        }
-      }
-      (*drafts)[k].push_back(best);
+    if (world > 1) {
+      SPARK_RETURN_IF_ERROR(comm_->AllGather(mine.data(), mine.size(), all.data()));
+    } else {
+      all = mine;
+    }
+    Result<std::vector<int32_t>> ids = backend::MergeArgMax(all, world, m);
+    if (!ids.ok()) return ids.status().WithContext("DSpark draft position " + std::to_string(i));
+    for (int64_t k = 0; k < m; ++k) {
+      (*drafts)[k].push_back((*ids)[k]);
+      prev[k] = (*ids)[k];
     }
   }
   return Status::Ok();

@@ -14,13 +14,15 @@
 // (which the block writes at its own slots; a later target forward overwrites them with context
 // keys). The streams collapse with the last FFN site's pre, the draft norm and the target's
 // lm_head give base logits U_i for the token after position q0 + i; then left to right,
-// prev = anchor: d_i = argmax(U_i + markov_head markov_embed[prev]), prev = d_i.
+// prev = anchor: d_i = argmax(U_i + markov_head markov_embed[prev]), prev = d_i, each rank
+// over its vocabulary slice (the lm_head's and markov_head's rows split alike), the slices'
+// argmax pairs merged, so no logits row leaves the backend.
 // A step's blocks (one per drafting sequence) run side by side in one forward: their tokens
 // share the stack's matrix products and MoE, and each attends to its own sequence only.
 // Every piece of draft state is a per-token key at a KV slot, so rejected tokens need no
 // rollback. Under tensor parallelism every rank drafts in lockstep (a draft command,
 // runtime/plan_broadcast.h) with the stack sharded as the backbone: the embedding, attention
-// and MoE end in all-reduces, the logits are all-gathered, and the replicated Markov loop gives
+// and MoE end in all-reduces, and the Markov step's argmax pairs are all-gathered, which gives
 // every rank the same drafts.
 // Thread-safety: one call at a time (the model's thread).
 #pragma once
@@ -76,14 +78,14 @@ class DSpark {
   void WindowKeys(const dsv4::LayerBuffers& l, const float* in, int64_t tokens,
                   std::span<const int32_t> positions, float* keys) const;
   Status CheckBlock(const DraftBlock& b, int block_size) const;
-  // The draft workspace for `tokens` rows and the Markov buffers for `blocks` rows.
+  // The draft workspace and base logits for `tokens` rows, the Markov buffers for `blocks`.
   Status EnsureRows(int64_t tokens, int64_t blocks);
   // The stack over the blocks' tokens (ws.tokens of them) into ws.block_in: the normed hidden
   // states whose logits are the base logits.
   Status Forward(std::span<const int32_t> ids, std::span<const int32_t> positions,
                  std::span<const int64_t> slots, std::span<const backend::AttentionSequence> rows,
                  int block_window, PagedKvCache& cache, Workspace& ws);
-  Status MarkovDrafts(std::span<const DraftBlock> blocks, std::span<const float> logits,
+  Status MarkovDrafts(std::span<const DraftBlock> blocks, int count,
                       std::vector<std::vector<int32_t>>* drafts);
   void Attention(int layer, std::span<const int32_t> positions, std::span<const int64_t> slots,
                  std::span<const backend::AttentionSequence> sequences, int window,
@@ -101,7 +103,9 @@ class DSpark {
   dsv4::BackendWeights stack_;
   std::vector<backend::Buffer> main_proj_;
   backend::Buffer main_norm_, norm_, markov_embed_, markov_head_, mean_pre_;
-  backend::Buffer markov_rows_, markov_bias_;  // [blocks, rank], [blocks, vocab]
+  // The draft's base logits [rows, vocab slice] (rows position-major), the Markov rows
+  // [blocks, rank], biased logits [blocks, vocab slice] and argmax pairs [blocks, 2].
+  backend::Buffer base_logits_, markov_rows_, markov_bias_, pairs_;
   std::unique_ptr<dsv4::Moe> moe_;
   std::vector<int> group_in_;
   int64_t step_tokens_ = 0;
