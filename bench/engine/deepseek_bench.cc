@@ -262,6 +262,26 @@ nlohmann::json FlashPrefillFlops(const engine::core::ModelConfig& c,
   return out;
 }
 
+// Bytes of one DSpark draft (DsparkDraftBytes) of 1 and 8 blocks: the draft cost the
+// projection adds to a speculative step.
+nlohmann::json DsparkBytes(const engine::core::ModelConfig& c) {
+  nlohmann::json out = nlohmann::json::array();
+  for (int blocks : {1, 8}) {
+    const DraftBytes d = DsparkDraftBytes(c, blocks);
+    out.push_back({{"blocks", d.blocks},
+                   {"tokens", d.tokens},
+                   {"stages", c.dsv41.num_nextn_predict_layers},
+                   {"layer_weights", d.stack.weights},
+                   {"layer_weights_sharded", d.stack.sharded},
+                   {"routed_experts", d.stack.routed},
+                   {"kv", d.stack.kv},
+                   {"head", d.head},
+                   {"markov_head", d.markov},
+                   {"context_per_target_step", d.context_per_step}});
+  }
+  return out;
+}
+
 int Main(int argc, char** argv) {
   CLI::App app{
       "DeepSeek-V4.1-Flash-shaped layers on one GPU: decode and prefill against the "
@@ -282,8 +302,9 @@ int Main(int argc, char** argv) {
                "time every op of one decode step per --batch (first --context) and one prefill "
                "chunk (GPU time, waiting after each op), print the tables, then exit");
   app.add_flag("--describe", describe,
-               "print the bench model and the bytes each decode step must read (the bench "
-               "schedule and the released 40-layer one), then exit: no GPU needed");
+               "print the bench model and the bytes each decode step and DSpark draft must read "
+               "(the bench schedule and the released 40-layer one), write them to --json, then "
+               "exit: no GPU needed");
   app.footer("Example: spark-deepseek-bench --batch 1,8,32 --context 4096,65536 --json out.json");
   CLI11_PARSE(app, argc, argv);
 
@@ -300,6 +321,7 @@ int Main(int argc, char** argv) {
   nlohmann::json j;
   j["flash_bytes_per_step"] = FlashBytes(config, ParseList(batches), ParseList(contexts));
   j["flash_prefill_flops"] = FlashPrefillFlops(config, {8192, 65536, 1 << 20});
+  j["dspark_draft_bytes"] = DsparkBytes(Take(BenchConfig(engram_vocab, 3), "draft config"));
   if (describe) {
     std::printf("bench layers:\n");
     for (const BenchLayer& l : schedule) {
@@ -309,6 +331,11 @@ int Main(int argc, char** argv) {
     }
     std::printf("Engram table rows: %lld\n%s\n", static_cast<long long>(hashing->RowsNeeded(0)),
                 j.dump(2).c_str());
+    if (!json.empty()) {
+      j["kind"] = "computed byte and FLOP model (--describe): nothing measured";
+      std::ofstream(json) << j.dump(2) << "\n";
+      std::printf("wrote %s\n", json.c_str());
+    }
     return 0;
   }
   cudaDeviceProp prop{};

@@ -10,6 +10,7 @@
 
 #include "base/thread_pool.h"
 #include "engine/backend/backend_types.h"
+#include "engine/model/deepseek_v41/dspark_weights.h"
 #include "engine/model/model_family.h"
 
 namespace spark::bench {
@@ -121,7 +122,7 @@ std::vector<BenchLayer> FlashSchedule() {
   return s;
 }
 
-Result<engine::core::ModelConfig> BenchConfig(int engram_vocab_size) {
+Result<engine::core::ModelConfig> BenchConfig(int engram_vocab_size, int draft_layers) {
   const std::vector<BenchLayer> s = BenchSchedule();
   nlohmann::json ratios = nlohmann::json::array(), types = nlohmann::json::array();
   nlohmann::json kv = nlohmann::json::array(), index = nlohmann::json::array();
@@ -198,7 +199,7 @@ Result<engine::core::ModelConfig> BenchConfig(int engram_vocab_size) {
       {"engram_head_dim", 256},
       {"engram_pad_id", 2},
       {"engram_compressed_vocab_size", 99092},
-      {"num_nextn_predict_layers", 0}};
+      {"num_nextn_predict_layers", draft_layers}};
   return engine::model::ParseModelConfig(j.dump(), "deepseek-v41-flash-bench/config.json");
 }
 
@@ -338,6 +339,27 @@ StepBytes DecodeBytes(const engine::core::ModelConfig& c, const BenchLayer& laye
     b.engram_rows = batch * cols * (dim + dim / 32);
   }
   return b;
+}
+
+DraftBytes DsparkDraftBytes(const engine::core::ModelConfig& c, int blocks) {
+  const engine::core::DeepseekV41Settings& s = c.dsv41;
+  const int tokens = blocks * s.dspark_block_size;
+  const engine::core::ModelConfig draft = engine::model::dsv41::DraftConfig(c);
+  DraftBytes d;
+  d.blocks = blocks;
+  d.tokens = tokens;
+  for (int j = 0; j < s.num_nextn_predict_layers; ++j) {
+    // A window-only block; each token reads its window and its block's keys.
+    const StepBytes b = DecodeBytes(draft, BenchLayer{}, tokens, c.dsv4.sliding_window);
+    d.stack.weights += b.weights, d.stack.sharded += b.sharded, d.stack.routed += b.routed;
+    d.stack.kv += b.kv;
+  }
+  d.head = HeadBytes(c, tokens);
+  d.markov = s.dspark_block_size * Bf16Bytes(static_cast<double>(c.vocab_size) * s.dspark_markov_rank);
+  const double targets = static_cast<double>(s.dspark_target_layer_ids.size());
+  d.context_per_step = Fp8Bytes(c.hidden_size, targets * c.hidden_size) +
+                       s.num_nextn_predict_layers * Fp8Bytes(c.head_dim, c.hidden_size);
+  return d;
 }
 
 double HeadBytes(const engine::core::ModelConfig& c, int batch) {

@@ -34,8 +34,9 @@ std::vector<BenchLayer> BenchSchedule();
 std::vector<BenchLayer> FlashSchedule();
 
 // config.json of the bench model (flat deepseek_v41_text form) and its parsed ModelConfig, the
-// Engram table rows set to what its hashing needs.
-Result<engine::core::ModelConfig> BenchConfig(int engram_vocab_size);
+// Engram table rows set to what its hashing needs; with `draft_layers`, a DSpark stack of that
+// many stages and the reference's defaults for the other dspark_* fields.
+Result<engine::core::ModelConfig> BenchConfig(int engram_vocab_size, int draft_layers = 0);
 
 // Random weights of `config` in the released types (one random block of 64 MiB tiled over each
 // tensor, so building them takes seconds); the Engram tables live in `tables` (host memory the
@@ -62,6 +63,18 @@ struct StepBytes {
 };
 StepBytes DecodeBytes(const engine::core::ModelConfig& c, const BenchLayer& layer, int batch,
                       int64_t context);
+// What one DSpark draft of `blocks` blocks (dspark.h) must read, by the same model: the stack's
+// window-only blocks over blocks x dspark_block_size tokens (its own expert count and top-k),
+// the target's LM head for those rows, markov_head.head (bf16, vocabulary-parallel like the
+// head) once per block position; and, per target step, the context keys' main_proj and each
+// stage's wkv (replicated).
+struct DraftBytes {
+  int blocks = 0, tokens = 0;
+  StepBytes stack;
+  double head = 0, markov = 0, context_per_step = 0;
+};
+DraftBytes DsparkDraftBytes(const engine::core::ModelConfig& c, int blocks);
+
 // Bytes of the LM head and embedding rows per decode step.
 double HeadBytes(const engine::core::ModelConfig& c, int batch);
 // Matmul and attention FLOPs of one prefill token at `position` (indexer scoring included).

@@ -19,9 +19,13 @@ Single stream with DSpark: the field's mean accepted length (3.6 tokens a step) 
 verifies 1 + 5 tokens, costed as a batch-6 step (the bytes of the experts six tokens touch), and
 at least the measured verify / plain step ratio at k = 5 (--verify-cost: the speculative sweep's
 batch-1 JSON, bench/results/speculative_h200/spec_b1.json, Qwen3-8B shape on the H200) times
-the single-stream step.
+the single-stream step; plus the draft of the next block: the bytes one 5-token draft of the
+3-stage stack reads (spark-deepseek-bench's dspark_draft_bytes, from RESULTS or --draft-bytes:
+its window-only blocks, the LM head and Markov head rows split by TP, the context keys' main_proj
+per step replicated) at the single-stream decode efficiency, plus its 7 all-reduces.
 
-    deepseek_v41_projection.py RESULTS.json [--verify-cost SPEC_B1.json] [--write]
+    deepseek_v41_projection.py RESULTS.json [--verify-cost SPEC_B1.json]
+        [--draft-bytes BYTES.json] [--write]
 prints the table; --write stores it as RESULTS.json's "projection" section.
 """
 import argparse
@@ -92,7 +96,20 @@ def verify_ratio(spec):
     return row["step_time_vs_plain"] if row else None
 
 
-def project(results, verify=None):
+def draft_seconds(draft, tp, transport, eff):
+    """One single-stream DSpark draft (one block) and the context keys of the step, per rank."""
+    row = next(r for r in draft if r["blocks"] == 1)
+    sharded = row["layer_weights_sharded"] + row["routed_experts"] + row["head"] + \
+        row["markov_head"]
+    replicated = row["layer_weights"] - row["layer_weights_sharded"] + row["kv"] + \
+        row["context_per_target_step"]
+    mem_s = (replicated + sharded / tp) / (GB10["bandwidth_gbs"] * 1e9 * eff)
+    reduces = 2 * row["stages"] + 1  # embedding, then attention and MoE of each stage
+    ar_s = reduces * latency_us(ALLREDUCE[transport], 4 * HIDDEN * row["tokens"]) * 1e-6
+    return mem_s + ar_s
+
+
+def project(results, verify=None, draft=None):
     flash = results["flash_bytes_per_step"]
     prefill_eff = results.get("prefill_vs_fp8_peak")
     flops = {r["tokens"]: r["flops"] for r in results["flash_prefill_flops"]}
@@ -124,6 +141,12 @@ def project(results, verify=None):
                 t6 = verify * t1
                 out["dspark_verify_step_ms"] = t6 * 1e3
                 out["dspark_verify_bound"] = "measured verify/plain ratio x single-stream step"
+            if draft is not None:
+                t_draft = draft_seconds(draft, tp, transport, effs[1])
+                out["dspark_draft_ms"] = t_draft * 1e3
+                t6 += t_draft
+            else:
+                out["dspark_draft_ms"] = None  # not counted: no draft bytes
             out["single_stream_dspark_tok_s"] = ACCEPTED / t6
             per_token = flops[8192] / 8192
             rate = tp * GB10["fp8_tflops"] * 1e12 * prefill_eff
@@ -148,6 +171,9 @@ def main():
     ap.add_argument("results")
     ap.add_argument("--write", action="store_true", help="store the projection in RESULTS")
     ap.add_argument("--verify-cost", help="spark-decode-bench --speculative JSON at batch 1")
+    ap.add_argument("--draft-bytes",
+                    help="spark-deepseek-bench --describe --json output, for results without "
+                         "dspark_draft_bytes")
     args = ap.parse_args()
     with open(args.results) as f:
         results = json.load(f)
@@ -158,7 +184,15 @@ def main():
     verify = verify_ratio(spec)
     if args.verify_cost and verify is None:
         raise SystemExit(f"projection: {args.verify_cost} has no batch-1 k=5 wrong-drafter row")
-    rows = project(results, verify)
+    draft = results.get("dspark_draft_bytes")
+    draft_source = "RESULTS" if draft is not None else None
+    if args.draft_bytes:
+        with open(args.draft_bytes) as f:
+            draft = json.load(f).get("dspark_draft_bytes")
+        if draft is None:
+            raise SystemExit(f"projection: {args.draft_bytes} has no dspark_draft_bytes")
+        draft_source = args.draft_bytes
+    rows = project(results, verify, draft)
     print("PROJECTION (not measured): DeepSeek-V4.1-Flash on DGX Sparks, from "
           f"{results.get('gpu', '?')} efficiencies (decode b1 {decode_efficiency(results, 1):.2f}, "
           f"b8 {decode_efficiency(results, 8):.2f} of the bytes roofline; prefill "
@@ -170,6 +204,9 @@ def main():
         print(f"{r['setup']:<26} {r['transport']:<34} {r['single_stream_tok_s']:9.1f} "
               f"{r['single_stream_dspark_tok_s']:8.1f} {r['eight_streams_tok_s']:10.1f} "
               f"{r['prefill_tok_s']:9.0f} {r['ttft_1m_s']:8.0f}s")
+    if draft is None:
+        print("+DSpark counts the verify step only: no dspark_draft_bytes in RESULTS "
+              "(--draft-bytes)")
     print("public figures for comparison: " + PUBLIC)
     if args.write:
         results["projection"] = {
@@ -179,6 +216,9 @@ def main():
             "dspark_accepted_tokens": ACCEPTED,
             "verify_vs_plain_step": {"ratio": verify, "source": args.verify_cost}
             if verify is not None else None,
+            "dspark_draft": {"bytes": draft, "source": draft_source,
+                             "cost": "bytes at the single-stream decode efficiency + 7 "
+                                     "all-reduces"} if draft is not None else None,
             "public_figures": PUBLIC,
             "rows": rows,
         }
