@@ -71,10 +71,7 @@ Status DeepseekV41Model::Forward(const ForwardBatch& batch, PagedKvCache& cache,
   SPARK_ASSIGN_OR_RETURN(Workspace ws,
                          AllocateWorkspace(backend_, config_, w_.base.ranges, n, plan.stride,
                                            hashing_ ? hashing_->columns() : 0));
-  std::vector<int64_t> lookback;
-  if (engram_ != nullptr) {
-    SPARK_ASSIGN_OR_RETURN(lookback, engram_->Prepare(batch, cache, ws));
-  }
+  if (engram_ != nullptr) SPARK_RETURN_IF_ERROR(engram_->Prepare(batch, cache, ws));
   const dsv4::ShardRanges& r = w_.base.ranges;
   backend_.Embedding(w_.base.embed.data(), r.vocab.begin, r.vocab.size, hidden, batch.token_ids,
                      ws.block_out.data());
@@ -87,7 +84,7 @@ Status DeepseekV41Model::Forward(const ForwardBatch& batch, PagedKvCache& cache,
     if (dspark_ != nullptr) {
       if (const int k = dspark_->CaptureIndex(layer); k >= 0) dspark_->Capture(k, ws);
     }
-    SPARK_RETURN_IF_ERROR(Layer(layer, batch, plan, cache, lookback, ws));
+    SPARK_RETURN_IF_ERROR(Layer(layer, batch, plan, cache, ws));
   }
   if (dspark_ != nullptr) dspark_->StoreContext(batch, cache);
   return Logits(Head(batch, ws), ws, logits);
@@ -107,12 +104,11 @@ Status DeepseekV41Model::DraftTokens(std::span<const DraftBlock> blocks, PagedKv
 // One block with the one-site lag: the attention input collapses with the previous site's pre,
 // the FFN input with the attention site's; the FFN site's pre is kept for the next layer.
 Status DeepseekV41Model::Layer(int layer, const ForwardBatch& batch, const StepPlan& plan,
-                               PagedKvCache& cache, std::span<const int64_t> lookback,
-                               Workspace& ws) {
+                               PagedKvCache& cache, Workspace& ws) {
   const int64_t n = ws.tokens;
   const int hidden = config_.hidden_size, streams = config_.residual_streams;
   const dsv4::LayerBuffers& l = w_.base.layers[layer];
-  if (w_.engram_of_layer[layer] >= 0) engram_->Apply(w_.engram_of_layer[layer], lookback, ws);
+  if (w_.engram_of_layer[layer] >= 0) engram_->Apply(w_.engram_of_layer[layer], ws);
   MixSite(*ops_, config_, l.hc_attn, &ws.pre, ws);
   CollapseNorm(backend_, *ops_, config_, ws.pre_prev, l.attn_norm, ws);
   attention_->Forward(layer, batch, plan, cache, ws);

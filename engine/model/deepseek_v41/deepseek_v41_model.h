@@ -67,7 +67,7 @@ class DeepseekV41Model : public Model {
   Status Check(const ForwardBatch& batch, const PagedKvCache& cache) const;
   Status AllReduce(backend::Buffer& data, int64_t count);
   Status Layer(int layer, const ForwardBatch& batch, const StepPlan& plan, PagedKvCache& cache,
-               std::span<const int64_t> lookback, Workspace& ws);
+               Workspace& ws);
   // Final collapse and norm of the logit rows into ws.block_in; returns their count.
   int64_t Head(const ForwardBatch& batch, Workspace& ws);
   Status Logits(int64_t rows, Workspace& ws, std::vector<float>* logits);

@@ -27,8 +27,7 @@ Engram::Engram(const core::ModelConfig& config, const BackendWeights& weights,
   backend_.Upload(rows, map_.data());
 }
 
-Result<std::vector<int64_t>> Engram::Prepare(const ForwardBatch& batch, PagedKvCache& cache,
-                                             Workspace& ws) const {
+Status Engram::Prepare(const ForwardBatch& batch, PagedKvCache& cache, Workspace& ws) const {
   SPARK_RETURN_IF_ERROR(ready_);
   const int64_t n = batch.num_tokens();
   const int back = hashing_.max_ngram();
@@ -67,7 +66,17 @@ Result<std::vector<int64_t>> Engram::Prepare(const ForwardBatch& batch, PagedKvC
       }
     }
   }
-  return lookback;
+  const int cols = hashing_.columns();
+  rows_.resize(w_.tables.size());
+  for (size_t e = 0; e < w_.tables.size(); ++e) {
+    rows_[e].resize(n * cols);
+    for (int64_t t = 0; t < n; ++t) {
+      hashing_.Hash(static_cast<int>(e), std::span(lookback).subspan(t * back, back),
+                    rows_[e].data() + t * cols);
+    }
+    w_.tables[e].Prefetch(rows_[e]);
+  }
+  return Status::Ok();
 }
 
 int64_t Engram::CachedId(const backend::CacheField& field, int64_t slot) const {
@@ -78,14 +87,11 @@ int64_t Engram::CachedId(const backend::CacheField& field, int64_t slot) const {
   return static_cast<int64_t>(cached);
 }
 
-void Engram::Apply(int e, std::span<const int64_t> lookback, Workspace& ws) const {
+void Engram::Apply(int e, Workspace& ws) const {
   const int64_t n = ws.tokens;
-  const int cols = hashing_.columns(), back = hashing_.max_ngram(), dim = w_.tables[e].dim();
+  const int cols = hashing_.columns(), dim = w_.tables[e].dim();
   const int hidden = c_.hidden_size, streams = c_.residual_streams;
-  std::vector<int64_t> rows(n * cols);
-  for (int64_t t = 0; t < n; ++t) {
-    hashing_.Hash(e, lookback.subspan(t * back, back), rows.data() + t * cols);
-  }
+  const std::vector<int64_t>& rows = rows_[e];
   std::vector<float> gathered(rows.size() * dim);
   w_.tables[e].Gather(rows, gathered.data());
   backend_.Upload(gathered, ws.engram_rows.data());

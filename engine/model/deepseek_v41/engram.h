@@ -1,8 +1,9 @@
 // DeepSeek-V4.1 Engram (conditional memory) over a batch: on the host, each token's compressed id
 // (token map) and look-back of max_ngram_size - 1 earlier ids — from the batch itself or, for
 // positions cached in earlier steps, from the cache's per-token id field (cache_layout.h), never
-// crossing the sequence start — hashed into row ids (engram_hash.h); the rows are gathered from
-// the mmapped table (only those pages are read) and uploaded; then on the backend wkv turns them
+// crossing the sequence start — hashed into row ids (engram_hash.h). The reads of every Engram
+// layer's rows from the mmapped tables start together when the step begins; each Engram layer
+// then gathers its rows (only those pages are read) and uploads them; on the backend wkv turns them
 // into one key per stream and a shared value, and DeepseekOps::EngramGate adds the gated value
 // into each stream. Every rank gathers the same rows from its own mapping of the checkpoint, so
 // the streams stay identical across ranks.
@@ -35,13 +36,13 @@ class Engram {
          const EngramHashing& hashing, std::vector<int32_t> token_map, const CacheLayout& layout,
          backend::Backend& backend, backend::DeepseekOps& ops);
 
-  // The look-back ids of every token ([tokens, max_ngram], -1 before the sequence start), after
-  // storing the batch's compressed ids in the cache. InvalidArgument for a token id outside the
-  // token map.
-  Result<std::vector<int64_t>> Prepare(const ForwardBatch& batch, PagedKvCache& cache,
-                                       Workspace& ws) const;
-  // Engram layer `e` applied to ws.streams.
-  void Apply(int e, std::span<const int64_t> lookback, Workspace& ws) const;
+  // Stores the batch's compressed ids in the cache, hashes every token's look-back ids (-1
+  // before the sequence start) into the rows of every Engram layer, and has the tables start
+  // reading all of those rows at once (EngramTable::Prefetch), so the reads overlap the layers
+  // before each Engram layer. InvalidArgument for a token id outside the token map.
+  Status Prepare(const ForwardBatch& batch, PagedKvCache& cache, Workspace& ws) const;
+  // Engram layer `e` applied to ws.streams, with the rows the last Prepare hashed.
+  void Apply(int e, Workspace& ws) const;
 
  private:
   // The compressed id at `slot` of the cache's id field: the host copy, or a read-back.
@@ -62,6 +63,8 @@ class Engram {
   // through this object.
   mutable const float* mirror_of_ = nullptr;
   mutable std::vector<int32_t> mirror_;
+  // The last Prepare's table rows per Engram layer ([tokens, columns] each).
+  mutable std::vector<std::vector<int64_t>> rows_;
 };
 
 }  // namespace spark::engine::model::dsv41

@@ -123,6 +123,39 @@ Status LoadLayer(Loader& ld, const dsv4::TensorSource& src, int i, const core::M
 
 }  // namespace
 
+namespace {
+
+// Page-aligned [begin, end) of `bytes` bytes at `at`.
+std::pair<uintptr_t, uintptr_t> Pages(const uint8_t* at, size_t bytes, uintptr_t page) {
+  const auto begin = reinterpret_cast<uintptr_t>(at) & ~(page - 1);
+  const auto end = (reinterpret_cast<uintptr_t>(at) + bytes + page - 1) & ~(page - 1);
+  return {begin, end};
+}
+
+}  // namespace
+
+int64_t EngramTable::Prefetch(std::span<const int64_t> ids) const {
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const size_t row = static_cast<size_t>(dim_) * core::DTypeSize(dtype_);
+  const size_t scale_row =
+      scale_ == nullptr ? 0 : (scale_->dtype == "F8_E8M0" ? 1 : 4) * static_cast<size_t>(dim_ / 32);
+  std::vector<std::pair<uintptr_t, uintptr_t>> ranges;
+  ranges.reserve(ids.size() * 2);
+  for (const int64_t id : ids) {
+    ranges.push_back(Pages(weight_->bytes.data() + id * row, row, page));
+    if (scale_row > 0) ranges.push_back(Pages(scale_->bytes.data() + id * scale_row, scale_row, page));
+  }
+  std::sort(ranges.begin(), ranges.end());
+  int64_t asked = 0;
+  for (size_t i = 0; i < ranges.size();) {
+    auto [begin, end] = ranges[i];
+    for (++i; i < ranges.size() && ranges[i].first <= end; ++i) end = std::max(end, ranges[i].second);
+    madvise(reinterpret_cast<void*>(begin), end - begin, MADV_WILLNEED);  // a hint: errors ignored
+    ++asked;
+  }
+  return asked;
+}
+
 void EngramTable::Gather(std::span<const int64_t> ids, float* out) const {
   const size_t elem = core::DTypeSize(dtype_);
   const int blocks = dim_ / 32;

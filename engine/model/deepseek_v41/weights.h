@@ -42,6 +42,11 @@ class EngramTable {
   int dim() const { return dim_; }
   // out[i * dim ..] = dequantised row ids[i]; ids must be in [0, rows).
   void Gather(std::span<const int64_t> ids, float* out) const;
+  // Asks the kernel to start reading the pages that rows `ids` (in [0, rows)) and their scales
+  // live on, all at once (MADV_WILLNEED, a hint: it returns before the reads finish), so a
+  // later Gather of them waits on reads that are already under way instead of faulting the
+  // pages in one at a time. The number of page ranges asked for.
+  int64_t Prefetch(std::span<const int64_t> ids) const;
 
  private:
   const dsv4::RawTensor* weight_ = nullptr;
