@@ -4,7 +4,9 @@
 //     must read (the model's storage precision) at the copy bandwidth measured in the same run;
 //   - prefill tok/s of one --prefill sequence (chunks of --chunk tokens), against the FP8 and
 //     bf16 GEMM peaks measured in the same run;
-//   - Engram row bytes and gather time per decode step; memory per layer.
+//   - Engram row bytes and gather time per decode step; memory per layer;
+//   - with --dspark, a DSpark draft stack too: decode steps with its context keys and one draft
+//     of 1 and 8 blocks against the bytes the draft reads.
 // The KV state of a decode context is filled with random values instead of prefilled (the
 // timing does not depend on what it holds). Prints a table; --json writes the figures
 // (bench/engine/deepseek_v41_cuda.sh adds the projection, DEEPSEEK_V41_NOTES.md says how).
@@ -17,6 +19,7 @@
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 
 #include "bench/engine/deepseek_bench_model.h"
@@ -200,6 +203,28 @@ PrefillRow Prefill(CudaBackend& gpu, engine::model::Model& model, const std::vec
   return row;
 }
 
+// ms of one DSpark draft of `blocks` blocks (one per sequence, anchors at `context`) over random
+// context keys, the median of `steps` after a warm-up; drafts end with their ids on the host.
+double DraftMs(CudaBackend& gpu, engine::model::Model& model, int blocks, int64_t context,
+               int steps) {
+  const int count = model.config().dsv41.dspark_block_size;
+  Cache cache = Take(MakeCache(gpu, model.kv_cache_spec(), blocks, context + count + 1), "cache");
+  std::vector<engine::model::DraftBlock> draft;
+  for (int k = 0; k < blocks; ++k) {
+    draft.push_back({1000 + 37 * k, static_cast<int32_t>(context), cache.tables[k], count});
+  }
+  std::vector<std::vector<int32_t>> ids;
+  Check(model.DraftTokens(draft, cache.cache, &ids), "draft");  // warm-up
+  std::vector<double> ms;
+  for (int i = 0; i < steps; ++i) {
+    const Clock::time_point t0 = Clock::now();
+    Check(model.DraftTokens(draft, cache.cache, &ids), "draft");
+    ms.push_back(Seconds(t0, Clock::now()) * 1e3);
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
 // Host gather of one decode step's Engram rows (24 per token, the random ids a step would hash
 // to) and their upload, as Engram::Apply does it: ms per step.
 double EngramMs(CudaBackend& gpu, const dsv41::EngramTable& table, int batch, int columns) {
@@ -288,7 +313,7 @@ int Main(int argc, char** argv) {
       "bytes and FLOPs they need, at the copy bandwidth and GEMM peaks measured here"};
   std::string batches = "1,8,32", contexts = "4096,65536", prefills = "8192,65536", json;
   int steps = 8, chunk = 8192, engram_vocab = 400000;
-  bool precise = false, describe = false, profile = false;
+  bool precise = false, describe = false, profile = false, dspark = false;
   app.add_option("--batch", batches, "decode batch sizes (comma-separated)");
   app.add_option("--context", contexts, "decode contexts in tokens");
   app.add_option("--prefill", prefills, "prefill lengths in tokens (0: none)");
@@ -301,6 +326,10 @@ int Main(int argc, char** argv) {
   app.add_flag("--profile", profile,
                "time every op of one decode step per --batch (first --context) and one prefill "
                "chunk (GPU time, waiting after each op), print the tables, then exit");
+  app.add_flag("--dspark", dspark,
+               "add a random 3-stage DSpark stack (128 experts top 3, released types): time decode "
+               "steps with its context keys at each --batch (first --context) and one draft of 1 "
+               "and 8 blocks against the bytes it reads, write them under \"dspark\", then exit");
   app.add_flag("--describe", describe,
                "print the bench model and the bytes each decode step and DSpark draft must read "
                "(the bench schedule and the released 40-layer one), write them to --json, then "
@@ -358,8 +387,15 @@ int Main(int argc, char** argv) {
   timing.set_deepseek_ops(&timed_ops);
   engine::backend::Backend& backend = profile ? static_cast<engine::backend::Backend&>(timing)
                                               : static_cast<engine::backend::Backend&>(*gpu);
-  dsv41::DeepseekV41Model model(config, nullptr, std::move(weights), std::move(hashing), token_map,
-                                backend, nullptr);
+  std::optional<dsv41::DraftWeights> draft;
+  engine::core::ModelConfig model_config = config;
+  if (dspark) {
+    model_config = Take(BenchConfig(engram_vocab, 3), "draft config");
+    model_config.dsv41.engram_num_embeddings = config.dsv41.engram_num_embeddings;
+    draft = Take(BenchDraftWeights(model_config), "draft weights");
+  }
+  dsv41::DeepseekV41Model model(model_config, nullptr, std::move(weights), std::move(hashing),
+                                token_map, backend, nullptr, std::move(draft));
   Check(gpu->Synchronize(), "upload");
   const double upload_s = Seconds(t0, Clock::now());
   const size_t weight_bytes = gpu->bytes_in_use();
@@ -380,6 +416,40 @@ int Main(int argc, char** argv) {
     const PrefillRow p = Prefill(*gpu, model, schedule, chunk, chunk, [&] { timing.Clear(); });
     std::printf("\n== prefill of %d tokens (one chunk, %.3f s)\n", chunk, p.seconds);
     timing.Print(ceil.copy_gbs);
+    return 0;
+  }
+  if (dspark) {
+    const int64_t ctx = ParseList(contexts).front();
+    std::printf("\n%-22s %8s %10s %14s %10s\n", "DSpark", "context", "ms", "bytes", "roofline");
+    for (int b : ParseList(batches)) {
+      const DecodeRow r = Decode(*gpu, model, schedule, b, ctx, steps);
+      if (!r.measured) Die("decode with DSpark context: " + r.why);
+      std::printf("%-22s %8lld %10.3f\n", ("decode step, batch " + std::to_string(b)).c_str(),
+                  static_cast<long long>(ctx), r.ms_step);
+      j["dspark"]["decode_with_context"].push_back(
+          {{"batch", b}, {"context", ctx}, {"ms_per_step", r.ms_step}});
+    }
+    for (int blocks : {1, 8}) {
+      const double ms = DraftMs(*gpu, model, blocks, ctx, steps);
+      const DraftBytes d = DsparkDraftBytes(model_config, blocks);
+      const double bytes = d.stack.weights + d.stack.routed + d.stack.kv + d.head + d.markov;
+      const double ratio = bytes / (ceil.copy_gbs * 1e9) / (ms * 1e-3);
+      std::printf("%-22s %8lld %10.3f %14.3g %10.3f\n",
+                  ("draft, " + std::to_string(blocks) + " block(s)").c_str(),
+                  static_cast<long long>(ctx), ms, bytes, ratio);
+      j["dspark"]["draft"].push_back({{"blocks", blocks},
+                                      {"tokens", d.tokens},
+                                      {"context", ctx},
+                                      {"ms_per_draft", ms},
+                                      {"bytes", bytes},
+                                      {"roofline_ratio", ratio}});
+    }
+    j["gpu"] = prop.name;
+    j["copy_bandwidth_gbs"] = ceil.copy_gbs;
+    if (!json.empty()) {
+      std::ofstream(json) << j.dump(2) << "\n";
+      std::printf("wrote %s\n", json.c_str());
+    }
     return 0;
   }
   j["gpu"] = prop.name;

@@ -203,15 +203,70 @@ Result<engine::core::ModelConfig> BenchConfig(int engram_vocab_size, int draft_l
   return engine::model::ParseModelConfig(j.dump(), "deepseek-v41-flash-bench/config.json");
 }
 
-Result<dsv41::Weights> BenchWeights(const engine::core::ModelConfig& c,
-                                    const dsv41::EngramHashing& hashing, EngramTables* tables) {
-  const Tiles t(41);
-  ThreadPool pool(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+namespace {
+
+// Layer `i`'s attention, mHC and MoE weights in the released types (its KV-source and
+// index-source parts by `c`'s schedule); `salt` advances past the seeds used.
+void LayerWeights(const engine::core::ModelConfig& c, int i, const Tiles& t, ThreadPool& pool,
+                  size_t* salt, dsv4::LayerWeights* layer, dsv41::LayerExtras* x) {
   const int64_t hidden = c.hidden_size, hd = c.head_dim, heads = c.num_heads;
   const int64_t ql = c.dsv4.q_lora_rank, ol = c.dsv4.o_lora_rank, groups = c.dsv4.o_groups;
   const int64_t n = c.residual_streams, mix = (n + 2) * n, e = c.moe.num_experts;
   const int64_t inter = c.moe.intermediate_size, di = c.dsv4.index_head_dim;
   const int64_t ih = c.dsv4.index_n_heads;
+  const engine::core::DeepseekV41Settings& s = c.dsv41;
+  dsv4::LayerWeights& l = *layer;
+  l.mlp = engine::core::MlpType::kMoe;
+  for (dsv4::HyperConnectionWeights* hc : {&l.hc_attn, &l.hc_ffn}) {
+    hc->fn = Floats(mix * n * hidden, 0.01f, 10 + i);
+    hc->base = Floats(mix, 0.1f, 11 + i);
+    hc->scale = Floats(3, 0.1f, 12 + i);
+  }
+  l.attn_norm = Ones(hidden);
+  l.ffn_norm = Ones(hidden);
+  l.q_norm = Ones(ql);
+  l.kv_norm = Ones(hd);
+  l.sinks = Floats(heads, 1.0f, 13 + i);
+  l.wq_a = Fp8(t, ql, hidden, *salt += 7);
+  l.wq_b = Fp8(t, heads * hd, ql, *salt += 7);
+  l.wkv = Fp8(t, hd, hidden, *salt += 7);
+  l.wo_a = Fp8(t, groups * ol, heads * hd / groups, *salt += 7);
+  l.wo_b = Fp8(t, hidden, groups * ol, *salt += 7);
+  if (i < c.num_layers && s.IsKvSource(i)) {
+    l.compressor.wkv = FloatMat(hd, hidden, 0.02f, 14 + i);
+    if (s.compress_ratios[i] > 1) l.compressor.wgate = FloatMat(hd, hidden, 0.02f, 15 + i);
+    l.compressor.norm = Ones(hd);
+    x->index_wk = FloatMat(di, hd, 0.05f, 16 + i);
+    x->index_k_norm = Ones(di);
+  }
+  if (i < c.num_layers && s.IsIndexSource(i)) {
+    l.index_wq_b = Fp8(t, ih * di, ql, *salt += 7);
+    l.index_weights = FloatMat(ih, hidden, 0.02f, 17 + i);
+  }
+  l.router = FloatMat(e, hidden, 0.02f, 18 + i);
+  l.router_bias = Floats(e, 0.01f, 19 + i);
+  x->router_bias_vl = Floats(e, 0.01f, 20 + i);
+  l.shared_gate_up = Fp8(t, 2 * inter, hidden, *salt += 7);
+  l.shared_down = Fp8(t, hidden, inter, *salt += 7);
+  l.expert_gate_up.resize(e);
+  l.expert_down.resize(e);
+  const size_t base = *salt;
+  *salt += 14 * e;
+  pool.ParallelFor(e, 4, [&](int64_t begin, int64_t end) {
+    for (int64_t k = begin; k < end; ++k) {
+      l.expert_gate_up[k] = Fp4(t, 2 * inter, hidden, base + 14 * k);
+      l.expert_down[k] = Fp4(t, hidden, inter, base + 14 * k + 7);
+    }
+  });
+}
+
+}  // namespace
+
+Result<dsv41::Weights> BenchWeights(const engine::core::ModelConfig& c,
+                                    const dsv41::EngramHashing& hashing, EngramTables* tables) {
+  const Tiles t(41);
+  ThreadPool pool(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  const int64_t hidden = c.hidden_size, n = c.residual_streams;
   const engine::core::DeepseekV41Settings& s = c.dsv41;
   dsv41::Weights w;
   dsv4::Weights& b = w.base;
@@ -224,51 +279,9 @@ Result<dsv41::Weights> BenchWeights(const engine::core::ModelConfig& c,
   w.layers.resize(c.num_layers);
   size_t salt = 0;
   for (int i = 0; i < c.num_layers; ++i) {
-    dsv4::LayerWeights& l = b.layers[i];
     dsv41::LayerExtras& x = w.layers[i];
-    l.attention = c.layers[i].attention;
-    l.mlp = engine::core::MlpType::kMoe;
-    for (dsv4::HyperConnectionWeights* hc : {&l.hc_attn, &l.hc_ffn}) {
-      hc->fn = Floats(mix * n * hidden, 0.01f, 10 + i);
-      hc->base = Floats(mix, 0.1f, 11 + i);
-      hc->scale = Floats(3, 0.1f, 12 + i);
-    }
-    l.attn_norm = Ones(hidden);
-    l.ffn_norm = Ones(hidden);
-    l.q_norm = Ones(ql);
-    l.kv_norm = Ones(hd);
-    l.sinks = Floats(heads, 1.0f, 13 + i);
-    l.wq_a = Fp8(t, ql, hidden, salt += 7);
-    l.wq_b = Fp8(t, heads * hd, ql, salt += 7);
-    l.wkv = Fp8(t, hd, hidden, salt += 7);
-    l.wo_a = Fp8(t, groups * ol, heads * hd / groups, salt += 7);
-    l.wo_b = Fp8(t, hidden, groups * ol, salt += 7);
-    if (s.IsKvSource(i)) {
-      l.compressor.wkv = FloatMat(hd, hidden, 0.02f, 14 + i);
-      if (s.compress_ratios[i] > 1) l.compressor.wgate = FloatMat(hd, hidden, 0.02f, 15 + i);
-      l.compressor.norm = Ones(hd);
-      x.index_wk = FloatMat(di, hd, 0.05f, 16 + i);
-      x.index_k_norm = Ones(di);
-    }
-    if (s.IsIndexSource(i)) {
-      l.index_wq_b = Fp8(t, ih * di, ql, salt += 7);
-      l.index_weights = FloatMat(ih, hidden, 0.02f, 17 + i);
-    }
-    l.router = FloatMat(e, hidden, 0.02f, 18 + i);
-    l.router_bias = Floats(e, 0.01f, 19 + i);
-    x.router_bias_vl = Floats(e, 0.01f, 20 + i);
-    l.shared_gate_up = Fp8(t, 2 * inter, hidden, salt += 7);
-    l.shared_down = Fp8(t, hidden, inter, salt += 7);
-    l.expert_gate_up.resize(e);
-    l.expert_down.resize(e);
-    const size_t base = salt;
-    salt += 14 * e;
-    pool.ParallelFor(e, 4, [&](int64_t begin, int64_t end) {
-      for (int64_t k = begin; k < end; ++k) {
-        l.expert_gate_up[k] = Fp4(t, 2 * inter, hidden, base + 14 * k);
-        l.expert_down[k] = Fp4(t, hidden, inter, base + 14 * k + 7);
-      }
-    });
+    b.layers[i].attention = c.layers[i].attention;
+    LayerWeights(c, i, t, pool, &salt, &b.layers[i], &x);
     const int engram = s.EngramIndex(i);
     if (engram < 0) continue;
     x.engram = static_cast<int>(w.engram.size());
@@ -339,6 +352,35 @@ StepBytes DecodeBytes(const engine::core::ModelConfig& c, const BenchLayer& laye
     b.engram_rows = batch * cols * (dim + dim / 32);
   }
   return b;
+}
+
+Result<dsv41::DraftWeights> BenchDraftWeights(const engine::core::ModelConfig& c) {
+  const Tiles t(43);
+  ThreadPool pool(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  const engine::core::ModelConfig draft = dsv41::DraftConfig(c);
+  const engine::core::DeepseekV41Settings& s = c.dsv41;
+  const int64_t hidden = c.hidden_size, vocab = c.vocab_size, rank = s.dspark_markov_rank;
+  dsv41::DraftWeights w;
+  w.stack.types = dsv4::WeightTypes::For(DType::kFP8);
+  SPARK_ASSIGN_OR_RETURN(w.stack.ranges,
+                         dsv4::PlanShard(draft, {}, engine::model::MoeSharding::kByExpert));
+  w.stack.layers.resize(s.num_nextn_predict_layers);
+  size_t salt = 1000;
+  for (int j = 0; j < s.num_nextn_predict_layers; ++j) {
+    dsv4::LayerWeights& l = w.stack.layers[j];
+    l.attention = engine::core::AttentionType::kSliding;
+    dsv41::LayerExtras unused;
+    // Layer ids past the backbone's: window-only, no compressor, indexer or Engram.
+    LayerWeights(draft, c.num_layers + j, t, pool, &salt, &l, &unused);
+  }
+  for (size_t k = 0; k < s.dspark_target_layer_ids.size(); ++k) {
+    w.main_proj.push_back(Fp8(t, hidden, hidden, salt += 7));
+  }
+  w.main_norm = Ones(hidden);
+  w.norm = Ones(hidden);
+  w.markov_embed = Floats(vocab * rank, 0.05f, 31);
+  w.markov_head = Floats(vocab * rank, 0.05f, 32);
+  return w;
 }
 
 DraftBytes DsparkDraftBytes(const engine::core::ModelConfig& c, int blocks) {

@@ -15,6 +15,7 @@
 
 #include "base/status.h"
 #include "engine/core/model_config.h"
+#include "engine/model/deepseek_v41/dspark_weights.h"
 #include "engine/model/deepseek_v41/weights.h"
 
 namespace spark::bench {
@@ -63,6 +64,11 @@ struct StepBytes {
 };
 StepBytes DecodeBytes(const engine::core::ModelConfig& c, const BenchLayer& layer, int batch,
                       int64_t context);
+// A random DSpark stack for `c` (num_nextn_predict_layers stages, DraftConfig's experts) in the
+// released types, as LoadDraftWeights would hand it to the model; Markov factors in fp32 (the
+// backend keeps them as it keeps other float matrices).
+Result<engine::model::dsv41::DraftWeights> BenchDraftWeights(const engine::core::ModelConfig& c);
+
 // What one DSpark draft of `blocks` blocks (dspark.h) must read, by the same model: the stack's
 // window-only blocks over blocks x dspark_block_size tokens (its own expert count and top-k),
 // the target's LM head for those rows, markov_head.head (bf16, vocabulary-parallel like the
