@@ -234,6 +234,12 @@ std::vector<std::string> ChildArgv(const ServeOptions& o, int rank, int port) {
                            std::pair{"--hard-floor-gib", o.hard_floor_gib}}) {
     if (gib >= 0) a.insert(a.end(), {flag, FormatNumber(gib)});
   }
+  // Every rank holds its shard of a draft model (dspark) and drafts in lockstep; only rank 0
+  // drafts otherwise.
+  if (o.speculative.needs_draft_model()) {
+    const std::vector<std::string> spec = cli::SpeculativeArgv(o.speculative);
+    a.insert(a.end(), spec.begin(), spec.end());
+  }
   return a;
 }
 

@@ -136,9 +136,10 @@ class ServeTest : public testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  static std::string Detokenize(const std::vector<int>& ids) {
+  static std::string Detokenize(const std::vector<int>& ids,
+                                const std::string& tokenizer = kTokenizer) {
     const std::string cmd = "echo '" + nlohmann::json(ids).dump() + "' | " + kBinary +
-                            " detokenize --tokenizer " + kTokenizer;
+                            " detokenize --tokenizer " + tokenizer;
     FILE* pipe = popen(cmd.c_str(), "r");
     std::string out;
     char buf[4096];
@@ -223,6 +224,40 @@ TEST_F(ServeTest, ChildRankProcessesGiveTheSameGreedyTokensAsOneRank) {
     EXPECT_EQ(ready.status, 200) << ready.body;
     EXPECT_EQ(serve->Terminate(), 0) << serve->err();
   }
+}
+
+// DSpark at TP=2 through serve: the worker rank serve starts loads its shard of the draft stack
+// and drafts in lockstep (one draft plan per step), and the greedy completion is transformers'
+// ids with drafts made on the way.
+TEST_F(ServeTest, DsparkAtTp2GivesTheGreedyTokens) {
+  const std::string model = SPARK_SOURCE_DIR "/tests/fixtures/models/deepseek-v41-tiny";
+  const std::string tokenizer = SPARK_SOURCE_DIR "/../shared/data/tokenizers/deepseek_v3";
+  const nlohmann::json j = nlohmann::json::parse(ReadFile(model + "/expected.json"));
+  const auto prompt = j["cases"][0]["prompt_ids"].get<std::vector<int>>();
+  const auto greedy = j["cases"][0]["greedy_ids"].get<std::vector<int>>();
+  EngineProcess serve({"serve", "--model", model + "/dspark", "--tokenizer", tokenizer, "--port",
+                       "0", "--served-model-name", "tiny", "--tp", "2", "--threads", "2",
+                       "--comm-timeout", "20", "--speculative-method", "dspark",
+                       "--num-speculative-tokens", "4"},
+                      dir_ / "dspark.err");
+  const int port = serve.WaitServing();
+  ASSERT_GT(port, 0) << serve.err();
+  const nlohmann::json body = {
+      {"model", "tiny"}, {"prompt", prompt}, {"max_tokens", greedy.size()}, {"temperature", 0}};
+  const ClientResponse r = HttpCall(port, "POST", "/v1/completions", body.dump(),
+                                    {{"content-type", "application/json"}});
+  ASSERT_EQ(r.status, 200) << r.body << r.error << serve.err();
+  const nlohmann::json out = nlohmann::json::parse(r.body);
+  EXPECT_EQ(out["choices"][0]["text"], Detokenize(greedy, tokenizer));
+  EXPECT_EQ(out["usage"]["completion_tokens"], greedy.size());
+  const ClientResponse metrics = HttpCall(port, "GET", "/metrics");
+  EXPECT_NE(metrics.body.find("vllm:spec_decode_num_drafts_total{model_name=\"tiny\",engine=\"0\"} "),
+            std::string::npos)
+      << metrics.body;
+  EXPECT_EQ(metrics.body.find("vllm:spec_decode_num_drafts_total{model_name=\"tiny\",engine=\"0\"} 0\n"),
+            std::string::npos)
+      << "no drafts were made";
+  EXPECT_EQ(serve.Terminate(), 0) << serve.err();
 }
 
 TEST_F(ServeTest, IdleGroupOutlivesTheCommunicatorDeadline) {
