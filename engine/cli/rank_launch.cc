@@ -524,7 +524,10 @@ Result<std::unique_ptr<RankSession>> StartRank(const RankOptions& options) {
                       options.max_batched_tokens,
                       options.speculative_tokens,
                       options.chunked_prefill ? 1 : 0};
-  if (s->comm_) SPARK_RETURN_IF_ERROR(s->comm_->Broadcast(shape, sizeof(shape), 0));
+  if (s->comm_) {
+    SPARK_RETURN_IF_ERROR(s->comm_->Broadcast(shape, sizeof(shape), 0));
+    SPARK_RETURN_IF_ERROR(s->AgreeOnDraft());
+  }
   // The start-up memory guard, before anything is loaded; every rank learns who refused.
   Result<StartupCheck> memory = s->PlanMemory(choice, shape);
   model::ModelOptions mo;
@@ -594,6 +597,25 @@ Result<std::unique_ptr<RankSession>> StartRank(const RankOptions& options) {
       options.rank, options.tp, options.model_dir, backend::DTypeName(weight_dtype), load_seconds,
       shape[0], shape[1], backend::DTypeName(kv.dtype), kv_gib, threads);
   return s;
+}
+
+// Every rank of a group drafts in lockstep when one does (a draft plan runs on all of them), so
+// all must hold the draft model or none; each learns every rank's choice and a disagreement
+// fails all of them, naming the ranks and the flag.
+Status RankSession::AgreeOnDraft() {
+  const float mine = options_.load_draft ? 1.0f : 0.0f;
+  std::vector<float> all(comm_->world_size());
+  SPARK_RETURN_IF_ERROR(comm_->AllGather(&mine, 1, all.data()));
+  std::string with, without;
+  for (size_t r = 0; r < all.size(); ++r) {
+    std::string& list = all[r] != 0.0f ? with : without;
+    list += (list.empty() ? "" : ", ") + std::to_string(r);
+  }
+  if (with.empty() || without.empty()) return Status::Ok();
+  return InvalidArgumentError(
+      "the ranks disagree on the draft model: rank(s) " + with +
+      " were started with --speculative-method dspark, rank(s) " + without +
+      " without; start every rank with the same --speculative-method");
 }
 
 Result<StartupCheck> RankSession::PlanMemory(const ComputeChoice& choice, const int64_t shape[8]) {

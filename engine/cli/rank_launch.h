@@ -173,6 +173,8 @@ class RankSession {
   // Sets memory_ and floors_, then the start-up memory guard (startup_memory.h) over the rank's
   // plan for `choice` and rank 0's `shape` (StartRank's broadcast).
   Result<StartupCheck> PlanMemory(const ComputeChoice& choice, const int64_t shape[8]);
+  // InvalidArgument on every rank when some ranks load the draft model and others do not.
+  Status AgreeOnDraft();
   // The group's least available memory (GroupRunner::PollMemory across machines, else this one).
   Result<runtime::GroupMemoryReading> GroupMemory();
   // Rewrites the status file every second while ready, with this node's memory (and on rank 0

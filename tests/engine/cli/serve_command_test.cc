@@ -260,6 +260,34 @@ TEST_F(ServeTest, DsparkAtTp2GivesTheGreedyTokens) {
   EXPECT_EQ(serve.Terminate(), 0) << serve.err();
 }
 
+// Ranks started by hand with and without the draft model: every draft plan would need all of
+// them, so both refuse at start, naming the ranks and the flag.
+TEST_F(ServeTest, RanksThatDisagreeOnTheDraftModelAreRefused) {
+  const std::string model = SPARK_SOURCE_DIR "/tests/fixtures/models/deepseek-v41-tiny/dspark";
+  const std::string tokenizer = SPARK_SOURCE_DIR "/../shared/data/tokenizers/deepseek_v3";
+  const std::string master = std::to_string(FreePort());
+  auto rank = [&](int r, bool dspark) {
+    std::vector<std::string> a = {"serve", "--model", model, "--tokenizer", tokenizer, "--port",
+                                  "0", "--tp", "2", "--rank", std::to_string(r),
+                                  "--master-port", master, "--threads", "1", "--comm-timeout",
+                                  "20"};
+    if (dspark) {
+      a.insert(a.end(), {"--speculative-method", "dspark", "--num-speculative-tokens", "4"});
+    }
+    return std::make_unique<EngineProcess>(a, dir_ / ("disagree" + std::to_string(r) + ".err"));
+  };
+  auto worker = rank(1, false);
+  auto rank0 = rank(0, true);
+  EXPECT_EQ(rank0->Wait(std::chrono::seconds(60)), 2) << rank0->err();
+  EXPECT_EQ(worker->Wait(std::chrono::seconds(60)), 2) << worker->err();
+  for (const auto* p : {rank0.get(), worker.get()}) {
+    EXPECT_NE(p->err().find("the ranks disagree on the draft model: rank(s) 0 were started with "
+                            "--speculative-method dspark, rank(s) 1 without"),
+              std::string::npos)
+        << p->err();
+  }
+}
+
 TEST_F(ServeTest, IdleGroupOutlivesTheCommunicatorDeadline) {
   // Heartbeats every comm-timeout / 4 keep the idle worker inside its 3 s deadline.
   EngineProcess serve(
