@@ -90,12 +90,13 @@ Result<Cache> MakeCache(CudaBackend& gpu, const engine::model::KvCacheSpec& spec
     std::vector<int32_t>& t = c.tables.emplace_back();
     for (int64_t b = 0; b < per; ++b) t.push_back(static_cast<int32_t>(s * per + b));
   }
-  const size_t floats = static_cast<size_t>(per * sequences * kBlockSize) * spec.kv_width;
+  const size_t slots = static_cast<size_t>(per * sequences * kBlockSize);
   for (int l = 0; l < spec.num_layers; ++l) {
-    SPARK_RETURN_IF_ERROR(
-        kernels::FillUniform(c.cache.k(l), floats, 100 + l, 0.0f, 1.0f, gpu.stream()));
-    SPARK_RETURN_IF_ERROR(
-        kernels::FillUniform(c.cache.v(l), floats, 200 + l, 0.0f, 1.0f, gpu.stream()));
+    SPARK_RETURN_IF_ERROR(kernels::FillUniform(c.cache.k(l), slots * spec.width(l), 100 + l, 0.0f,
+                                               1.0f, gpu.stream()));
+    if (spec.v_width(l) == 0) continue;
+    SPARK_RETURN_IF_ERROR(kernels::FillUniform(c.cache.v(l), slots * spec.v_width(l), 200 + l,
+                                               0.0f, 1.0f, gpu.stream()));
   }
   SPARK_RETURN_IF_ERROR(gpu.Synchronize());
   return c;
@@ -401,9 +402,9 @@ int Main(int argc, char** argv) {
   const size_t weight_bytes = gpu->bytes_in_use();
   std::printf(
       "model: %zu layers, %.1f GiB of weights on the GPU (built in %.1f s, uploaded in "
-      "%.1f s); KV record %d floats per token and layer\n",
+      "%.1f s); KV record %lld bytes per token\n",
       schedule.size(), weight_bytes / double(1 << 30), build_s, upload_s,
-      2 * model.kv_cache_spec().kv_width);
+      static_cast<long long>(model.kv_cache_spec().bytes_per_token()));
 
   if (profile) {
     for (int b : ParseList(batches)) {

@@ -11,14 +11,33 @@ Result<PagedKvCache> PagedKvCache::Create(backend::Backend& backend, const KvCac
                                 "), block_size (" + std::to_string(block_size) +
                                 ") and the model's KV width must be > 0");
   }
+  for (const std::vector<int>* widths : {&spec.layer_widths, &spec.layer_v_widths}) {
+    if (widths->empty()) continue;
+    if (static_cast<int>(widths->size()) != spec.num_layers) {
+      return InvalidArgumentError("kv cache: " + std::to_string(widths->size()) +
+                                  " layer widths for " + std::to_string(spec.num_layers) +
+                                  " layers");
+    }
+    for (int w : *widths) {
+      // K needs a slot of every layer; V may hold nothing.
+      if (w < (widths == &spec.layer_widths ? 1 : 0) || w > spec.kv_width) {
+        return InvalidArgumentError("kv cache: a layer width of " + std::to_string(w) +
+                                    " is outside 1.." + std::to_string(spec.kv_width));
+      }
+    }
+  }
   PagedKvCache cache;
   cache.spec_ = spec;
   cache.num_blocks_ = num_blocks;
   cache.block_size_ = block_size;
-  const size_t per_layer = static_cast<size_t>(num_blocks) * block_size * spec.kv_width;
   for (int l = 0; l < spec.num_layers; ++l) {
-    SPARK_ASSIGN_OR_RETURN(backend::Buffer k, backend.AllocateWeights(per_layer, spec.dtype));
-    SPARK_ASSIGN_OR_RETURN(backend::Buffer v, backend.AllocateWeights(per_layer, spec.dtype));
+    const size_t slots = static_cast<size_t>(num_blocks) * block_size;
+    SPARK_ASSIGN_OR_RETURN(backend::Buffer k,
+                           backend.AllocateWeights(slots * spec.width(l), spec.dtype));
+    backend::Buffer v;  // none for a layer that keeps nothing in V
+    if (spec.v_width(l) > 0) {
+      SPARK_ASSIGN_OR_RETURN(v, backend.AllocateWeights(slots * spec.v_width(l), spec.dtype));
+    }
     cache.k_.push_back(std::move(k));
     cache.v_.push_back(std::move(v));
   }

@@ -16,12 +16,23 @@ namespace spark::engine::model {
 
 struct KvCacheSpec {
   int num_layers = 0;
-  int kv_width = 0;  // elements per token per layer for K (and again for V) on this rank
+  // Elements per token for K (and again for V) on this rank: of every layer, or with
+  // layer_widths of the widest.
+  int kv_width = 0;
   backend::DType dtype = backend::DType::kF32;
+  // Per layer, when the layers' records differ in width (DeepSeek's): K's elements per token,
+  // and V's (0: the layer keeps nothing in V). Empty: every layer kv_width for both.
+  std::vector<int> layer_widths, layer_v_widths;
 
+  int width(int layer) const { return layer_widths.empty() ? kv_width : layer_widths[layer]; }
+  int v_width(int layer) const {
+    return layer_v_widths.empty() ? width(layer) : layer_v_widths[layer];
+  }
   // Bytes one token occupies across all layers (K and V) — for memory budgets.
   int64_t bytes_per_token() const {
-    return int64_t{2} * num_layers * kv_width * static_cast<int64_t>(backend::DTypeBytes(dtype));
+    int64_t elements = 0;
+    for (int l = 0; l < num_layers; ++l) elements += width(l) + v_width(l);
+    return elements * static_cast<int64_t>(backend::DTypeBytes(dtype));
   }
 };
 

@@ -23,18 +23,20 @@ CacheLayout::CacheLayout(const core::ModelConfig& c) {
                                    {&r.idx_gate, 2 * di},
                                    {&r.idx_key, di}});
     }
-    kv_width_ = std::max(kv_width_, PackFields(std::move(fields), &in_v[i]));
-  }
-  for (auto& fields : in_v) {
-    for (Field* f : fields) f->offset += kv_width_;
+    const auto [k, v] = PackFields(std::move(fields), &in_v[i]);
+    widths_.push_back(k);
+    v_widths_.push_back(v);
+    for (Field* f : in_v[i]) f->offset += k;
+    kv_width_ = std::max({kv_width_, k, v});
   }
 }
 
 backend::CacheField CacheLayout::Ref(PagedKvCache& cache, int layer, const Field& f) const {
-  return FieldRef(cache, layer, f, kv_width_);
+  return FieldRef(cache, layer, f, widths_[layer], v_widths_[layer]);
 }
 
-int PackFields(std::vector<std::pair<Field*, int>> fields, std::vector<Field*>* in_v) {
+std::pair<int, int> PackFields(std::vector<std::pair<Field*, int>> fields,
+                               std::vector<Field*>* in_v) {
   // Largest first into the emptier half.
   std::stable_sort(fields.begin(), fields.end(),
                    [](const auto& a, const auto& b) { return a.second > b.second; });
@@ -45,19 +47,30 @@ int PackFields(std::vector<std::pair<Field*, int>> fields, std::vector<Field*>* 
       field->offset = used_k;
       used_k += width;
     } else {
-      field->offset = used_v;  // the caller shifts it by kv_width
+      field->offset = used_v;  // the caller shifts it by the K width
       used_v += width;
       in_v->push_back(field);
     }
   }
-  return std::max(used_k, used_v);
+  return {used_k, used_v};
 }
 
-backend::CacheField FieldRef(PagedKvCache& cache, int layer, const Field& f, int kv_width) {
+KvCacheSpec LayoutSpec(const std::vector<int>& k_widths, const std::vector<int>& v_widths) {
+  KvCacheSpec spec;
+  spec.num_layers = static_cast<int>(k_widths.size());
+  spec.kv_width = std::max(*std::max_element(k_widths.begin(), k_widths.end()),
+                           *std::max_element(v_widths.begin(), v_widths.end()));
+  spec.layer_widths = k_widths;
+  spec.layer_v_widths = v_widths;
+  return spec;
+}
+
+backend::CacheField FieldRef(PagedKvCache& cache, int layer, const Field& f, int k_width,
+                             int v_width) {
   if (!f.present()) return {};
-  const bool in_k = f.offset < kv_width;
-  return {in_k ? cache.k(layer) : cache.v(layer), kv_width, in_k ? f.offset : f.offset - kv_width,
-          f.width};
+  const bool in_k = f.offset < k_width;
+  return {in_k ? cache.k(layer) : cache.v(layer), in_k ? k_width : v_width,
+          in_k ? f.offset : f.offset - k_width, f.width};
 }
 
 }  // namespace spark::engine::model::dsv4

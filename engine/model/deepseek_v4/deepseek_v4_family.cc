@@ -59,7 +59,7 @@ Result<MemoryFootprint> DeepseekV4Memory(const core::ModelConfig& c, const Memor
   // Constants uploaded with them: the unit weight of the per-head query norm, and the inverse
   // frequencies of the two RoPE tables.
   f.weight_bytes += 4 * (int64_t{c.head_dim} + 2 * (c.dsv4.rope_head_dim / 2));
-  f.kv_bytes_per_token = int64_t{2} * c.num_layers * CacheLayout(c).kv_width() * 4;
+  f.kv_bytes_per_token = CacheLayout(c).spec().bytes_per_token();
   return f;
 }
 

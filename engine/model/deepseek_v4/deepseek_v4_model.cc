@@ -29,12 +29,12 @@ DeepseekV4Model::DeepseekV4Model(core::ModelConfig config, Weights weights,
 }
 
 KvCacheSpec DeepseekV4Model::kv_cache_spec() const {
-  return {config_.num_layers, layout_.kv_width()};
+  return layout_.spec();
 }
 
 Status DeepseekV4Model::Check(const ForwardBatch& batch, const PagedKvCache& cache) const {
   SPARK_RETURN_IF_ERROR(ready_);
-  return CheckStep(batch, cache, config_.num_layers, layout_.kv_width(), config_.vocab_size);
+  return CheckStep(batch, cache, layout_.spec(), config_.vocab_size);
 }
 
 Status DeepseekV4Model::Forward(const ForwardBatch& batch, PagedKvCache& cache,

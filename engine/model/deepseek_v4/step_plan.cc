@@ -54,13 +54,20 @@ StepPlan PlanStep(const ForwardBatch& batch, int block_size, const core::Deepsee
   return plan;
 }
 
-Status CheckStep(const ForwardBatch& batch, const PagedKvCache& cache, int num_layers,
-                 int64_t kv_width, int vocab_size) {
+Status CheckStep(const ForwardBatch& batch, const PagedKvCache& cache, const KvCacheSpec& spec,
+                 int vocab_size) {
   SPARK_RETURN_IF_ERROR(batch.Validate(cache.block_size(), cache.num_blocks(), vocab_size));
-  if (cache.spec().kv_width != kv_width || cache.spec().num_layers != num_layers) {
-    return InvalidArgumentError("kv cache was made for another model (KV width " +
-                                std::to_string(cache.spec().kv_width) + ", expected " +
-                                std::to_string(kv_width) + ")");
+  const KvCacheSpec& have = cache.spec();
+  bool same = have.num_layers == spec.num_layers;
+  for (int l = 0; same && l < spec.num_layers; ++l) {
+    same = have.width(l) == spec.width(l) && have.v_width(l) == spec.v_width(l);
+  }
+  if (!same) {
+    return InvalidArgumentError("kv cache was made for another model (" +
+                                std::to_string(have.num_layers) + " layers, " +
+                                std::to_string(have.bytes_per_token()) +
+                                " bytes a token; expected " + std::to_string(spec.num_layers) +
+                                ", " + std::to_string(spec.bytes_per_token()) + ")");
   }
   int64_t t = 0;
   for (const BatchSequence& s : batch.sequences) {

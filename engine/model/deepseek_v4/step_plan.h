@@ -57,10 +57,10 @@ CompressedPlan PlanCompressed(const ForwardBatch& batch, int block_size, int rat
 StepPlan PlanStep(const ForwardBatch& batch, int block_size, const core::DeepseekV4Settings& d);
 
 // What every DeepSeek model checks before a step: the batch against the cache (its shape, the
-// blocks) and the vocabulary, that the cache was made for a model of `num_layers` layers of
-// `kv_width`, and that each token's position is its place in its sequence (the attention op
+// blocks) and the vocabulary, that the cache was made for a model of `spec`'s layers and layer
+// widths, and that each token's position is its place in its sequence (the attention op
 // places queries by context_len; the RoPE and entry lists by position). InvalidArgument.
-Status CheckStep(const ForwardBatch& batch, const PagedKvCache& cache, int num_layers,
-                 int64_t kv_width, int vocab_size);
+Status CheckStep(const ForwardBatch& batch, const PagedKvCache& cache, const KvCacheSpec& spec,
+                 int vocab_size);
 
 }  // namespace spark::engine::model::dsv4

@@ -14,23 +14,22 @@ CacheLayout::CacheLayout(const core::ModelConfig& c, int draft_layers) {
   for (int i = 0; i < total; ++i) {
     LayerRecord& r = layers_[i];
     std::vector<std::pair<Field*, int>> fields = {{&r.window, d}};
-    if (i >= c.num_layers) {  // a DSpark draft layer: its window keys only
-      kv_width_ = std::max(kv_width_, dsv4::PackFields(std::move(fields), &in_v[i]));
-      continue;
-    }
-    if (s.IsKvSource(i)) {
-      if (s.compress_ratios[i] > 1) {
-        fields.emplace_back(&r.comp_kv, d);
-        fields.emplace_back(&r.comp_gate, d);
+    if (i < c.num_layers) {
+      if (s.IsKvSource(i)) {
+        if (s.compress_ratios[i] > 1) {
+          fields.emplace_back(&r.comp_kv, d);
+          fields.emplace_back(&r.comp_gate, d);
+        }
+        fields.emplace_back(&r.entry, d);
+        fields.emplace_back(&r.index_key, di);
       }
-      fields.emplace_back(&r.entry, d);
-      fields.emplace_back(&r.index_key, di);
-    }
-    if (i == 0 && !s.engram_layer_ids.empty()) fields.emplace_back(&r.token, 1);
-    kv_width_ = std::max(kv_width_, dsv4::PackFields(std::move(fields), &in_v[i]));
-  }
-  for (auto& fields : in_v) {
-    for (Field* f : fields) f->offset += kv_width_;
+      if (i == 0 && !s.engram_layer_ids.empty()) fields.emplace_back(&r.token, 1);
+    }  // else a DSpark draft layer: its window keys only
+    const auto [k, v] = dsv4::PackFields(std::move(fields), &in_v[i]);
+    widths_.push_back(k);
+    v_widths_.push_back(v);
+    for (Field* f : in_v[i]) f->offset += k;
+    kv_width_ = std::max({kv_width_, k, v});
   }
 }
 

@@ -15,8 +15,9 @@
 // Layers that reuse a source's compressed KV or top-k keep only their window. The candidate
 // blocks and top-k selections are recomputed each step from these (they depend only on the
 // cached keys and the step's queries). The fields of a layer are spread over the cache's K and
-// V halves (dsv4::PackFields). This is the fp32 reference layout: the window is kept for every
-// token, not only the last sliding_window.
+// V halves (dsv4::PackFields), each layer's record as wide as its own fields (a layer that
+// keeps only its window holds nothing more). This is the fp32 reference layout: the window is
+// kept for every token, not only the last sliding_window.
 // Thread-safety: read-only after construction.
 #pragma once
 
@@ -43,14 +44,19 @@ class CacheLayout {
   explicit CacheLayout(const core::ModelConfig& config, int draft_layers = 0);
   int num_layers() const { return static_cast<int>(layers_.size()); }
 
+  // Floats per token in the widest half of any layer's record, and in each layer's K and V.
   int kv_width() const { return kv_width_; }
+  const std::vector<int>& widths() const { return widths_; }
+  const std::vector<int>& v_widths() const { return v_widths_; }
+  KvCacheSpec spec() const { return dsv4::LayoutSpec(widths_, v_widths_); }
   const LayerRecord& layer(int i) const { return layers_[i]; }
   backend::CacheField Ref(PagedKvCache& cache, int layer, const Field& f) const {
-    return dsv4::FieldRef(cache, layer, f, kv_width_);
+    return dsv4::FieldRef(cache, layer, f, widths_[layer], v_widths_[layer]);
   }
 
  private:
   int kv_width_ = 0;
+  std::vector<int> widths_, v_widths_;
   std::vector<LayerRecord> layers_;
 };
 

@@ -139,8 +139,7 @@ Result<MemoryFootprint> DeepseekV41Memory(const core::ModelConfig& c, const Memo
     SPARK_ASSIGN_OR_RETURN(dsv4::ShardRanges dr, dsv4::PlanShard(DraftConfig(c), q.shard, q.moe));
     f.weight_bytes += bytes * DraftFloats(c, dr);
   }
-  f.kv_bytes_per_token =
-      int64_t{2} * (c.num_layers + draft_layers) * CacheLayout(c, draft_layers).kv_width() * 4;
+  f.kv_bytes_per_token = CacheLayout(c, draft_layers).spec().bytes_per_token();
   return f;
 }
 

@@ -53,13 +53,12 @@ DeepseekV41Model::DeepseekV41Model(core::ModelConfig config,
 }
 
 KvCacheSpec DeepseekV41Model::kv_cache_spec() const {
-  return {layout_.num_layers(), layout_.kv_width()};
+  return layout_.spec();
 }
 
 Status DeepseekV41Model::Check(const ForwardBatch& batch, const PagedKvCache& cache) const {
   SPARK_RETURN_IF_ERROR(ready_);
-  return dsv4::CheckStep(batch, cache, layout_.num_layers(), layout_.kv_width(),
-                         config_.vocab_size);
+  return dsv4::CheckStep(batch, cache, layout_.spec(), config_.vocab_size);
 }
 
 Status DeepseekV41Model::Forward(const ForwardBatch& batch, PagedKvCache& cache,

@@ -436,7 +436,10 @@ TEST(DeepseekV41FootprintTest, ReleasedFlashConfig) {
   ASSERT_TRUE(held.ok());
   std::printf("V4.1-Flash CPU reference record: %lld B/token\n",
               static_cast<long long>(held->kv_bytes_per_token));
-  EXPECT_EQ(held->kv_bytes_per_token, 2 * 40 * 1152 * 4);
+  // Each layer's record as wide as its fields: 35 window-only layers 512 floats, layer 0 its
+  // window and Engram id, three ratio-2 sources 2176 (window, kv, gate, entry, index key), the
+  // ratio-1 source 1152 (no kv or gate).
+  EXPECT_EQ(held->kv_bytes_per_token, (35 * 512 + 513 + 3 * 2176 + 1152) * 4);
   int64_t previous = one->weight_bytes + 1;
   for (int tp : {1, 2, 4}) {
     auto f = ServingMemory(*c, {0, tp}, MoeSharding::kByExpert);

@@ -31,7 +31,16 @@ TEST(DeepseekV4CacheLayoutTest, V4FlashWidths) {
   EXPECT_FALSE(layout.layer(0).entry.present());
   EXPECT_TRUE(layout.layer(1).entry.present());
   EXPECT_FALSE(layout.layer(1).idx_key.present());
-  // 43 layers of fp32 K and V: 2 * 43 * 1920 * 4 bytes per token.
+  // Each layer's record is as wide as its own fields: the window-only layer 512 floats of K and
+  // none of V, the HCA layer 1024 + 1024 (K: window + comp_kv, V: comp_gate + entry), the CSA
+  // layer 1920 + 1792.
+  EXPECT_EQ(layout.widths(), (std::vector<int>{512, 1024, 1920}));
+  EXPECT_EQ(layout.v_widths(), (std::vector<int>{0, 1024, 1792}));
+  const KvCacheSpec spec = layout.spec();
+  EXPECT_EQ(spec.num_layers, 3);
+  EXPECT_EQ(spec.kv_width, 1920);
+  EXPECT_EQ(spec.bytes_per_token(), (512 + 2048 + 3712) * 4);
+  // A uniform spec of 43 layers of fp32 K and V: 2 * 43 * 1920 * 4 bytes per token.
   EXPECT_EQ((KvCacheSpec{43, layout.kv_width()}.bytes_per_token()), 660480);
 }
 
@@ -43,8 +52,9 @@ TEST(DeepseekV4CacheLayoutTest, FieldsDoNotOverlap) {
     for (const Field* f :
          {&r.window, &r.comp_kv, &r.comp_gate, &r.entry, &r.idx_kv, &r.idx_gate, &r.idx_key}) {
       if (!f->present()) continue;
-      const int half = f->offset < layout.kv_width() ? 0 : layout.kv_width();
-      EXPECT_LE(f->offset + f->width, half + layout.kv_width()) << "field crosses K/V";
+      const int k = layout.widths()[l], v = layout.v_widths()[l];
+      const bool in_k = f->offset < k;
+      EXPECT_LE(f->offset + f->width, in_k ? k : k + v) << "field crosses K/V";
       for (int i = f->offset; i < f->offset + f->width; ++i) {
         EXPECT_TRUE(used.insert(i).second) << "layer " << l << " offset " << i;
       }
