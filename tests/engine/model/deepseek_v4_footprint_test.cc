@@ -85,6 +85,11 @@ TEST(DeepseekV4FootprintTest, FlashKvBytesPerTokenAndPerSequence) {
   EXPECT_EQ(f.bytes_per_sequence, 5636096 + 1720320 + 10485760);
   const KvFootprint fp8 = ServingKvFootprint(c, {1, 1, 4});
   EXPECT_DOUBLE_EQ(fp8.bytes_per_token, 3440.0);
+  // The CPU reference's fp32 record, each layer as wide as its fields: 2 sliding layers (D in
+  // K), 20 HCA (2D + 2D) and 21 CSA (1920 + 1792 floats).
+  auto held = FindModelFamily("deepseek_v4")->memory(c, {});
+  ASSERT_TRUE(held.ok()) << held.status().message();
+  EXPECT_EQ(held->kv_bytes_per_token, (2 * 512 + 20 * 2048 + 21 * 3712) * 4);
 }
 
 TEST(DeepseekV4FootprintTest, FlashWeightsSplitIntoReplicatedAndSharded) {
