@@ -397,7 +397,8 @@ DraftBytes DsparkDraftBytes(const engine::core::ModelConfig& c, int blocks) {
     d.stack.kv += b.kv;
   }
   d.head = HeadBytes(c, tokens);
-  d.markov = s.dspark_block_size * Bf16Bytes(static_cast<double>(c.vocab_size) * s.dspark_markov_rank);
+  d.markov =
+      s.dspark_block_size * Bf16Bytes(static_cast<double>(c.vocab_size) * s.dspark_markov_rank);
   const double targets = static_cast<double>(s.dspark_target_layer_ids.size());
   d.context_per_step = Fp8Bytes(c.hidden_size, targets * c.hidden_size) +
                        s.num_nextn_predict_layers * Fp8Bytes(c.head_dim, c.hidden_size);

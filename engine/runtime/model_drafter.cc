@@ -34,7 +34,9 @@ std::vector<std::vector<int32_t>> ModelDrafter::ProposeForAll(
   }
   if (!drafts.ok()) {
     std::string ids;
-    for (const StepPlanEntry& e : plan.entries) ids += (ids.empty() ? "" : ", ") + std::to_string(e.seq_id);
+    for (const StepPlanEntry& e : plan.entries) {
+      ids += (ids.empty() ? "" : ", ") + std::to_string(e.seq_id);
+    }
     status_ = drafts.status().WithContext("drafting for sequences " + ids);
     return out;
   }

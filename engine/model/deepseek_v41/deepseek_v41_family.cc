@@ -157,8 +157,8 @@ Result<int64_t> DeepseekV41StepMemory(const core::ModelConfig& c, const MemoryQu
   const int stride = ratio > 0 ? static_cast<int>(shape.context / ratio) : 0;
   const int columns =
       s.engram_layer_ids.empty() ? 0 : (s.engram_max_ngram_size - 1) * s.engram_n_heads;
-  int64_t floats =
-      shape.tokens * WorkspaceFloatsPerToken(c, r, stride, columns) + shape.logit_rows * r.vocab.size;
+  int64_t floats = shape.tokens * WorkspaceFloatsPerToken(c, r, stride, columns) +
+                   shape.logit_rows * r.vocab.size;
   if (q.draft && s.num_nextn_predict_layers > 0) {
     SPARK_ASSIGN_OR_RETURN(dsv4::ShardRanges dr, dsv4::PlanShard(DraftConfig(c), q.shard, q.moe));
     floats += DraftStepFloats(c, r, dr, shape);

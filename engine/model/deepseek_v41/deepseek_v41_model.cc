@@ -94,8 +94,9 @@ Status DeepseekV41Model::DraftTokens(std::span<const DraftBlock> blocks, PagedKv
   SPARK_RETURN_IF_ERROR(ready_);
   if (dspark_ == nullptr) return Model::DraftTokens(blocks, cache, drafts);
   if (cache.spec().num_layers != layout_.num_layers()) {
-    return InvalidArgumentError("DSpark: the KV cache holds " + std::to_string(cache.spec().num_layers) +
-                                " layers, the model " + std::to_string(layout_.num_layers()));
+    return InvalidArgumentError("DSpark: the KV cache holds " +
+                                std::to_string(cache.spec().num_layers) + " layers, the model " +
+                                std::to_string(layout_.num_layers()));
   }
   return dspark_->Draft(blocks, cache, drafts);
 }

@@ -141,7 +141,8 @@ void DSpark::StoreContext(const ForwardBatch& batch, PagedKvCache& cache) {
 
 Status DSpark::CheckBlock(const DraftBlock& b, int block_size) const {
   if (b.count < 1 || b.count > 16) {
-    return InvalidArgumentError("DSpark drafts 1..16 tokens a step, not " + std::to_string(b.count));
+    return InvalidArgumentError("DSpark drafts 1..16 tokens a step, not " +
+                                std::to_string(b.count));
   }
   if (b.anchor < 0 || b.anchor >= config_.vocab_size) {
     return InvalidArgumentError("DSpark anchor token " + std::to_string(b.anchor) +

@@ -67,9 +67,10 @@ class DSpark {
   void StoreContext(const ForwardBatch& batch, PagedKvCache& cache);
 
   // Drafts every block (Model::DraftTokens) in one forward of the stack: drafts[k] holds
-  // blocks[k].count (1 .. 16, the same for every block) tokens. Each block table must cover positions up to position +
-  // count - 1 and the context keys of every position before `position` must be stored.
-  // InvalidArgument for a block table too short or a token outside the vocabulary.
+  // blocks[k].count (1 .. 16, the same for every block) tokens. Each block table must cover
+  // positions up to position + count - 1 and the context keys of every position before
+  // `position` must be stored. InvalidArgument for a block table too short, blocks of
+  // different sizes or a token outside the vocabulary.
   Status Draft(std::span<const DraftBlock> blocks, PagedKvCache& cache,
                std::vector<std::vector<int32_t>>* drafts);
 

@@ -143,13 +143,17 @@ int64_t EngramTable::Prefetch(std::span<const int64_t> ids) const {
   ranges.reserve(ids.size() * 2);
   for (const int64_t id : ids) {
     ranges.push_back(Pages(weight_->bytes.data() + id * row, row, page));
-    if (scale_row > 0) ranges.push_back(Pages(scale_->bytes.data() + id * scale_row, scale_row, page));
+    if (scale_row > 0) {
+      ranges.push_back(Pages(scale_->bytes.data() + id * scale_row, scale_row, page));
+    }
   }
   std::sort(ranges.begin(), ranges.end());
   int64_t asked = 0;
   for (size_t i = 0; i < ranges.size();) {
     auto [begin, end] = ranges[i];
-    for (++i; i < ranges.size() && ranges[i].first <= end; ++i) end = std::max(end, ranges[i].second);
+    for (++i; i < ranges.size() && ranges[i].first <= end; ++i) {
+      end = std::max(end, ranges[i].second);
+    }
     madvise(reinterpret_cast<void*>(begin), end - begin, MADV_WILLNEED);  // a hint: errors ignored
     ++asked;
   }
