@@ -25,7 +25,7 @@ struct RopeTable {
 // A per-token field of one layer's paged cache: `width` floats at base + slot * stride + offset.
 struct CacheField {
   float* base = nullptr;  // the layer's K or V array
-  int stride = 0;         // floats per slot (the cache's kv_width)
+  int stride = 0;         // floats per slot of that array (the layer's K or V width)
   int offset = 0;         // the field's first float within a slot
   int width = 0;
   bool present() const { return base != nullptr; }
