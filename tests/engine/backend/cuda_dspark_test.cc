@@ -9,10 +9,8 @@
 #include <memory>
 #include <string>
 
-#include "engine/backend/cuda/cuda_backend.h"
-#include "engine/model/model.h"
-#include "engine/model/step_runner.h"
 #include "kernels/cuda_check.h"
+#include "tests/engine/backend/cuda_fixture_rank.h"
 #include "tests/engine/model/dspark_test_util.h"
 #include "tests/engine/model/speculative_test_util.h"
 
@@ -22,29 +20,11 @@ namespace {
 using namespace speculative_testing;
 using dspark_testing::kFixture;
 
-struct GpuRank {
-  std::unique_ptr<backend::cuda::CudaBackend> gpu;
-  std::unique_ptr<Model> model;
-  std::unique_ptr<ModelStepRunner> runner;
-};
+using fixture_testing::GpuRank;
 
 std::unique_ptr<GpuRank> LoadOnGpu(bool draft) {
-  auto r = std::make_unique<GpuRank>();
-  auto gpu = backend::cuda::CudaBackend::Create({});
-  EXPECT_TRUE(gpu.ok()) << gpu.status().message();
-  if (!gpu.ok()) return nullptr;
-  r->gpu = std::move(*gpu);
-  ModelOptions options = draft ? dspark_testing::WithDraft() : ModelOptions();
-  auto model = LoadModel(FixtureDir(kFixture), *r->gpu, nullptr, options);
-  EXPECT_TRUE(model.ok()) << model.status().message();
-  if (!model.ok()) return nullptr;
-  r->model = std::move(*model);
-  auto runner = ModelStepRunner::Create(r->model.get(), *r->gpu, kBlocks, kBlockSize,
-                                        /*return_logits=*/true, /*decode_graphs=*/true);
-  EXPECT_TRUE(runner.ok()) << runner.status().message();
-  if (!runner.ok()) return nullptr;
-  r->runner = std::move(*runner);
-  return r;
+  return fixture_testing::LoadOnGpu(kFixture,
+                                    draft ? dspark_testing::WithDraft() : ModelOptions());
 }
 
 class CudaDsparkTest : public testing::Test {

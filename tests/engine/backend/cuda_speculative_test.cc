@@ -11,10 +11,8 @@
 #include <string>
 #include <tuple>
 
-#include "engine/backend/cuda/cuda_backend.h"
-#include "engine/model/model.h"
-#include "engine/model/step_runner.h"
 #include "kernels/cuda_check.h"
+#include "tests/engine/backend/cuda_fixture_rank.h"
 #include "tests/engine/model/speculative_test_util.h"
 
 namespace spark::engine::model {
@@ -22,32 +20,7 @@ namespace {
 
 using namespace speculative_testing;
 
-struct GpuRank {
-  std::unique_ptr<backend::cuda::CudaBackend> gpu;
-  std::unique_ptr<Model> model;
-  std::unique_ptr<ModelStepRunner> runner;
-};
-
-std::unique_ptr<GpuRank> LoadOnGpu(const std::string& fixture) {
-  auto r = std::make_unique<GpuRank>();
-  auto gpu = backend::cuda::CudaBackend::Create({});
-  EXPECT_TRUE(gpu.ok()) << gpu.status().message();
-  if (!gpu.ok()) return nullptr;
-  r->gpu = std::move(*gpu);
-  // A variant directory (deepseek-v41-tiny/release) takes the fixture's tokenizer files.
-  ModelOptions options;
-  options.tokenizer_dir = FixtureDir(fixture.substr(0, fixture.find('/')));
-  auto model = LoadModel(FixtureDir(fixture), *r->gpu, nullptr, options);
-  EXPECT_TRUE(model.ok()) << model.status().message();
-  if (!model.ok()) return nullptr;
-  r->model = std::move(*model);
-  auto runner = ModelStepRunner::Create(r->model.get(), *r->gpu, kBlocks, kBlockSize,
-                                        /*return_logits=*/true, /*decode_graphs=*/true);
-  EXPECT_TRUE(runner.ok()) << runner.status().message();
-  if (!runner.ok()) return nullptr;
-  r->runner = std::move(*runner);
-  return r;
-}
+using fixture_testing::LoadOnGpu;
 
 class CudaSpeculativeTest : public testing::TestWithParam<std::tuple<std::string, bool>> {
  protected:
