@@ -323,7 +323,7 @@ TEST(MemoryGuardE2eTest, ServeRefusesToStartBelowTheFloor) {
 INSTANTIATE_TEST_SUITE_P(Tiny, MemoryPlanE2eTest,
                          testing::Values(Case{"qwen3-tiny", "qwen3", 301, 16384},
                                          Case{"qwen3-moe-tiny", "qwen3", 256, 16384},
-                                         Case{"deepseek-v4-tiny", "deepseek_v3", 128, 2048}),
+                                         Case{"deepseek-v4-tiny", "deepseek_v3", 128, 3584}),
                          [](const testing::TestParamInfo<Case>& info) {
                            return std::to_string(info.index);
                          });
