@@ -15,7 +15,6 @@
 #include "engine/cli/engine_command.h"
 #include "engine/cli/speculative_flags.h"
 #include "engine/cli/startup_memory.h"
-#include "engine/model/deepseek_v41/deepseek_v41_config.h"
 #include "engine/model/memory_plan.h"
 #include "engine/model/model_family.h"
 #include "engine/runtime/host_memory.h"
@@ -369,11 +368,8 @@ Result<ordered_json> MakePlan(const PlanOptions& o) {
   SPARK_ASSIGN_OR_RETURN(core::ModelConfig config,
                          model::ParseModelConfig(text.second, text.first));
   if (o.speculative_method == "dspark") {
-    const std::string has = model::dsv41::DescribeDspark(config);
-    if (has.rfind("checkpoint has no ", 0) == 0) {
-      return FailedPreconditionError(text.first + ": --speculative-method dspark: " + has +
-                                     "; use method ngram (prompt lookup, every model) or none");
-    }
+    const Status draft = cli::CheckDsparkLayers(config);
+    if (!draft.ok()) return Status(draft.code(), text.first + ": " + draft.message());
   }
   const model::ModelFamily* family = model::FindModelFamily(config.model_type);
   SPARK_ASSIGN_OR_RETURN(ComputeChoice choice, Choose(o, text.second, *family));

@@ -42,14 +42,15 @@ Status ValidateSpeculativeFlags(const runtime::SpeculativeOptions& o,
   if (!ask_checkpoint || model_dir.empty()) return s;
   Result<core::ModelConfig> config = model::LoadModelConfig(model_dir);
   if (!config.ok()) return s;
-  const std::string has = model::dsv41::DescribeDspark(*config);
-  const bool has_layers = has.rfind("checkpoint has no ", 0) != 0;
-  if (s.ok()) {
-    if (has_layers) return s;
-    return FailedPreconditionError("--speculative-method dspark: " + has +
-                                   "; use method ngram (prompt lookup, every model) or none");
-  }
-  return Status(s.code(), s.message() + " (" + has + ")");
+  if (s.ok()) return CheckDsparkLayers(*config);
+  return Status(s.code(), s.message() + " (" + model::dsv41::DescribeDspark(*config) + ")");
+}
+
+Status CheckDsparkLayers(const core::ModelConfig& config) {
+  const std::string has = model::dsv41::DescribeDspark(config);
+  if (has.rfind("checkpoint has no ", 0) != 0) return Status::Ok();
+  return FailedPreconditionError("--speculative-method dspark: " + has +
+                                 "; use method ngram (prompt lookup, every model) or none");
 }
 
 std::vector<std::string> SpeculativeArgv(const runtime::SpeculativeOptions& o) {

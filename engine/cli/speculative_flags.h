@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "engine/core/model_config.h"
 #include "engine/runtime/drafter.h"
 
 namespace CLI {
@@ -27,6 +28,9 @@ Status ValidateSpeculativeFlags(const runtime::SpeculativeOptions& options);
 // reports it).
 Status ValidateSpeculativeFlags(const runtime::SpeculativeOptions& options,
                                 const std::string& model_dir);
+// FailedPrecondition when `config` declares no DSpark draft layers, saying what it holds and
+// what works instead.
+Status CheckDsparkLayers(const core::ModelConfig& config);
 // The flags again, for a child rank's argv (none when off).
 std::vector<std::string> SpeculativeArgv(const runtime::SpeculativeOptions& options);
 

@@ -18,11 +18,13 @@ Result<PagedKvCache> PagedKvCache::Create(backend::Backend& backend, const KvCac
                                   " layer widths for " + std::to_string(spec.num_layers) +
                                   " layers");
     }
+    // K needs a slot of every layer; V may hold nothing.
+    const int least = widths == &spec.layer_widths ? 1 : 0;
     for (int w : *widths) {
-      // K needs a slot of every layer; V may hold nothing.
-      if (w < (widths == &spec.layer_widths ? 1 : 0) || w > spec.kv_width) {
+      if (w < least || w > spec.kv_width) {
         return InvalidArgumentError("kv cache: a layer width of " + std::to_string(w) +
-                                    " is outside 1.." + std::to_string(spec.kv_width));
+                                    " is outside " + std::to_string(least) + ".." +
+                                    std::to_string(spec.kv_width));
       }
     }
   }

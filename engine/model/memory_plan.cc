@@ -165,7 +165,10 @@ Result<RankPlan> PlanRank(const core::ModelConfig& config, const ModelFamily& fa
   const int64_t rows = int64_t{r.max_num_seqs} * (1 + std::max(0, r.speculative_tokens)) + scored;
   StepShape prefill{tokens, std::min<int64_t>(rows, tokens), r.max_model_len, bf16_inputs,
                     moe_copies};
-  if (r.draft) prefill.draft_blocks = r.max_num_seqs;  // every running sequence may draft
+  if (r.draft) {  // every running sequence may draft a block of its draft tokens
+    prefill.draft_blocks = r.max_num_seqs;
+    prefill.draft_block_tokens = std::max(1, r.speculative_tokens);
+  }
   SPARK_ASSIGN_OR_RETURN(int64_t step, family.step_memory(config, query, prefill));
   plan.fixed.push_back({"activations", step,
                         "one step of " + std::to_string(tokens) + " tokens (the prefill chunk" +

@@ -53,9 +53,10 @@ struct StepShape {
   // Copies of each token the Moe op's scratch holds at once: 1 on the cpu backend (one expert at
   // a time), top_k on cuda (every routed copy, plus its routing weight).
   int moe_copies = 1;
-  // Sequences a step drafts for with the checkpoint's draft model (MemoryQuery::draft), one
-  // block of its block size each.
+  // Sequences a step drafts for with the checkpoint's draft model (MemoryQuery::draft), and the
+  // tokens of each one's block (the drafter's num_speculative_tokens).
   int64_t draft_blocks = 0;
+  int64_t draft_block_tokens = 0;
 };
 
 struct ModelFamily {

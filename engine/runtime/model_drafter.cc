@@ -1,7 +1,5 @@
 #include "engine/runtime/model_drafter.h"
 
-#include <algorithm>
-
 namespace spark::engine::runtime {
 
 std::vector<int32_t> ModelDrafter::ProposeFor(const Sequence& seq, int max_tokens) {

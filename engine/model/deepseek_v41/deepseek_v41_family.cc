@@ -85,7 +85,7 @@ int64_t DraftStepFloats(const core::ModelConfig& c, const dsv4::ShardRanges& tar
   const core::DeepseekV41Settings& s = c.dsv41;
   const auto targets = static_cast<int64_t>(s.dspark_target_layer_ids.size());
   const int64_t context = shape.tokens * ((targets + 2) * c.hidden_size + c.residual_streams);
-  const int64_t rows = shape.draft_blocks * s.dspark_block_size, local = target.vocab.size;
+  const int64_t rows = shape.draft_blocks * shape.draft_block_tokens, local = target.vocab.size;
   return context + rows * (WorkspaceFloatsPerToken(DraftConfig(c), draft, 1, 0) + local) +
          shape.draft_blocks * (s.dspark_markov_rank + local + 2);
 }

@@ -280,7 +280,7 @@ Status DSpark::MarkovDrafts(std::span<const DraftBlock> blocks, int count,
   const int world = comm_ == nullptr ? 1 : comm_->world_size();
   std::vector<int32_t> prev(m);
   for (int64_t k = 0; k < m; ++k) prev[k] = blocks[k].anchor;
-  std::vector<float> mine(m * 2), all(world * m * 2);
+  std::vector<float> mine(m * 2), all(world > 1 ? world * m * 2 : 0);
   for (int i = 0; i < count; ++i) {
     backend_.Embedding(markov_embed_.data(), 0, vocab, rank, prev, markov_rows_.data());
     backend_.Linear(markov_rows_.data(), m, rank, markov_head_.weight(),
@@ -290,12 +290,8 @@ Status DSpark::MarkovDrafts(std::span<const DraftBlock> blocks, int count,
     backend_.ArgMax(markov_bias_.data(), m, static_cast<int>(v.size), v.begin, pairs_.data());
     backend_.Download(pairs_.data(), mine);
     SPARK_RETURN_IF_ERROR(backend_.status());
-    if (world > 1) {
-      SPARK_RETURN_IF_ERROR(comm_->AllGather(mine.data(), mine.size(), all.data()));
-    } else {
-      all = mine;
-    }
-    Result<std::vector<int32_t>> ids = backend::MergeArgMax(all, world, m);
+    if (world > 1) SPARK_RETURN_IF_ERROR(comm_->AllGather(mine.data(), mine.size(), all.data()));
+    Result<std::vector<int32_t>> ids = backend::MergeArgMax(world > 1 ? all : mine, world, m);
     if (!ids.ok()) return ids.status().WithContext("DSpark draft position " + std::to_string(i));
     for (int64_t k = 0; k < m; ++k) {
       (*drafts)[k].push_back((*ids)[k]);

@@ -121,10 +121,6 @@ Status LoadLayer(Loader& ld, const dsv4::TensorSource& src, int i, const core::M
   return Status::Ok();
 }
 
-}  // namespace
-
-namespace {
-
 // Page-aligned [begin, end) of `bytes` bytes at `at`.
 std::pair<uintptr_t, uintptr_t> Pages(const uint8_t* at, size_t bytes, uintptr_t page) {
   const auto begin = reinterpret_cast<uintptr_t>(at) & ~(page - 1);
@@ -137,8 +133,7 @@ std::pair<uintptr_t, uintptr_t> Pages(const uint8_t* at, size_t bytes, uintptr_t
 int64_t EngramTable::Prefetch(std::span<const int64_t> ids) const {
   const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
   const size_t row = static_cast<size_t>(dim_) * core::DTypeSize(dtype_);
-  const size_t scale_row =
-      scale_ == nullptr ? 0 : (scale_->dtype == "F8_E8M0" ? 1 : 4) * static_cast<size_t>(dim_ / 32);
+  const size_t scale_row = scale_ == nullptr ? 0 : scale_->element_size * (dim_ / 32);
   std::vector<std::pair<uintptr_t, uintptr_t>> ranges;
   ranges.reserve(ids.size() * 2);
   for (const int64_t id : ids) {

@@ -269,11 +269,11 @@ TEST(MemoryPlanE2eTest, DraftTokensReachThePlan) {
 // a token (its window records) and activations (its step buffers) than the same plan with ngram
 // drafts; a checkpoint without one, and mtp, are refused by name.
 TEST(MemoryPlanE2eTest, TheDsparkStackReachesThePlan) {
-  auto plan = [](const std::string& method) {
+  auto plan = [](const std::string& method, const std::string& drafts = "4") {
     return nlohmann::json::parse(
         RunEngine({"plan", "--json", "--no-tp-sweep", "--model",
                    kFixtures + "deepseek-v41-tiny/dspark", "--backend", "cpu", "--max-num-seqs",
-                   "8", "--speculative-method", method, "--num-speculative-tokens", "4"}),
+                   "8", "--speculative-method", method, "--num-speculative-tokens", drafts}),
         nullptr, false);
   };
   auto item = [](const nlohmann::json& p, const std::string& name) -> int64_t {
@@ -290,6 +290,10 @@ TEST(MemoryPlanE2eTest, TheDsparkStackReachesThePlan) {
   EXPECT_GT(item(dspark, "activations"), item(ngram, "activations"));
   EXPECT_GT(dspark["rank"]["kv"]["bytes_per_token"].get<int64_t>(),
             ngram["rank"]["kv"]["bytes_per_token"].get<int64_t>());
+  // A draft block holds --num-speculative-tokens rows: more drafts grow dspark's step buffers
+  // beyond the logits rows both methods add.
+  EXPECT_GT(item(plan("dspark", "8"), "activations") - item(dspark, "activations"),
+            item(plan("ngram", "8"), "activations") - item(ngram, "activations"));
   std::string refused = RunEngine({"plan", "--model", kFixtures + "qwen3-tiny",
                                    "--speculative-method", "dspark", "--num-speculative-tokens",
                                    "4"},

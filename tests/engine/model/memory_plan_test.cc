@@ -99,6 +99,7 @@ TEST_P(StepMemoryTest, RowEqualsThePeakOfAForward) {
   ASSERT_TRUE(memory.ok()) << memory.status().message();
   StepShape shape{/*tokens=*/23, /*logit_rows=*/2, /*context=*/14};
   shape.draft_blocks = c.draft ? 2 : 0;
+  shape.draft_block_tokens = config->dsv41.dspark_block_size;  // the blocks drafted above
   auto step = family->step_memory(*config, query, shape);
   ASSERT_TRUE(step.ok()) << step.status().message();
   EXPECT_EQ(static_cast<int64_t>(peak[0] - before[0]), memory->weight_bytes + kv_bytes[0] + *step);
